@@ -1,0 +1,9 @@
+"""fused_swiglu: fused GEMM + SwiGLU for NVIDIA Hopper (sm_90a).
+
+``y = silu(x @ W_gate^T) * (x @ W_up^T)`` in one kernel, fp32 accumulation, one rounding.
+"""
+
+from ._version import __version__
+from .weights import pack_gate_up, unpack_gate_up
+
+__all__ = ["__version__", "pack_gate_up", "unpack_gate_up"]

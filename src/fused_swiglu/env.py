@@ -1,0 +1,77 @@
+"""Every environment variable fused_swiglu reads, in one place.
+
+All are read when used (not at import), so a process can change them between calls.
+
+=========================  ==========================================================================
+``FUSED_SWIGLU_CACHE_DIR``  Where built libraries are cached. Default ``~/.cache/fused_swiglu``.
+``FUSED_SWIGLU_LIBRARY``    Path of a prebuilt ``libfused_swiglu.so`` to load as is, skipping the
+                            cache and nvcc. Its ABI version is still checked.
+``FUSED_SWIGLU_NVCC``       Path of the nvcc to use (first in the search order).
+``FUSED_SWIGLU_JOBS``       Parallel nvcc jobs when building. Default: ``os.cpu_count()``.
+``FUSED_SWIGLU_VERBOSE``    ``1`` prints each nvcc command and build step to stderr.
+``FUSED_SWIGLU_CONFIG``     Comma-separated kernel config names that override the heuristic, e.g.
+                            ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel and
+                            dtype its name spells (for benchmarking and tuning).
+=========================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PREFIX = "FUSED_SWIGLU_"
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(PREFIX + name)
+    return value if value else None
+
+
+def cache_dir() -> Path:
+    """Root of the build cache (``FUSED_SWIGLU_CACHE_DIR``, default ``~/.cache/fused_swiglu``)."""
+    value = _get("CACHE_DIR")
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "fused_swiglu"
+
+
+def library_path() -> Path | None:
+    """Prebuilt library to load directly (``FUSED_SWIGLU_LIBRARY``), or None."""
+    value = _get("LIBRARY")
+    return Path(value).expanduser() if value else None
+
+
+def nvcc() -> str | None:
+    """Explicit nvcc path (``FUSED_SWIGLU_NVCC``), or None."""
+    return _get("NVCC")
+
+
+def jobs() -> int:
+    """Parallel compile jobs (``FUSED_SWIGLU_JOBS``, default ``os.cpu_count()``).
+
+    Raises:
+        ValueError: the variable is set but is not a positive integer.
+    """
+    value = _get("JOBS")
+    if value is None:
+        return max(1, os.cpu_count() or 1)
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{PREFIX}JOBS must be a positive integer; got {value!r}")
+    return n
+
+
+def verbose() -> bool:
+    """Whether ``FUSED_SWIGLU_VERBOSE`` asks for build logging (any value but ``0``/empty)."""
+    value = _get("VERBOSE")
+    return value is not None and value not in ("0", "false", "False", "no")
+
+
+def config_override() -> list[str]:
+    """Config names from ``FUSED_SWIGLU_CONFIG`` (comma-separated), or an empty list."""
+    value = _get("CONFIG")
+    if not value:
+        return []
+    return [name.strip() for name in value.split(",") if name.strip()]

@@ -1,0 +1,124 @@
+"""Gate/up weight layouts.
+
+Hugging Face checkpoints store ``gate_proj.weight`` and ``up_proj.weight`` as two ``(I, H)``
+tensors (``I`` = intermediate size, ``H`` = hidden size). The packed kernel (Kernel-2) reads one
+``(2I, H)`` tensor in the *interleaved* layout below, so that each 16-row block of the packed
+GEMM's output holds 8 gate columns next to the 8 matching up columns and the SwiGLU epilogue
+finds both operands of ``silu(g) * u`` in one tile.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BLOCK = 8  # rows of W_gate (and of W_up) per interleaved block
+LAYOUTS = ("interleaved", "concatenated")
+
+
+def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
+    for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{arg} must be a torch.Tensor; got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{arg} must be 2-D (I, H); got shape {tuple(t.shape)}")
+    if w_gate.shape != w_up.shape:
+        raise ValueError(
+            "w_gate and w_up must have the same shape (I, H); "
+            f"got w_gate {tuple(w_gate.shape)} and w_up {tuple(w_up.shape)}"
+        )
+    if w_gate.dtype != w_up.dtype:
+        raise TypeError(
+            f"w_gate and w_up must have the same dtype; got w_gate {w_gate.dtype} and w_up {w_up.dtype}"
+        )
+    if w_gate.device != w_up.device:
+        raise ValueError(
+            "w_gate and w_up must be on the same device; "
+            f"got w_gate on {w_gate.device} and w_up on {w_up.device}"
+        )
+    I, H = w_gate.shape
+    _check_block(I, "I (rows of w_gate)")
+    return I, H
+
+
+def _check_block(I: int, what: str) -> None:
+    if I % BLOCK != 0:
+        raise ValueError(f"{what} must be a multiple of {BLOCK} for the interleaved layout; got I={I}")
+
+
+def _check_packed(w_packed: torch.Tensor) -> tuple[int, int]:
+    if not isinstance(w_packed, torch.Tensor):
+        raise TypeError(f"w_packed must be a torch.Tensor; got {type(w_packed).__name__}")
+    if w_packed.dim() != 2:
+        raise ValueError(f"w_packed must be 2-D (2I, H); got shape {tuple(w_packed.shape)}")
+    rows, H = w_packed.shape
+    if rows % 2 != 0:
+        raise ValueError(f"w_packed must have an even number of rows (2I); got {rows} rows")
+    return rows // 2, H
+
+
+def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """Pack gate and up weights into the interleaved layout the packed kernel reads.
+
+    Layout ("interleaved"): ``W_packed`` has ``2I`` rows. For block ``b = 0 .. I/8 - 1``, rows
+    ``[16b, 16b + 8)`` are ``W_gate`` rows ``[8b, 8b + 8)`` and rows ``[16b + 8, 16b + 16)`` are
+    ``W_up`` rows ``[8b, 8b + 8)``. Equivalently::
+
+        torch.stack([w_gate.view(I // 8, 8, H), w_up.view(I // 8, 8, H)], dim=1).reshape(2 * I, H)
+
+    Example with I = 16: packed rows are ``g0..g7, u0..u7, g8..g15, u8..u15``.
+
+    Args:
+        w_gate: ``(I, H)`` gate_proj weight, any dtype, any strides.
+        w_up: ``(I, H)`` up_proj weight, same shape, dtype and device as ``w_gate``.
+
+    Returns:
+        ``(2I, H)`` contiguous tensor, same dtype and device (a new copy; costs one read and one
+        write of both weights).
+
+    Raises:
+        TypeError: an argument is not a tensor, or the dtypes differ.
+        ValueError: not 2-D, shapes differ, devices differ, or ``I`` is not a multiple of 8.
+    """
+    I, H = _check_pair(w_gate, w_up)
+    g = w_gate.reshape(I // BLOCK, BLOCK, H)  # (I/8, 8, H)
+    u = w_up.reshape(I // BLOCK, BLOCK, H)  # (I/8, 8, H)
+    return torch.stack([g, u], dim=1).reshape(2 * I, H).contiguous()  # (2I, H)
+
+
+def unpack_gate_up(
+    w_packed: torch.Tensor, layout: str = "interleaved"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a packed ``(2I, H)`` weight back into ``(w_gate, w_up)``.
+
+    Args:
+        w_packed: ``(2I, H)`` tensor, any dtype.
+        layout: ``"interleaved"`` (see :func:`pack_gate_up`) or ``"concatenated"``
+            (``W = [W_gate; W_up]``: gate rows ``[0, I)``, up rows ``[I, 2I)``).
+
+    Returns:
+        ``(w_gate, w_up)``, each ``(I, H)`` contiguous, same dtype and device.
+
+    Raises:
+        TypeError: ``w_packed`` is not a tensor.
+        ValueError: not 2-D, odd row count, unknown ``layout``, or (interleaved) ``I`` not a
+            multiple of 8.
+    """
+    I, H = _check_packed(w_packed)
+    if layout == "concatenated":
+        return w_packed[:I].contiguous(), w_packed[I:].contiguous()
+    if layout != "interleaved":
+        raise ValueError(f"layout must be one of {LAYOUTS}; got layout={layout!r}")
+    _check_block(I, "I (half the rows of w_packed)")
+    blocks = w_packed.reshape(I // BLOCK, 2, BLOCK, H)  # (I/8, gate|up, 8, H)
+    return blocks[:, 0].reshape(I, H).contiguous(), blocks[:, 1].reshape(I, H).contiguous()
+
+
+def concatenated_to_interleaved(w: torch.Tensor) -> torch.Tensor:
+    """Convert a ``[W_gate; W_up]`` ``(2I, H)`` weight (as some checkpoints fuse ``gate_up_proj``)
+    to the interleaved layout of :func:`pack_gate_up`.
+
+    Returns a new ``(2I, H)`` contiguous tensor. Raises like :func:`unpack_gate_up` with
+    ``layout="concatenated"``, plus ValueError if ``I`` is not a multiple of 8.
+    """
+    I, _ = _check_packed(w)
+    return pack_gate_up(w[:I], w[I:])

@@ -1,0 +1,28 @@
+"""Markers: ``gpu`` tests run only on an NVIDIA Hopper GPU (compute capability 9.0)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def hopper_available() -> tuple[bool, str]:
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    cap = torch.cuda.get_device_capability()
+    if cap != (9, 0):
+        return False, f"needs compute capability 9.0; found {cap[0]}.{cap[1]} ({torch.cuda.get_device_name()})"
+    return True, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    ok, why = hopper_available()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -4,6 +4,7 @@
 """
 
 from ._version import __version__
+from .functional import swiglu, swiglu_packed
 from .weights import pack_gate_up, unpack_gate_up
 
-__all__ = ["__version__", "pack_gate_up", "unpack_gate_up"]
+__all__ = ["__version__", "swiglu", "swiglu_packed", "pack_gate_up", "unpack_gate_up"]

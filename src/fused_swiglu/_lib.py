@@ -1,0 +1,308 @@
+"""Loading the kernel library and calling its C ABI (``csrc/capi/fused_swiglu.h``) through ctypes.
+
+The library is a plain shared object (no libtorch linkage). It is loaded on first use and kept for
+the life of the process: from ``FUSED_SWIGLU_LIBRARY`` when set, else from the build cache
+(building it if needed, see :mod:`fused_swiglu.build`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import env
+from .errors import BuildError, UnsupportedError
+
+ABI_VERSION = 1  # must equal FSW_ABI_VERSION of the library
+
+DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
+DTYPE_NAMES = {0: "bf16", 1: "fp16"}
+KERNEL_NAMES = {0: "packed", 1: "dual"}  # fsw_kernel_kind
+
+
+class Status(enum.IntEnum):
+    """fsw_status."""
+
+    SUCCESS = 0
+    INVALID_ARGUMENT = 1
+    NOT_SUPPORTED = 2
+    CUDA = 3
+    INTERNAL = 4
+
+
+class Problem(ctypes.Structure):
+    """fsw_problem: row-major matrices, ld* are row strides in elements."""
+
+    _fields_ = [
+        ("m", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+        ("raster", ctypes.c_int32),
+        ("swizzle", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("x", ctypes.c_void_p),  # (M, K)
+        ("ldx", ctypes.c_int64),
+        ("w", ctypes.c_void_p),  # PACKED: (2N, K); DUAL: W_gate (N, K)
+        ("ldw", ctypes.c_int64),
+        ("w_up", ctypes.c_void_p),  # DUAL: W_up (N, K); PACKED: NULL
+        ("ldw_up", ctypes.c_int64),
+        ("y", ctypes.c_void_p),  # (M, N)
+        ("ldy", ctypes.c_int64),
+    ]
+
+
+class _ConfigInfo(ctypes.Structure):
+    """fsw_config_info."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("kind", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("tile_m", ctypes.c_int32),
+        ("tile_n", ctypes.c_int32),
+        ("tile_k", ctypes.c_int32),
+        ("cluster_m", ctypes.c_int32),
+        ("cluster_n", ctypes.c_int32),
+        ("pingpong", ctypes.c_int32),
+        ("stages", ctypes.c_int32),
+    ]
+
+
+@dataclass(frozen=True)
+class ConfigInfo:
+    """One compiled kernel configuration of the library.
+
+    ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
+    counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``.
+    """
+
+    index: int
+    name: str
+    kernel: str
+    dtype: str
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    cluster_m: int
+    cluster_n: int
+    schedule: str
+    stages: int
+
+
+_SIGNATURES = {
+    "fsw_abi_version": ([], ctypes.c_int),
+    "fsw_last_error": ([], ctypes.c_char_p),
+    "fsw_num_configs": ([], ctypes.c_int),
+    "fsw_get_config": ([ctypes.c_int, ctypes.POINTER(_ConfigInfo)], ctypes.c_int),
+    "fsw_can_implement": ([ctypes.c_int, ctypes.POINTER(Problem)], ctypes.c_int),
+    "fsw_workspace_size": (
+        [ctypes.c_int, ctypes.POINTER(Problem), ctypes.POINTER(ctypes.c_size_t)],
+        ctypes.c_int,
+    ),
+    "fsw_run": (
+        [ctypes.c_int, ctypes.POINTER(Problem), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p],
+        ctypes.c_int,
+    ),
+}
+
+
+class Library:
+    """A loaded ``libfused_swiglu.so`` with its ABI checked and its configs listed."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self._dll = ctypes.CDLL(str(self.path))
+        except OSError as e:
+            raise BuildError(f"cannot load the kernel library {self.path}: {e}") from e
+        for fn_name, (argtypes, restype) in _SIGNATURES.items():
+            try:
+                fn = getattr(self._dll, fn_name)
+            except AttributeError as e:
+                raise BuildError(
+                    f"the kernel library {self.path} does not export {fn_name}; rebuild it "
+                    "(`fused-swiglu build`) from matching sources"
+                ) from e
+            fn.argtypes, fn.restype = argtypes, restype
+        found = self._dll.fsw_abi_version()
+        if found != ABI_VERSION:
+            raise BuildError(
+                f"the kernel library {self.path} has ABI version {found} but this fused_swiglu needs "
+                f"{ABI_VERSION}; rebuild it with `fused-swiglu build` (or unset FUSED_SWIGLU_LIBRARY)"
+            )
+        self.configs = self._read_configs()
+        self.index = {c.name: c.index for c in self.configs}
+        self.names = frozenset(self.index)
+
+    def last_error(self) -> str:
+        msg = self._dll.fsw_last_error()
+        return msg.decode(errors="replace") if msg else ""
+
+    def check(self, status: int, what: str) -> None:
+        """Raise the Python exception for a non-success fsw_status, with fsw_last_error() text."""
+        if status == Status.SUCCESS:
+            return
+        detail = self.last_error() or "no detail given"
+        message = f"{what} failed: {detail}"
+        if status == Status.INVALID_ARGUMENT:
+            raise ValueError(message)
+        if status == Status.NOT_SUPPORTED:
+            raise UnsupportedError(message)
+        kind = Status(status).name if status in Status._value2member_map_ else f"status {status}"
+        raise RuntimeError(f"{message} ({kind})")
+
+    def _read_configs(self) -> list[ConfigInfo]:
+        out = []
+        for idx in range(self._dll.fsw_num_configs()):
+            info = _ConfigInfo()
+            self.check(self._dll.fsw_get_config(idx, ctypes.byref(info)), f"fsw_get_config({idx})")
+            out.append(
+                ConfigInfo(
+                    index=idx,
+                    name=info.name.decode(),
+                    kernel=KERNEL_NAMES.get(info.kind, str(info.kind)),
+                    dtype=DTYPE_NAMES.get(info.dtype, str(info.dtype)),
+                    tile_m=info.tile_m,
+                    tile_n=info.tile_n,
+                    tile_k=info.tile_k,
+                    cluster_m=info.cluster_m,
+                    cluster_n=info.cluster_n,
+                    schedule="pingpong" if info.pingpong else "cooperative",
+                    stages=info.stages,
+                )
+            )
+        return out
+
+    def run(
+        self,
+        config_name: str,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        w_up: torch.Tensor | None,
+        y: torch.Tensor,
+        raster: int = 0,
+        swizzle: int = 1,
+    ) -> None:
+        """Launch ``config_name`` on x's current CUDA stream: ``y = silu(x @ Wg^T) * (x @ Wu^T)``.
+
+        Args:
+            x: ``(M, K)`` CUDA tensor, bf16/fp16, unit column stride, row stride a multiple of 8,
+                16-byte aligned.
+            w: packed ``(2N, K)`` (interleaved) for a packed config, ``W_gate (N, K)`` for a dual one.
+            w_up: ``W_up (N, K)`` for a dual config, None for a packed one.
+            y: ``(M, N)`` output, same dtype, written in place.
+            raster: 0 heuristic, 1 along M, 2 along N. swizzle: 1, 2, 4 or 8.
+
+        Raises:
+            UnsupportedError: unknown config name (or the library declines the problem).
+            ValueError: the library rejects a shape, stride, pointer or dtype.
+            RuntimeError: a CUDA or internal error.
+        """
+        if config_name not in self.index:
+            raise UnsupportedError(
+                f"config {config_name!r} is not in the kernel library; available: "
+                f"{', '.join(sorted(self.names)) or 'none'}"
+            )
+        if x.dtype not in DTYPE_CODES:
+            raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
+        config = self.index[config_name]
+        problem = Problem(
+            m=x.shape[0],
+            n=y.shape[1],
+            k=x.shape[1],
+            dtype=DTYPE_CODES[x.dtype],
+            raster=raster,
+            swizzle=swizzle,
+            reserved=0,
+            x=x.data_ptr(),
+            ldx=x.stride(0),
+            w=w.data_ptr(),
+            ldw=w.stride(0),
+            w_up=w_up.data_ptr() if w_up is not None else None,
+            ldw_up=w_up.stride(0) if w_up is not None else 0,
+            y=y.data_ptr(),
+            ldy=y.stride(0),
+        )
+        ref = ctypes.byref(problem)
+        self.check(self._dll.fsw_can_implement(config, ref), f"{config_name}: fsw_can_implement")
+        nbytes = ctypes.c_size_t(0)
+        self.check(
+            self._dll.fsw_workspace_size(config, ref, ctypes.byref(nbytes)),
+            f"{config_name}: fsw_workspace_size",
+        )
+        workspace = None
+        if nbytes.value > 0:
+            workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=x.device)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        self.check(
+            self._dll.fsw_run(
+                config,
+                ref,
+                workspace.data_ptr() if workspace is not None else None,
+                nbytes.value,
+                stream,
+            ),
+            f"{config_name}: fsw_run",
+        )
+
+
+_lock = threading.Lock()
+_library: Library | None = None
+
+
+def library() -> Library:
+    """The process's kernel library, loaded on first call (FUSED_SWIGLU_LIBRARY, else the cache).
+
+    Raises:
+        BuildError: no library could be built or loaded, or its ABI version differs.
+    """
+    global _library
+    if _library is None:
+        with _lock:
+            if _library is None:
+                path = env.library_path()
+                if path is None:
+                    from .build.cache import ensure_built
+
+                    path = ensure_built()
+                elif not path.is_file():
+                    raise BuildError(f"FUSED_SWIGLU_LIBRARY points at {path}, which is not a file")
+                _library = Library(path)
+    return _library
+
+
+def is_loaded() -> bool:
+    return _library is not None
+
+
+def configs() -> list[ConfigInfo]:
+    """Configurations compiled into the library (loads it)."""
+    return list(library().configs)
+
+
+def config_names() -> frozenset[str]:
+    return library().names
+
+
+def run(
+    config_name: str,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    w_up: torch.Tensor | None,
+    y: torch.Tensor,
+    raster: int = 0,
+    swizzle: int = 1,
+) -> None:
+    """Launch one kernel on the current stream of x's device; see :meth:`Library.run`."""
+    lib = library()
+    if x.device.index is not None and x.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x.device):
+            lib.run(config_name, x, w, w_up, y, raster, swizzle)
+    else:
+        lib.run(config_name, x, w, w_up, y, raster, swizzle)

@@ -1,0 +1,158 @@
+"""Argument checks shared by the public functions; all run before any kernel launch.
+
+Every message names the argument, the rule and the value found.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+DTYPES = (torch.bfloat16, torch.float16)
+BACKENDS = ("auto", "cutlass", "torch")
+KERNELS = ("auto", "dual", "packed")
+ALIGN = 8  # elements: 16-byte rows for TMA in bf16/fp16
+_warned: set[str] = set()
+
+
+def check_choice(arg: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{arg} must be one of {', '.join(map(repr, allowed))}; got {arg}={value!r}")
+
+
+def check_tensors(**named: object) -> None:
+    for arg, t in named.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{arg} must be a torch.Tensor; got {type(t).__name__}")
+
+
+def check_dtypes(**named: torch.Tensor) -> torch.dtype:
+    """All tensors bf16 or fp16 and of one dtype; returns it."""
+    first_arg, first = next(iter(named.items()))
+    for arg, t in named.items():
+        if t.dtype not in DTYPES:
+            raise TypeError(f"{arg} must be torch.bfloat16 or torch.float16; got {arg}.dtype={t.dtype}")
+        if t.dtype != first.dtype:
+            raise TypeError(
+                f"{arg} must have the same dtype as {first_arg}; got {arg}.dtype={t.dtype} and "
+                f"{first_arg}.dtype={first.dtype}"
+            )
+    return first.dtype
+
+
+def check_devices(**named: torch.Tensor) -> torch.device:
+    """All tensors on one device; returns it."""
+    first_arg, first = next(iter(named.items()))
+    for arg, t in named.items():
+        if t.device != first.device:
+            raise ValueError(
+                f"{arg} must be on the same device as {first_arg}; got {arg} on {t.device} and "
+                f"{first_arg} on {first.device}"
+            )
+    return first.device
+
+
+def _check_x(x: torch.Tensor, H: int, weight_desc: str) -> None:
+    if x.dim() < 1 or x.shape[-1] != H:
+        raise ValueError(
+            f"x must have shape (..., H) with H = {weight_desc}; got x {tuple(x.shape)} and H={H}"
+        )
+
+
+def check_weight_pair(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
+    """w_gate and w_up 2-D (I, H) of one shape, x (..., H); returns (I, H)."""
+    for arg, w in (("w_gate", w_gate), ("w_up", w_up)):
+        if w.dim() != 2:
+            raise ValueError(f"{arg} must be 2-D (I, H); got {arg} of shape {tuple(w.shape)}")
+    if w_gate.shape != w_up.shape:
+        raise ValueError(
+            f"w_gate and w_up must have the same shape (I, H); got w_gate {tuple(w_gate.shape)} "
+            f"and w_up {tuple(w_up.shape)}"
+        )
+    I, H = w_gate.shape
+    _check_x(x, H, "w_gate.shape[1]")
+    return I, H
+
+
+def check_packed(x: torch.Tensor, w_packed: torch.Tensor) -> tuple[int, int]:
+    """w_packed 2-D (2I, H) with an even row count, x (..., H); returns (I, H)."""
+    if w_packed.dim() != 2:
+        raise ValueError(f"w_packed must be 2-D (2I, H); got w_packed of shape {tuple(w_packed.shape)}")
+    rows, H = w_packed.shape
+    if rows % 2 != 0:
+        raise ValueError(f"w_packed must have an even number of rows (2I); got {rows} rows")
+    _check_x(x, H, "w_packed.shape[1]")
+    return rows // 2, H
+
+
+def check_alignment(I: int, H: int) -> None:
+    """The kernels' TMA rules: H and I multiples of 8 (16-byte rows), H > 0."""
+    if H % ALIGN != 0 or H == 0:
+        raise ValueError(f"H must be a positive multiple of {ALIGN} for 16-byte TMA rows; got H={H}")
+    if I % ALIGN != 0:
+        raise ValueError(f"I must be a multiple of {ALIGN} for 16-byte TMA rows; got I={I}")
+
+
+@torch.compiler.assume_constant_result
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def hopper_status(device: torch.device) -> str | None:
+    """None if the kernels can run on ``device``; else a sentence saying why not."""
+    if device.type != "cuda":
+        return f"tensors are on {device}, not on a CUDA device"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cap = _capability(index)
+    if tuple(cap) != (9, 0):
+        return (
+            f"device cuda:{index} has compute capability {cap[0]}.{cap[1]}; the kernels need an "
+            "NVIDIA Hopper GPU (compute capability 9.0, sm_90a)"
+        )
+    return None
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """'cutlass' or 'torch'. 'auto' picks cutlass on Hopper, else torch with one warning per process.
+
+    An explicit 'cutlass' is returned as is: call :func:`require_hopper` after the argument checks.
+    """
+    check_choice("backend", backend, BACKENDS)
+    if backend != "auto":
+        return backend
+    why = hopper_status(device)
+    if why is None:
+        return "cutlass"
+    warn_once(
+        "auto-backend",
+        f"fused_swiglu: backend='auto' runs the PyTorch fallback because {why}.",
+    )
+    return "torch"
+
+
+def require_hopper(device: torch.device) -> None:
+    why = hopper_status(device)
+    if why is not None:
+        raise RuntimeError(f"backend='cutlass' cannot run: {why}")
+
+
+def warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (rows, cols) as the kernels need it: unit stride along columns, row stride a multiple
+    of 8 elements and at least ``cols``, 16-byte aligned start; else a contiguous copy (one read
+    and one write of ``t``)."""
+    ok = (
+        t.stride(-1) == 1
+        and t.stride(0) % ALIGN == 0
+        and t.stride(0) >= t.shape[1]
+        and t.data_ptr() % 16 == 0
+    )
+    if ok:
+        return t
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)

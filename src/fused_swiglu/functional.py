@@ -1,0 +1,127 @@
+"""Public functions: fused SwiGLU ``y = silu(x @ W_gate^T) * (x @ W_up^T)``.
+
+Both functions accept ``x`` of shape ``(..., H)`` and return ``(..., I)`` in ``x.dtype``, computed
+with fp32 accumulation and one rounding to the output dtype. Forward only (no autograd yet).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _validate as v
+from . import ops
+from .reference import swiglu_fp32_one_rounding
+from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
+
+
+def _run_2d(x: torch.Tensor, I: int, H: int, launch) -> torch.Tensor:
+    """Reshape x (..., H) to (M, H), launch unless empty, reshape the (M, I) result back."""
+    lead = x.shape[:-1]
+    x2d = x.reshape(-1, H)  # (M, H); a view when strides allow, else a copy
+    if x2d.shape[0] == 0 or I == 0:
+        return x.new_empty((*lead, I))
+    return launch(x2d).view(*lead, I)
+
+
+def swiglu(
+    x: torch.Tensor,
+    w_gate: torch.Tensor,
+    w_up: torch.Tensor,
+    *,
+    backend: str = "auto",
+    kernel: str = "auto",
+) -> torch.Tensor:
+    """Fused ``silu(x @ w_gate.T) * (x @ w_up.T)``.
+
+    Args:
+        x: ``(..., H)`` activations, torch.bfloat16 or torch.float16, any strides. With the CUDA
+            kernels, non-contiguous or misaligned x is copied once (rows need unit column stride,
+            a row stride that is a multiple of 8 elements and a 16-byte aligned start).
+        w_gate: ``(I, H)`` gate_proj weight, same dtype and device as x. Same copy rule as x.
+        w_up: ``(I, H)`` up_proj weight, same dtype and device as x. Same copy rule as x.
+        backend: ``"cutlass"`` (the CUDA kernels; needs a CUDA tensor on a compute capability 9.0
+            GPU), ``"torch"`` (fp32 PyTorch matrix products, one rounding; any device), or
+            ``"auto"`` (cutlass when the tensors are on a Hopper GPU, else torch with one warning
+            per process).
+        kernel: ``"dual"`` (Kernel-1: one dual GEMM reading w_gate and w_up as they are),
+            ``"packed"`` (Kernel-2: packs the weights with :func:`pack_gate_up` on every call,
+            a copy of both weights, 2·I·H elements read and written, then one GEMM with a SwiGLU
+            epilogue; to pay the copy once, pack yourself and call :func:`swiglu_packed`), or
+            ``"auto"`` (= ``"dual"``).
+
+    Returns:
+        ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)
+        returns an empty tensor without a launch.
+
+    Raises:
+        TypeError: an argument is not a tensor; a dtype is not bf16/fp16 or the dtypes differ.
+        ValueError: w_gate/w_up not 2-D or of different shapes; ``x.shape[-1] != H``; tensors on
+            different devices; unknown backend or kernel; with the CUDA kernels, H or I not a
+            multiple of 8 (16-byte TMA rows) or H = 0.
+        RuntimeError: backend="cutlass" on a CPU tensor or a GPU that is not compute capability
+            9.0; a CUDA error from the kernel library.
+        fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
+    """
+    v.check_choice("kernel", kernel, v.KERNELS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
+    v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
+    I, H = v.check_weight_pair(x, w_gate, w_up)
+    device = v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+    use = v.resolve_backend(backend, device)
+    if use == "torch":
+        return swiglu_fp32_one_rounding(x, w_gate, w_up)
+    v.check_alignment(I, H)
+    v.require_hopper(device)
+    if kernel == "packed":
+        w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
+        return _run_2d(x, I, H, lambda x2d: ops.swiglu_packed(x2d, w_packed, ""))
+    return _run_2d(x, I, H, lambda x2d: ops.swiglu_dual(x2d, w_gate, w_up, ""))
+
+
+def swiglu_packed(
+    x: torch.Tensor,
+    w_packed: torch.Tensor,
+    *,
+    layout: str,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Fused SwiGLU on gate and up weights stored in one ``(2I, H)`` tensor.
+
+    Args:
+        x: ``(..., H)`` activations, torch.bfloat16 or torch.float16, any strides
+            (non-contiguous or misaligned x is copied once, as in :func:`swiglu`).
+        w_packed: ``(2I, H)``, same dtype and device as x.
+        layout: required. ``"interleaved"``: the layout of :func:`pack_gate_up` (blocks of 8 gate
+            rows then 8 up rows), read by Kernel-2 (one GEMM with a SwiGLU epilogue).
+            ``"concatenated"``: ``w_packed = [W_gate; W_up]`` (gate rows ``[0, I)``, up rows
+            ``[I, 2I)``), run by Kernel-1 on the two row slices (views, no copy).
+        backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
+
+    Returns:
+        ``(..., I)`` tensor of x's dtype on x's device, contiguous.
+
+    Raises:
+        TypeError: layout missing; an argument is not a tensor; a dtype is not bf16/fp16 or the
+            dtypes differ.
+        ValueError: unknown layout or backend; w_packed not 2-D or with an odd row count;
+            ``x.shape[-1] != H``; different devices; with the CUDA kernels, H or I not a multiple
+            of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
+        RuntimeError: as in :func:`swiglu`.
+    """
+    v.check_choice("layout", layout, LAYOUTS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_tensors(x=x, w_packed=w_packed)
+    v.check_dtypes(x=x, w_packed=w_packed)
+    I, H = v.check_packed(x, w_packed)
+    device = v.check_devices(x=x, w_packed=w_packed)
+    use = v.resolve_backend(backend, device)
+    if use == "torch":
+        w_gate, w_up = unpack_gate_up(w_packed, layout=layout)
+        return swiglu_fp32_one_rounding(x, w_gate, w_up)
+    v.check_alignment(I, H)
+    v.require_hopper(device)
+    if layout == "interleaved":
+        return _run_2d(x, I, H, lambda x2d: ops.swiglu_packed(x2d, w_packed, ""))
+    w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
+    return _run_2d(x, I, H, lambda x2d: ops.swiglu_dual(x2d, w_gate, w_up, ""))

@@ -1,0 +1,76 @@
+"""torch.library custom ops around the kernels, with fake (meta) implementations.
+
+Both ops take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dtype. ``config``
+is a library config name, or ``""`` to let :func:`fused_swiglu.configs.select` choose. Inputs that
+do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
+aligned start) are copied once inside the op, where real pointers are known (so the ops stay
+traceable by torch.compile). M == 0 returns at once without a launch.
+
+The CPU registrations compute the same result with fp32 PyTorch matrix products and one rounding
+(:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`), so the ops can be traced and checked
+on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _lib, configs
+from ._validate import tma_ready
+from .reference import swiglu_fp32_one_rounding
+from .weights import unpack_gate_up
+
+
+@torch.library.custom_op("fused_swiglu::swiglu_packed", mutates_args=())
+def swiglu_packed(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
+    """Kernel-2: ``y = swiglu(x @ W_packed^T)`` with W_packed interleaved (see weights.py).
+
+    x: (M, H); w_packed: (2I, H); returns (M, I) contiguous, x.dtype.
+    """
+    M, H = x.shape
+    I = w_packed.shape[0] // 2
+    y = torch.empty((M, I), dtype=x.dtype, device=x.device)
+    if M == 0 or I == 0:
+        return y
+    x, w_packed = tma_ready(x), tma_ready(w_packed)
+    choice = configs.resolve("packed", config, M, I, H, x.dtype)
+    _lib.run(choice.name, x, w_packed, None, y, choice.raster, choice.swizzle)
+    return y
+
+
+@swiglu_packed.register_fake
+def _swiglu_packed_fake(x, w_packed, config):
+    return x.new_empty((x.shape[0], w_packed.shape[0] // 2))
+
+
+@swiglu_packed.register_kernel("cpu")
+def _swiglu_packed_cpu(x, w_packed, config):
+    w_gate, w_up = unpack_gate_up(w_packed, layout="interleaved")
+    return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+
+
+@torch.library.custom_op("fused_swiglu::swiglu_dual", mutates_args=())
+def swiglu_dual(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> torch.Tensor:
+    """Kernel-1: ``y = silu(x @ W_gate^T) * (x @ W_up^T)`` as one dual GEMM.
+
+    x: (M, H); w_gate, w_up: (I, H); returns (M, I) contiguous, x.dtype.
+    """
+    M, H = x.shape
+    I = w_gate.shape[0]
+    y = torch.empty((M, I), dtype=x.dtype, device=x.device)
+    if M == 0 or I == 0:
+        return y
+    x, w_gate, w_up = tma_ready(x), tma_ready(w_gate), tma_ready(w_up)
+    choice = configs.resolve("dual", config, M, I, H, x.dtype)
+    _lib.run(choice.name, x, w_gate, w_up, y, choice.raster, choice.swizzle)
+    return y
+
+
+@swiglu_dual.register_fake
+def _swiglu_dual_fake(x, w_gate, w_up, config):
+    return x.new_empty((x.shape[0], w_gate.shape[0]))
+
+
+@swiglu_dual.register_kernel("cpu")
+def _swiglu_dual_cpu(x, w_gate, w_up, config):
+    return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()

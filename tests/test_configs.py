@@ -1,0 +1,51 @@
+import warnings
+
+import pytest
+import torch
+
+import fused_swiglu._validate as v
+from fused_swiglu import configs
+from fused_swiglu.configs import KernelConfig, select
+
+
+def test_name_format():
+    c = KernelConfig("packed", "pingpong", 128, 192, 64, 2, 1)
+    assert c.name(torch.bfloat16) == "packed_pingpong_128x192x64_2x1_bf16"
+    assert c.name(torch.float16) == "packed_pingpong_128x192x64_2x1_fp16"
+    with pytest.raises(TypeError, match="dtype"):
+        c.name(torch.float32)
+    with pytest.raises(Exception):
+        c.tile_m = 64  # frozen
+
+
+ALL = frozenset(
+    r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16)
+)
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_table_heuristic(kernel):
+    assert select(kernel, 1, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
+    assert select(kernel, 128, 4864, 896, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
+    assert select(kernel, 129, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_128x192x64_2x1_bf16"
+
+
+def test_env_override_applies_to_its_kernel_and_dtype(monkeypatch):
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf16, dual_pingpong_64x128x64_1x1_fp16")
+    assert select("packed", 1, 64, 64, torch.bfloat16, ALL).name == "packed_pingpong_128x192x64_2x1_bf16"
+    assert select("dual", 4096, 64, 64, torch.float16, ALL).name == "dual_pingpong_64x128x64_1x1_fp16"
+    assert select("dual", 4096, 64, 64, torch.bfloat16, ALL).name == "dual_pingpong_128x192x64_2x1_bf16"
+
+
+def test_fallback_to_available_config_warns_once(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert select("dual", 4096, 64, 64, torch.bfloat16, avail).name == "dual_cooperative_128x256x64_1x1_bf16"
+        assert select("dual", 8192, 64, 64, torch.bfloat16, avail).name == "dual_cooperative_128x256x64_1x1_bf16"
+    assert len(caught) == 1 and "not in the kernel library" in str(caught[0].message)
+    with pytest.raises(NotImplementedError, match="no dual config for fp16"):
+        select("dual", 1, 64, 64, torch.float16, avail)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        select("triple", 1, 64, 64, torch.float16, avail)

@@ -1,0 +1,38 @@
+"""The public functions on CPU (torch backend): shapes, layouts, strides, empty inputs."""
+
+import pytest
+import torch
+
+from fused_swiglu import pack_gate_up, swiglu, swiglu_packed
+from fused_swiglu.reference import swiglu_fp32_one_rounding
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_torch_backend_is_fp32_one_rounding(dtype):
+    x = torch.randn(3, 7, 64).to(dtype)
+    wg, wu = (torch.randn(40, 64) / 8).to(dtype), (torch.randn(40, 64) / 8).to(dtype)
+    expected = swiglu_fp32_one_rounding(x, wg, wu)
+    out = swiglu(x, wg, wu, backend="torch")
+    assert out.shape == (3, 7, 40) and out.dtype == dtype
+    assert torch.equal(out, expected)
+    assert torch.equal(swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved", backend="torch"), expected)
+    assert torch.equal(swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", backend="torch"), expected)
+
+
+def test_strided_inputs_give_same_values():
+    base = torch.randn(3, 7, 128, dtype=torch.bfloat16)
+    x = base[..., ::2]
+    wt = torch.randn(64, 32, dtype=torch.bfloat16)
+    wg = wt.t()
+    wu = torch.randn(32, 64, dtype=torch.bfloat16)
+    expected = swiglu_fp32_one_rounding(x.contiguous(), wg.contiguous(), wu)
+    assert torch.equal(swiglu(x, wg, wu, backend="torch"), expected)
+    xt = x.transpose(0, 1)
+    assert torch.equal(swiglu(xt, wg, wu, backend="torch"), expected.transpose(0, 1))
+
+
+def test_empty_x():
+    wg = torch.randn(16, 32, dtype=torch.bfloat16)
+    for shape in [(0, 32), (2, 0, 32)]:
+        out = swiglu(torch.zeros(shape, dtype=torch.bfloat16), wg, wg, backend="torch")
+        assert out.shape == shape[:-1] + (16,)

@@ -1,0 +1,54 @@
+"""Status mapping of the ctypes binding, with a stand-in for the loaded library."""
+
+import ctypes
+
+import pytest
+
+from fused_swiglu import _lib
+from fused_swiglu.errors import BuildError, UnsupportedError
+
+
+class _FakeDll:
+    def fsw_last_error(self):
+        return b"N must be a multiple of 8; got N=4860"
+
+
+def _library():
+    lib = _lib.Library.__new__(_lib.Library)
+    lib._dll = _FakeDll()
+    return lib
+
+
+def test_status_mapping_includes_last_error():
+    lib = _library()
+    lib.check(0, "ok")
+    with pytest.raises(ValueError, match="fsw_run failed: N must be a multiple of 8; got N=4860"):
+        lib.check(1, "fsw_run")
+    with pytest.raises(UnsupportedError) as e:
+        lib.check(2, "fsw_run")
+    assert isinstance(e.value, NotImplementedError)
+    with pytest.raises(RuntimeError, match=r"\(CUDA\)"):
+        lib.check(3, "fsw_run")
+    with pytest.raises(RuntimeError, match=r"\(INTERNAL\)"):
+        lib.check(4, "fsw_run")
+    with pytest.raises(RuntimeError, match=r"status 9"):
+        lib.check(9, "fsw_run")
+
+
+def test_struct_layouts_match_the_header():
+    # fsw_problem: 3 int64, 4 int32, then 4 (pointer, int64) pairs = 24 + 16 + 64 bytes
+    assert ctypes.sizeof(_lib.Problem) == 104
+    assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
+    # fsw_config_info: a pointer then 9 int32 (padded to 8 bytes)
+    assert ctypes.sizeof(_lib._ConfigInfo) == 48
+
+
+def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):
+    bogus = tmp_path / "libfused_swiglu.so"
+    bogus.write_bytes(b"not an ELF file")
+    with pytest.raises(BuildError, match="cannot load the kernel library"):
+        _lib.Library(bogus)
+    monkeypatch.setattr(_lib, "_library", None)
+    monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "missing.so"))
+    with pytest.raises(BuildError, match="FUSED_SWIGLU_LIBRARY points at .*missing.so, which is not a file"):
+        _lib.library()

@@ -1,0 +1,58 @@
+"""The custom ops under fake tensors and opcheck (CPU registrations stand in for the kernels)."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import fused_swiglu.ops  # noqa: F401  (registers the ops)
+from fused_swiglu import pack_gate_up
+from fused_swiglu.reference import swiglu_fp32_one_rounding
+
+
+def test_fake_shapes_and_strides():
+    with FakeTensorMode():
+        x = torch.empty(21, 896, dtype=torch.bfloat16)
+        wp = torch.empty(2 * 4864, 896, dtype=torch.bfloat16)
+        y = torch.ops.fused_swiglu.swiglu_packed(x, wp, "")
+        assert y.shape == (21, 4864) and y.stride() == (4864, 1) and y.dtype == torch.bfloat16
+        wg = torch.empty(4864, 896, dtype=torch.float16)
+        y = torch.ops.fused_swiglu.swiglu_dual(x.half(), wg, wg, "")
+        assert y.shape == (21, 4864) and y.stride() == (4864, 1) and y.dtype == torch.float16
+        # non-contiguous x still gives a contiguous output
+        xt = torch.empty(896, 21, dtype=torch.bfloat16).t()
+        y = torch.ops.fused_swiglu.swiglu_packed(xt, wp, "")
+        assert y.stride() == (4864, 1)
+
+
+def _args(contiguous):
+    x = torch.randn(21, 64, dtype=torch.bfloat16)
+    if not contiguous:
+        x = torch.randn(64, 21, dtype=torch.bfloat16).t()
+    wg = (torch.randn(32, 64) / 8).to(torch.bfloat16)
+    wu = (torch.randn(32, 64) / 8).to(torch.bfloat16)
+    return x, wg, wu
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_opcheck_cpu(contiguous):
+    x, wg, wu = _args(contiguous)
+    torch.library.opcheck(torch.ops.fused_swiglu.swiglu_dual.default, (x, wg, wu, ""))
+    torch.library.opcheck(torch.ops.fused_swiglu.swiglu_packed.default, (x, pack_gate_up(wg, wu), ""))
+
+
+def test_cpu_registrations_match_reference():
+    x, wg, wu = _args(True)
+    expected = swiglu_fp32_one_rounding(x, wg, wu)
+    assert torch.equal(torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, ""), expected)
+    assert torch.equal(torch.ops.fused_swiglu.swiglu_packed(x, pack_gate_up(wg, wu), ""), expected)
+
+
+def test_ops_trace_under_torch_compile_fullgraph():
+    x, wg, wu = _args(True)
+    wp = pack_gate_up(wg, wu)
+
+    def f(x):
+        return torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "") + torch.ops.fused_swiglu.swiglu_packed(x, wp, "")
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x), f(x))

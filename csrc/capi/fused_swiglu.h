@@ -1,0 +1,84 @@
+// fused_swiglu C ABI.
+//
+// The kernel library is a plain shared object with this C interface: no libtorch linkage, so one
+// binary serves every PyTorch version. Python loads it with ctypes (src/fused_swiglu/_lib.py).
+//
+// Host contract, in the order CUTLASS's GemmUniversalAdapter uses it:
+//   fsw_can_implement -> fsw_workspace_size -> fsw_run
+// Every entry point returns an fsw_status; on failure fsw_last_error() returns a sentence naming the
+// rule that was broken (thread-local, valid until the next call on the same thread).
+//
+// Math (all kernels):  y[m, j] = silu(g[m, j]) * u[m, j],  silu(v) = v / (1 + exp(-v))
+//   g = x @ W_gate^T, u = x @ W_up^T, accumulated in fp32, rounded once to the output dtype.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSW_ABI_VERSION 1
+
+typedef enum fsw_status {
+  FSW_SUCCESS = 0,
+  FSW_ERROR_INVALID_ARGUMENT = 1,  // a shape, stride, pointer or dtype breaks a documented rule
+  FSW_ERROR_NOT_SUPPORTED = 2,     // valid request the library has no kernel for (e.g. unknown config)
+  FSW_ERROR_CUDA = 3,              // a CUDA runtime call failed
+  FSW_ERROR_INTERNAL = 4           // CUTLASS reported an unexpected status
+} fsw_status;
+
+typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1 } fsw_dtype;
+
+// Which weight operand a kernel reads.
+typedef enum fsw_kernel_kind {
+  FSW_KERNEL_PACKED = 0,  // Kernel-2: one GEMM over packed W [2N, K] + SwiGLU EVT epilogue
+  FSW_KERNEL_DUAL = 1     // Kernel-1: dual-GEMM over W_gate [N, K] and W_up [N, K]
+} fsw_kernel_kind;
+
+// One SwiGLU problem. All matrices are row-major with unit stride along the last dimension; ld* are
+// row strides in elements. Every pointer must be 16-byte aligned and every ld* a multiple of 8
+// elements (16 bytes), as TMA requires.
+typedef struct fsw_problem {
+  int64_t m;          // M: tokens, rows of x and y (>= 0)
+  int64_t n;          // N: intermediate size I, columns of y (multiple of 8)
+  int64_t k;          // K: hidden size H (multiple of 8)
+  int32_t dtype;      // fsw_dtype of x, the weights and y
+  int32_t raster;     // tile rasterisation: 0 = heuristic, 1 = along M, 2 = along N
+  int32_t swizzle;    // max swizzle size of the tile scheduler (1, 2, 4 or 8); 0 = 1
+  int32_t reserved;
+  const void* x;      // (M, K)
+  int64_t ldx;
+  const void* w;      // PACKED: (2N, K) interleaved gate/up (see weights.py); DUAL: W_gate (N, K)
+  int64_t ldw;
+  const void* w_up;   // DUAL: W_up (N, K); PACKED: unused (NULL)
+  int64_t ldw_up;
+  void* y;            // (M, N) output
+  int64_t ldy;
+} fsw_problem;
+
+typedef struct fsw_config_info {
+  const char* name;   // e.g. "packed_pingpong_128x192x64_2x1_bf16"
+  int32_t kind;       // fsw_kernel_kind
+  int32_t dtype;      // fsw_dtype
+  int32_t tile_m, tile_n, tile_k;   // CTA TileShape (tile_n counts gate + up columns)
+  int32_t cluster_m, cluster_n;     // ClusterShape
+  int32_t pingpong;   // 1 = Pingpong schedule, 0 = Cooperative
+  int32_t stages;     // mainloop pipeline stages
+} fsw_config_info;
+
+int fsw_abi_version(void);
+const char* fsw_last_error(void);
+int fsw_num_configs(void);
+// Fills *info for config index idx in [0, fsw_num_configs()).
+fsw_status fsw_get_config(int idx, fsw_config_info* info);
+fsw_status fsw_can_implement(int config, const fsw_problem* problem);
+// Device workspace in bytes that fsw_run needs for this problem (may be 0).
+fsw_status fsw_workspace_size(int config, const fsw_problem* problem, size_t* bytes);
+// Launches on `stream` (a cudaStream_t). Asynchronous; never synchronizes. M == 0 is a no-op.
+fsw_status fsw_run(int config, const fsw_problem* problem, void* workspace, size_t workspace_bytes,
+                   void* stream);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,65 @@
+// Internal: turns one kernel configuration into a registry entry. Included only by the generated
+// files under csrc/instantiations/ (one configuration per translation unit, so builds parallelise).
+#pragma once
+
+#include "cutlass/numeric_types.h"
+
+#include "fused_swiglu.h"
+#include "registry.hpp"
+#include "status.hpp"
+#include "fused_swiglu/configs.hpp"
+#include "fused_swiglu/device/gemm_swiglu_launcher.hpp"
+
+namespace fused_swiglu::capi {
+
+template <class GemmT, class Config>
+ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) {
+  using L = device::Launcher<GemmT>;
+  ConfigEntry e{};
+  e.info.name = name;
+  e.info.kind = kind;
+  e.info.dtype = dtype;
+  e.info.tile_m = Config::kTileM;
+  e.info.tile_n = Config::kTileN;
+  e.info.tile_k = Config::kTileK;
+  e.info.cluster_m = Config::kClusterM;
+  e.info.cluster_n = Config::kClusterN;
+  e.info.pingpong = Config::kPingpong ? 1 : 0;
+  e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
+  // The entry is a function-local static: the lambdas below cannot capture, so they re-read it.
+  return e;
+}
+
+}  // namespace fused_swiglu::capi
+
+// FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TileM, TileN, TileK, ClusterM, ClusterN, Schedule)
+#define FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TM, TN, TK, CM, CN, Sched)                      \
+  namespace fused_swiglu::capi {                                                                               \
+  namespace {                                                                                                  \
+  using Config_##name = ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched>; \
+  using Gemm_##name = GemmTemplate<Config_##name>;                                                             \
+  ConfigEntry build_##name();                                                                                  \
+  }                                                                                                            \
+  ConfigEntry const& entry_##name() {                                                                          \
+    static ConfigEntry const e = build_##name();                                                               \
+    return e;                                                                                                  \
+  }                                                                                                            \
+  namespace {                                                                                                  \
+  ConfigEntry build_##name() {                                                                                 \
+    ConfigEntry e = make_entry<Gemm_##name, Config_##name>(#name, kind, dtype);                               \
+    e.can_implement = [](const fsw_problem& p) {                                                               \
+      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
+      return device::Launcher<Gemm_##name>::can_implement(p);                                                  \
+    };                                                                                                         \
+    e.workspace_size = [](const fsw_problem& p, size_t* bytes) {                                               \
+      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
+      return device::Launcher<Gemm_##name>::workspace_size(p, bytes);                                          \
+    };                                                                                                         \
+    e.run = [](const fsw_problem& p, void* ws, size_t ws_bytes, cudaStream_t stream) {                         \
+      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
+      return device::Launcher<Gemm_##name>::run(p, ws, ws_bytes, stream);                                      \
+    };                                                                                                         \
+    return e;                                                                                                  \
+  }                                                                                                            \
+  }                                                                                                            \
+  }

@@ -1,0 +1,43 @@
+// Named TileShape / ClusterShape / schedule presets shared by both kernels.
+//
+// A preset fixes everything that is a compile-time choice of the CUTLASS kernel; the run-time choices
+// (rasterisation order and swizzle of the persistent tile scheduler) travel in fsw_problem.
+// Which preset serves which problem is decided in Python (src/fused_swiglu/configs.py) from the
+// measurements recorded in docs/perf-notes.md.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/numeric_types.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+
+namespace fused_swiglu {
+
+enum class Schedule { Pingpong, Cooperative };
+
+template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_>
+struct SwiGLUConfig {
+  using Element = Element_;            // x, weights and y (bfloat16_t or half_t)
+  using ElementAccumulator = float;    // GMMA accumulators
+  // TileShape counts accumulator columns: gate and up together, so one tile writes TileN / 2 outputs.
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
+  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
+  static constexpr Schedule schedule = Schedule_;
+  static constexpr bool kPingpong = Schedule_ == Schedule::Pingpong;
+
+  using KernelSchedule = cute::conditional_t<kPingpong,
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = cute::conditional_t<kPingpong,
+      cutlass::epilogue::TmaWarpSpecialized,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>;
+
+  static constexpr int kTileM = TileM, kTileN = TileN, kTileK = TileK;
+  static constexpr int kClusterM = ClusterM, kClusterN = ClusterN;
+
+  static_assert(TileN % 16 == 0, "TileN must hold whole 8-column gate/up pairs of 16 columns");
+  static_assert(!kPingpong || TileM % 64 == 0, "Pingpong: one warpgroup owns the tile, TileM % 64 == 0");
+  static_assert(kPingpong || TileM % 128 == 0, "Cooperative: two warpgroups split TileM, TileM % 128 == 0");
+};
+
+}  // namespace fused_swiglu

@@ -1,0 +1,143 @@
+// Host side of both kernels: fsw_problem -> CUTLASS arguments, then CUTLASS's host contract
+// (can_implement -> get_workspace_size -> initialize -> run) with every failure turned into an
+// fsw_status and a sentence for fsw_last_error().
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.h"
+
+#include "fused_swiglu.h"
+#include "status.hpp"
+#include "registry.hpp"
+
+namespace fused_swiglu::device {
+
+using capi::fail;
+
+// Multiprocessor count of the current device, queried once per device.
+inline int sm_count_of_current_device(int* device_out) {
+  static int cached[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return -1;
+  *device_out = device;
+  if (device < 0 || device >= 64) return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+  if (cached[device] == 0) {
+    cached[device] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+  }
+  return cached[device];
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Rules every kernel shares; the Python layer checks the same rules first with friendlier names.
+inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info) {
+  if (p.dtype != info.dtype) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "problem dtype %d does not match config %s", p.dtype, info.name);
+  }
+  if (p.m < 0) return fail(FSW_ERROR_INVALID_ARGUMENT, "M must be >= 0; got M=%lld", (long long)p.m);
+  if (p.n <= 0 || p.n % 8 != 0) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT,
+                "N (intermediate size I) must be a positive multiple of 8 for 16-byte TMA rows; got N=%lld",
+                (long long)p.n);
+  }
+  if (p.k <= 0 || p.k % 8 != 0) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT,
+                "K (hidden size H) must be a positive multiple of 8 for 16-byte TMA rows; got K=%lld",
+                (long long)p.k);
+  }
+  // CUTLASS's problem shape is int32; the packed GEMM has 2N columns.
+  if (p.m > INT32_MAX || 2 * p.n > INT32_MAX || p.k > INT32_MAX) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "M, 2N and K must each be < 2^31; got M=%lld N=%lld K=%lld",
+                (long long)p.m, (long long)p.n, (long long)p.k);
+  }
+  struct { const char* name; const void* ptr; int64_t ld; int64_t min_ld; } ops[] = {
+      {"x", p.x, p.ldx, p.k}, {"w", p.w, p.ldw, p.k}, {"y", p.y, p.ldy, p.n}};
+  for (auto const& op : ops) {
+    if (op.ptr == nullptr) return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must not be NULL", op.name);
+    if (!aligned16(op.ptr)) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must be 16-byte aligned for TMA; got address %p", op.name, op.ptr);
+    }
+    if (op.ld < op.min_ld || op.ld % 8 != 0) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT,
+                  "the row stride of %s must be >= %lld and a multiple of 8 elements (16 bytes); got %lld",
+                  op.name, (long long)op.min_ld, (long long)op.ld);
+    }
+  }
+  return FSW_SUCCESS;
+}
+
+// GemmT: a kernel/ composition (PackedSwiGLUGemm or DualSwiGLUGemm) providing
+//   Gemm, and static typename Gemm::Arguments make_arguments(fsw_problem const&, KernelHardwareInfo).
+template <class GemmT>
+struct Launcher {
+  using Gemm = typename GemmT::Gemm;
+
+  static fsw_status arguments(const fsw_problem& p, typename Gemm::Arguments* args) {
+    cutlass::KernelHardwareInfo hw_info;
+    int device = 0;
+    int sms = sm_count_of_current_device(&device);
+    if (sms <= 0) return fail(FSW_ERROR_CUDA, "could not query the current CUDA device");
+    hw_info.device_id = device;
+    hw_info.sm_count = sms;
+    *args = GemmT::make_arguments(p, hw_info);
+    using Raster = decltype(args->scheduler.raster_order);
+    args->scheduler.raster_order = p.raster == 1 ? Raster::AlongM : p.raster == 2 ? Raster::AlongN : Raster::Heuristic;
+    args->scheduler.max_swizzle_size = p.swizzle > 0 ? p.swizzle : 1;
+    return FSW_SUCCESS;
+  }
+
+  static fsw_status can_implement(const fsw_problem& p) {
+    if (p.m == 0) return FSW_SUCCESS;
+    typename Gemm::Arguments args;
+    if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
+    cutlass::Status st = Gemm::can_implement(args);
+    if (st != cutlass::Status::kSuccess) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "CUTLASS cannot implement this problem (M=%lld N=%lld K=%lld): %s",
+                  (long long)p.m, (long long)p.n, (long long)p.k, cutlassGetStatusString(st));
+    }
+    return FSW_SUCCESS;
+  }
+
+  static fsw_status workspace_size(const fsw_problem& p, size_t* bytes) {
+    *bytes = 0;
+    if (p.m == 0) return FSW_SUCCESS;
+    typename Gemm::Arguments args;
+    if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
+    *bytes = Gemm::get_workspace_size(args);
+    return FSW_SUCCESS;
+  }
+
+  static fsw_status run(const fsw_problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    if (p.m == 0) return FSW_SUCCESS;  // nothing to compute: no launch, no CUDA error left behind
+    typename Gemm::Arguments args;
+    if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
+    cutlass::Status st = Gemm::can_implement(args);
+    if (st != cutlass::Status::kSuccess) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "CUTLASS cannot implement this problem (M=%lld N=%lld K=%lld): %s",
+                  (long long)p.m, (long long)p.n, (long long)p.k, cutlassGetStatusString(st));
+    }
+    size_t need = Gemm::get_workspace_size(args);
+    if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "workspace too small: need %zu bytes, got %zu", need, workspace_bytes);
+    }
+    Gemm gemm;
+    st = gemm.initialize(args, workspace, stream);
+    if (st != cutlass::Status::kSuccess) {
+      cudaError_t e = cudaGetLastError();
+      return fail(FSW_ERROR_INTERNAL, "CUTLASS initialize failed: %s (%s)", cutlassGetStatusString(st),
+                  cudaGetErrorString(e));
+    }
+    st = gemm.run(stream);
+    cudaError_t e = cudaGetLastError();
+    if (st != cutlass::Status::kSuccess || e != cudaSuccess) {
+      return fail(e != cudaSuccess ? FSW_ERROR_CUDA : FSW_ERROR_INTERNAL, "kernel launch failed: %s (%s)",
+                  cutlassGetStatusString(st), cudaGetErrorString(e));
+    }
+    return FSW_SUCCESS;
+  }
+};
+
+}  // namespace fused_swiglu::device

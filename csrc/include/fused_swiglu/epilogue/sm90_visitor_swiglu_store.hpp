@@ -1,0 +1,270 @@
+// Sm90SwiGLUStore: an sm90 Epilogue Visitor Tree (EVT) store node that applies SwiGLU to the fp32
+// accumulator tile and writes a half-width output tile with TMA.
+//
+//   Y[m, j] = silu(G[m, j]) * U[m, j],   silu(v) = v / (1 + exp(-v))       (fp32, rounded once)
+//
+// The GEMM computes an accumulator tile of CTA_N columns in which gate and up columns are paired at a
+// fixed distance PairStride (P):
+//   tile column c is a gate column  iff  (c / P) % 2 == 0;  its up partner is column c + P;
+//   its output column is            j = (c / (2P)) * P + c % P.
+// So each (CTA_M, CTA_N) accumulator tile yields one (CTA_M, CTA_N / 2) output tile.
+//   Kernel-2 (packed weights):  P = 8, matching the interleaved layout of weights.py (8 gate rows, then
+//                               the 8 matching up rows, repeated).
+//   Kernel-1 (dual GEMM):       P = CTA_N / 2 (gate tile in the first half of the B tile, up in the second).
+//
+// Data path per epilogue subtile (EPI_M, EPI_N) of the collective epilogue:
+//   visit()      registers: fp32 accumulators -> SwiGLU -> packed pairs of output elements
+//   postreduce() registers -> shared memory (EPI_M, EPI_N/2) buffer of the current store stage
+//   tma_store()  one thread issues the TMA store of that buffer to Y; the collective's store pipeline
+//                commits it and guards the buffer's reuse (hence Stages >= the collective's StagesD).
+// The collective's own D store is disabled (ElementD = void), so this node is the only writer of Y.
+// TMA clips the M and N residues, so partial tiles need no predication here.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_conversion.h"
+#include "cutlass/epilogue/collective/builders/sm90_common.inl"
+#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+
+namespace fused_swiglu::epilogue::fusion {
+
+using namespace cute;
+using cutlass::epilogue::fusion::ConsumerStoreArgs;
+using cutlass::epilogue::fusion::EmptyConsumerStoreCallbacks;
+using cutlass::epilogue::fusion::EmptyProducerLoadCallbacks;
+using cutlass::epilogue::fusion::ProducerLoadArgs;
+using cutlass::Array;
+
+namespace detail {
+
+// silu(g) * u in fp32. IEEE division; __expf is accurate to 2 ulp of fp32, far below one ulp of the
+// 16-bit output, so the result is rounded once from an fp32 value as close as the fp32 reference.
+CUTLASS_DEVICE float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+// For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
+// element are given by the static layout CrdLayout (fragment index -> (dm, dn)), list the gate elements
+// in fragment order with their up partner. Evaluated at compile time so that every register index in
+// visit() is a constant (no local memory).
+template <int F>
+struct PairTable {
+  int gate[F / 2];
+  int up[F / 2];
+  int dm[F / 2];       // row offset of the pair from the thread's first element
+  int dn_out[F / 2];   // output-column offset (relative to the output column of the first element)
+  bool ok;
+};
+
+template <class CrdLayout, int P, int F = int(decltype(size(CrdLayout{}))::value)>
+constexpr PairTable<F> make_pair_table() {
+  PairTable<F> t{};
+  int dm[F] = {};
+  int dn[F] = {};
+  for (int i = 0; i < F; ++i) {
+    auto c = CrdLayout{}(i);
+    dm[i] = int(get<0>(c));
+    dn[i] = int(get<1>(c));
+  }
+  t.ok = true;
+  int pairs = 0;
+  for (int i = 0; i < F; ++i) {
+    if ((dn[i] / P) % 2 != 0) continue;   // an up element: found through its gate partner
+    int partner = -1;
+    for (int j = 0; j < F; ++j) {
+      if (dm[j] == dm[i] && dn[j] == dn[i] + P) partner = j;
+    }
+    if (partner < 0 || pairs >= F / 2) { t.ok = false; return t; }
+    t.gate[pairs] = i;
+    t.up[pairs] = partner;
+    t.dm[pairs] = dm[i];
+    t.dn_out[pairs] = (dn[i] / (2 * P)) * P + dn[i] % P;
+    ++pairs;
+  }
+  t.ok = t.ok && pairs == F / 2;
+  // Results are written to shared memory two at a time (32-bit stores): pairs 2q and 2q+1 must be
+  // neighbouring output columns of one row, the first at an even column.
+  for (int q = 0; t.ok && q + 1 < pairs; q += 2) {
+    t.ok = t.dm[q] == t.dm[q + 1] && t.dn_out[q + 1] == t.dn_out[q] + 1 && t.dn_out[q] % 2 == 0;
+  }
+  return t;
+}
+
+}  // namespace detail
+
+template <
+  int Stages,            // smem buffers; must be >= the collective epilogue's StagesD
+  class EpilogueTile,    // (EPI_M, EPI_N) subtile of the accumulator tile, in accumulator columns
+  class Element,         // output element (bfloat16_t or half_t)
+  class StrideMNL,       // stride of Y (M, N/2, L): (ldy, _1, batch)
+  int PairStride         // P above
+>
+struct Sm90SwiGLUStore {
+  using ElementAux = Element;  // names the output element for a collective whose ElementD is void
+
+  static constexpr int EpiM = int(size<0>(EpilogueTile{}));
+  static constexpr int EpiN = int(size<1>(EpilogueTile{}));
+  static_assert(EpiN % (2 * PairStride) == 0,
+                "each epilogue subtile must hold whole gate/up pairs: EPI_N % (2 * PairStride) == 0");
+  static_assert(PairStride % 2 == 0, "output elements are stored in pairs: PairStride must be even");
+  static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<1>(StrideMNL{}))>, cute::_1>,
+                "Y must be row-major (unit stride along N)");
+
+  using OutTile = Shape<Int<EpiM>, Int<EpiN / 2>>;                                 // (EPI_M, EPI_N/2)
+  using SmemLayoutAtom = decltype(cutlass::epilogue::collective::detail::
+      sm90_get_epilogue_smem_swizzle_layout_atom<StrideMNL, Element, OutTile>());
+  using SmemLayoutTma = decltype(tile_to_shape(SmemLayoutAtom{}, OutTile{}, Step<_1, _2>{}));
+  using SmemLayout = decltype(tile_to_shape(                                       // (EPI_M,EPI_N/2,PIPE)
+      SmemLayoutTma{}, make_shape(Int<EpiM>{}, Int<EpiN / 2>{}, Int<Stages>{}), Step<_1, _2, _3>{}));
+
+  struct SharedStorage {
+    alignas(cutlass::detail::alignment_for_swizzle(SmemLayout{}))
+    array_aligned<Element, cosize_v<SmemLayout>> smem_out;
+  };
+
+  struct Arguments {
+    Element* ptr_out = nullptr;  // Y, (M, N/2, L)
+    StrideMNL dOut = {};
+  };
+
+  struct Params {
+    using TMA_Out = decltype(make_tma_copy(
+        SM90_TMA_STORE{},
+        make_tensor(static_cast<Element*>(nullptr), repeat_like(StrideMNL{}, int32_t(0)), StrideMNL{}),
+        SmemLayoutTma{}));
+    TMA_Out tma_store_out;
+  };
+
+  // problem_shape is the GEMM's (M, N, K[, L]) with N = 2 * I accumulator columns.
+  template <class ProblemShape>
+  static constexpr Params
+  to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
+    auto [M, N, K, L] = append<4>(problem_shape, 1);
+    Tensor tensor_out = make_tensor(args.ptr_out, make_layout(make_shape(M, N / 2, L), args.dOut));
+    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{})};
+  }
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    auto [M, N, K, L] = append<4>(problem_shape, 1);
+    return N % (2 * PairStride) == 0 &&
+           reinterpret_cast<uintptr_t>(args.ptr_out) % 16 == 0 &&
+           (get<0>(args.dOut) * int64_t(sizeof(Element))) % 16 == 0;
+  }
+
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
+
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE Sm90SwiGLUStore() {}
+
+  CUTLASS_HOST_DEVICE Sm90SwiGLUStore(Params const& params, SharedStorage const& shared_storage)
+      : params_ptr(&params), smem_out(const_cast<Element*>(shared_storage.smem_out.data())) {}
+
+  Params const* params_ptr = nullptr;
+  Element* smem_out = nullptr;
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
+    return EmptyProducerLoadCallbacks{};
+  }
+
+  template <class CrdLayout, class STensor, class STensorS2G, class GTensorS2G>
+  struct ConsumerStoreCallbacks : EmptyConsumerStoreCallbacks {
+    static constexpr int F = int(size(CrdLayout{}));   // accumulator elements per thread per subtile
+    static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride>(); }
+    static_assert(pair_table().ok, "the accumulator partition does not hold both columns of every gate/up pair");
+    static constexpr int NumPairs = F / 2;
+    static_assert(NumPairs % 2 == 0, "output elements are written two at a time");
+
+    CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
+                                          int thr_m, int thr_n, Params const* params_ptr)
+        : sOut(cute::forward<STensor>(sOut)),
+          bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
+          bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
+          thr_m(thr_m), thr_n_out(thr_n), params_ptr(params_ptr) {}
+
+    STensor sOut;          // (EPI_M,EPI_N/2,PIPE)
+    STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
+    GTensorS2G bSG_gOut;   // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    int thr_m;             // row of this thread's first element inside the subtile
+    int thr_n_out;         // output column of this thread's first element inside the subtile
+    Params const* params_ptr;
+    Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
+
+    // The collective hands over the whole subtile at once (its FragmentSize is the subtile size per
+    // thread), so epi_v is always 0 and frg_acc holds all F elements.
+    template <class ElementAccumulator, class ElementInput, int FragmentSize>
+    CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,
+                              int epi_n, Array<ElementInput, FragmentSize> const& frg_input) {
+      static_assert(FragmentSize == F, "the collective must visit the whole subtile in one fragment");
+      cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
+        constexpr auto t = pair_table();
+        float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
+        float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
+        out[decltype(p)::value] = static_cast<Element>(detail::swiglu(g, u));
+      });
+      return frg_input;
+    }
+
+    CUTLASS_DEVICE void postreduce(int epi_m, int epi_n, int store_iteration, bool issue_smem_store) {
+      if (!issue_smem_store) return;
+      int pipe = store_iteration % Stages;
+      // Pairs 2q and 2q+1 are adjacent output columns of one row (make_pair_table checks it).
+      cute::for_each(make_int_sequence<NumPairs / 2>{}, [&](auto q) {
+        constexpr int p = 2 * decltype(q)::value;
+        constexpr auto t = pair_table();
+        Element* dst = &sOut(thr_m + t.dm[p], thr_n_out + t.dn_out[p], pipe);
+        Element lo = out[p];
+        Element hi = out[p + 1];
+        *reinterpret_cast<uint32_t*>(dst) = uint32_t(lo.raw()) | (uint32_t(hi.raw()) << 16);
+      });
+    }
+
+    CUTLASS_DEVICE void tma_store(int epi_m, int epi_n, int store_iteration, bool issue_tma_store) {
+      if (issue_tma_store) {
+        int pipe = store_iteration % Stages;
+        copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n));
+      }
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    auto [m, n, k, l] = args.tile_coord_mnkl;
+    auto out_cta_tile = make_shape(size<0>(args.tile_shape_mnk), size<1>(args.tile_shape_mnk) / _2{});
+    Tensor mOut = params_ptr->tma_store_out.get_tma_tensor(make_shape(M, N / 2, L));       // (M,N/2,L)
+    Tensor gOut = local_tile(mOut, out_cta_tile, make_coord(m, n, l));                 // (CTA_M,CTA_N/2)
+    Tensor gOut_epi = flat_divide(gOut, OutTile{});                // (EPI_M,EPI_N/2,EPI_M_CNT,EPI_N_CNT)
+    Tensor sOut_epi = cute::as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(smem_out), SmemLayout{}));                        // (EPI_M,EPI_N/2,PIPE)
+
+    ThrCopy thrblk_s2g = params_ptr->tma_store_out.get_slice(_0{});
+    Tensor bSG_sOut = thrblk_s2g.partition_S(sOut_epi);                              // (TMA,TMA_M,TMA_N,PIPE)
+    Tensor bSG_gOut = thrblk_s2g.partition_D(gOut_epi);                  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+
+    // args.tCcD: (CPY,CPY_M,CPY_N,EPI_M,EPI_N) coordinates relative to this thread's first element.
+    using CrdLayout = decltype(coalesce(layout(args.tCcD(_, _, _, _0{}, _0{}))));
+    // This thread's first element relative to the CTA tile: residue_cD - residue_tCcD.
+    int thr_m_cta = int(get<0>(args.residue_cD)) - int(get<0>(args.residue_tCcD));
+    int thr_n_cta = int(get<1>(args.residue_cD)) - int(get<1>(args.residue_tCcD));
+    // Inside a subtile (the thread pattern repeats in every subtile).
+    int thr_m = thr_m_cta % EpiM;
+    int thr_n = thr_n_cta % EpiN;
+    // The first element is always a gate column (thread column offsets stay below PairStride).
+    int thr_n_out = (thr_n / (2 * PairStride)) * PairStride + thr_n % PairStride;
+
+    return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
+        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m, thr_n_out, params_ptr);
+  }
+};
+
+}  // namespace fused_swiglu::epilogue::fusion

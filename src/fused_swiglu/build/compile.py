@@ -1,0 +1,198 @@
+"""nvcc commands: compile every ``csrc/**/*.cu`` in parallel, check ptxas, link one shared library.
+
+Each translation unit is compiled to an object by its own nvcc process (``FUSED_SWIGLU_JOBS`` at
+once), then ``nvcc -shared`` links ``libfused_swiglu.so`` (cudart static, nvcc's default, so the
+library needs only the driver at run time).
+
+ptxas reports (``-Xptxas=-v,--warn-on-spills``) are build errors when they show ``C7510`` (wgmma
+serialized: the kernel would run several times slower) or non-zero spill stores/loads (local
+memory traffic in a mainloop or epilogue).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError
+from .toolchain import Toolchain
+
+LIB_NAME = "libfused_swiglu.so"
+
+# Part of the cache key. Include paths are added per build (they depend on where things live).
+NVCC_FLAGS: tuple[str, ...] = (
+    "-std=c++17",
+    "-O3",
+    "-DNDEBUG",  # without it nvcc 13.0 reported C7510 (wgmma serialized) on CUTLASS sm90 GEMMs
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-Xcompiler=-fPIC,-fvisibility=hidden",
+    "-lineinfo",
+    "-Xptxas=-v,--warn-on-spills",
+    "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
+)
+LOG_TAIL_LINES = 40
+
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_USED = re.compile(r"ptxas info\s*: Used (\d+) registers")
+
+
+def scan_ptxas_log(text: str) -> list[str]:
+    """Lines of a ptxas log that make the build fail: ``C7510`` or non-zero spills (stripped)."""
+    bad = []
+    for line in text.splitlines():
+        if "C7510" in line:
+            bad.append(line.strip())
+            continue
+        m = _SPILL.search(line)
+        if m and (int(m.group(1)) or int(m.group(2))):
+            bad.append(line.strip())
+    return bad
+
+
+def parse_resource_usage(text: str) -> list[dict[str, object]]:
+    """Per kernel entry: ``{"function", "registers", "properties", "usage"}`` from a ptxas -v log.
+
+    ``properties`` is the stack/spill line, ``usage`` the "Used N registers, ..." line.
+    """
+    kernels: dict[str, dict[str, object]] = {}
+    current: str | None = None
+    expect_props_for: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _ENTRY.search(line):
+            current = m.group(1)
+            kernels.setdefault(current, {"function": current})
+        elif m := _PROPS.search(line):
+            expect_props_for = m.group(1)
+            kernels.setdefault(expect_props_for, {"function": expect_props_for})
+            continue
+        elif expect_props_for and "bytes stack frame" in line:
+            kernels[expect_props_for]["properties"] = line
+        elif (m := _USED.search(line)) and current:
+            kernels[current]["registers"] = int(m.group(1))
+            kernels[current]["usage"] = line.split(":", 1)[1].strip()
+        expect_props_for = None
+    return [k for k in kernels.values() if "usage" in k or "properties" in k]
+
+
+@dataclass
+class CompileResult:
+    source: Path  # relative to csrc
+    obj: Path
+    seconds: float
+    log: str
+
+
+def _tail(text: str, n: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-n:])
+
+
+def _run(cmd: list[str], what: str) -> tuple[str, float]:
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise BuildError(f"{what} could not start: {e}\ncommand: {shlex.join(cmd)}") from e
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise BuildError(
+            f"{what} failed with exit status {proc.returncode}.\ncommand: {shlex.join(cmd)}\n"
+            f"last {LOG_TAIL_LINES} lines of its output:\n{_tail(log)}"
+        )
+    return log, time.monotonic() - start
+
+
+def include_flags(csrc: Path, cutlass_includes: Sequence[Path], toolchain: Toolchain) -> list[str]:
+    dirs = [csrc / "include", csrc / "capi", *cutlass_includes, *toolchain.include_dirs]
+    return [f"-I{d}" for d in dirs]
+
+
+def compile_command(toolchain: Toolchain, includes: Sequence[str], src: Path, obj: Path) -> list[str]:
+    return [str(toolchain.nvcc), *NVCC_FLAGS, *includes, "-c", str(src), "-o", str(obj)]
+
+
+def link_command(toolchain: Toolchain, objs: Sequence[Path], out: Path) -> list[str]:
+    lib_dirs = [f"-L{d}" for d in toolchain.lib_dirs]
+    return [str(toolchain.nvcc), "-shared", *lib_dirs, *map(str, objs), "-o", str(out)]
+
+
+def compile_all(
+    csrc: Path,
+    sources: Sequence[Path],
+    obj_dir: Path,
+    toolchain: Toolchain,
+    cutlass_includes: Sequence[Path],
+    jobs: int,
+    log: Callable[[str], None] | None = None,
+) -> list[CompileResult]:
+    """Compile each source (relative to ``csrc``) into ``obj_dir``, ``jobs`` at a time.
+
+    Raises:
+        BuildError: no sources; an nvcc failed (command + last 40 lines of its output); a ptxas
+            report shows C7510 or spills (file and line quoted).
+    """
+    if not sources:
+        raise BuildError(f"there are no CUDA sources (*.cu) under {csrc}; nothing to build.")
+    obj_dir.mkdir(parents=True, exist_ok=True)
+    includes = include_flags(csrc, cutlass_includes, toolchain)
+    done = 0
+    lock = threading.Lock()
+
+    def one(rel: Path) -> CompileResult:
+        nonlocal done
+        obj = obj_dir / (str(rel.with_suffix("")).replace("/", "__") + ".o")
+        cmd = compile_command(toolchain, includes, csrc / rel, obj)
+        if log:
+            log(f"nvcc {rel}" + (f"\n  {shlex.join(cmd)}" if _verbose() else ""))
+        text, seconds = _run(cmd, f"nvcc on {rel}")
+        with lock:
+            done += 1
+            if log:
+                log(f"[{done}/{len(sources)}] compiled {rel} in {seconds:.1f} s")
+        return CompileResult(rel, obj, seconds, text)
+
+    results: list[CompileResult] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, rel) for rel in sources]
+        try:
+            for f in futures:
+                results.append(f.result())
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    for r in results:
+        bad = scan_ptxas_log(r.log)
+        if bad:
+            more = f"\n  (and {len(bad) - 1} more such lines)" if len(bad) > 1 else ""
+            raise BuildError(
+                f"ptxas reported a performance error in {r.source} (C7510 wgmma serialization and "
+                f"register spills are build errors):\n  {bad[0]}{more}"
+            )
+    return results
+
+
+def link(toolchain: Toolchain, objs: Sequence[Path], out: Path, log: Callable[[str], None] | None = None) -> Path:
+    """``nvcc -shared`` the objects into ``out``. Raises BuildError with the command and log tail."""
+    cmd = link_command(toolchain, objs, out)
+    if log:
+        log(f"linking {out.name}" + (f"\n  {shlex.join(cmd)}" if _verbose() else ""))
+    _run(cmd, "nvcc -shared (link)")
+    return out
+
+
+def _verbose() -> bool:
+    from .. import env
+
+    return env.verbose()

@@ -1,0 +1,214 @@
+"""nvcc discovery, ptxas log checks, command construction, and real builds (marker ``build``)."""
+
+import ctypes
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fused_swiglu.build import compile as nvcc_compile
+from fused_swiglu.build import cutlass, sources, toolchain
+from fused_swiglu.build.toolchain import Toolchain
+from fused_swiglu.errors import BuildError
+
+PTXAS_CLEAN = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_ZN7cutlass13device_kernelI4GemmEEvNT_6ParamsE' for 'sm_90a'
+ptxas info    : Function properties for _ZN7cutlass13device_kernelI4GemmEEvNT_6ParamsE
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 0 bytes smem, 592 bytes cmem[0]
+ptxas info    : Compile time = 1234.5 ms
+"""
+PTXAS_C7510 = (
+    "ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+    "due to the presence of Extern calls in the function '_ZN7cutlass13device_kernelI4GemmEEvNT_6ParamsE'.\n"
+)
+PTXAS_SPILL = """\
+ptxas warning : Registers are spilled to local memory in function '_Z1kPfi', 744 bytes spill stores, 844 bytes spill loads
+ptxas info    : Compiling entry function '_Z1kPfi' for 'sm_90a'
+ptxas info    : Function properties for _Z1kPfi
+    928 bytes stack frame, 744 bytes spill stores, 844 bytes spill loads
+ptxas info    : Used 24 registers, used 0 barriers, 928 bytes cumulative stack size
+"""
+
+
+def test_scan_accepts_clean_log():
+    assert nvcc_compile.scan_ptxas_log(PTXAS_CLEAN) == []
+
+
+def test_scan_flags_c7510_and_spills():
+    assert nvcc_compile.scan_ptxas_log(PTXAS_CLEAN + PTXAS_C7510) == [PTXAS_C7510.strip()]
+    bad = nvcc_compile.scan_ptxas_log(PTXAS_SPILL)
+    assert len(bad) == 2 and all("744 bytes spill stores" in b for b in bad)
+    only_loads = "    0 bytes stack frame, 0 bytes spill stores, 4 bytes spill loads"
+    assert nvcc_compile.scan_ptxas_log(only_loads) == [only_loads.strip()]
+
+
+def test_parse_resource_usage():
+    (k,) = nvcc_compile.parse_resource_usage(PTXAS_CLEAN)
+    assert k["function"].startswith("_ZN7cutlass13device_kernel")
+    assert k["registers"] == 168 and "0 bytes spill stores" in k["properties"]
+    assert k["usage"].startswith("Used 168 registers")
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def _fake_tc(nvcc: Path) -> Toolchain:
+    return Toolchain(nvcc=nvcc, version=(13, 0), version_text="release 13.0", source="test")
+
+
+def test_failed_nvcc_shows_command_and_log_tail(tmp_path):
+    nvcc = _script(tmp_path / "nvcc", 'for i in $(seq 1 100); do echo "error line $i" >&2; done; exit 2\n')
+    csrc = tmp_path / "csrc"
+    csrc.mkdir()
+    (csrc / "a.cu").write_text("")
+    with pytest.raises(BuildError) as e:
+        nvcc_compile.compile_all(csrc, [Path("a.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 1)
+    msg = str(e.value)
+    assert "nvcc on a.cu failed with exit status 2" in msg
+    assert f"command: {nvcc} -std=c++17 -O3 -DNDEBUG" in msg and "-c " in msg and "-DCUTLASS_ENABLE_GDC_FOR_SM90=1" in msg
+    assert "error line 100" in msg and "error line 61" in msg and "error line 60\n" not in msg
+
+
+def test_ptxas_error_names_file_and_line(tmp_path):
+    nvcc = _script(tmp_path / "nvcc", f"cat >&2 <<'EOF'\n{PTXAS_C7510}EOF\ntouch \"$(eval echo \\${{$#}})\"\n")
+    csrc = tmp_path / "csrc"
+    (csrc / "inst").mkdir(parents=True)
+    (csrc / "inst" / "k.cu").write_text("")
+    with pytest.raises(BuildError, match=r"ptxas reported a performance error in inst/k.cu .*:\n  ptxas warning : \(C7510\) Potential"):
+        nvcc_compile.compile_all(csrc, [Path("inst/k.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 2)
+
+
+def test_no_sources_is_an_error(tmp_path):
+    with pytest.raises(BuildError, match="no CUDA sources"):
+        nvcc_compile.compile_all(tmp_path, [], tmp_path / "obj", _fake_tc(tmp_path / "nvcc"), [], 1)
+
+
+def test_commands_carry_the_required_flags(tmp_path):
+    tc = _fake_tc(tmp_path / "nvcc")
+    inc = nvcc_compile.include_flags(tmp_path / "csrc", [Path("/cutlass/include")], tc)
+    assert inc[:2] == [f"-I{tmp_path}/csrc/include", f"-I{tmp_path}/csrc/capi"] and "-I/cutlass/include" in inc
+    cmd = nvcc_compile.compile_command(tc, inc, Path("a.cu"), Path("a.o"))
+    for flag in ("-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v,--warn-on-spills", "-lineinfo",
+                 "-Xcompiler=-fPIC,-fvisibility=hidden", "--expt-relaxed-constexpr", "--expt-extended-lambda"):
+        assert flag in cmd
+    link = nvcc_compile.link_command(tc, [Path("a.o")], Path("lib.so"))
+    assert link[1] == "-shared" and "-lcuda" not in link
+
+
+def test_parse_version():
+    text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
+    assert toolchain.parse_version(text) == (13, 0)
+    assert toolchain.parse_version("release 12.3, V12.3.52") == (12, 3)
+    assert toolchain.parse_version("garbage") is None
+
+
+def _isolate(monkeypatch, tmp_path):
+    monkeypatch.delenv("FUSED_SWIGLU_NVCC", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(toolchain, "_wheel_roots", lambda: [])
+
+
+def test_missing_nvcc_says_what_to_install(monkeypatch, tmp_path):
+    _isolate(monkeypatch, tmp_path)
+    with pytest.raises(BuildError) as e:
+        toolchain.find_nvcc()
+    msg = str(e.value)
+    assert 'pip install "fused-swiglu[cuda]"' in msg and "CUDA toolkit >= 12.3" in msg
+    assert msg.count(". ") == 0 and msg.endswith(".")  # one sentence
+
+
+def test_too_old_nvcc_is_skipped_then_reported(monkeypatch, tmp_path):
+    _isolate(monkeypatch, tmp_path)
+    old = _script(tmp_path / "nvcc-old", 'echo "Cuda compilation tools, release 12.1, V12.1.105"\n')
+    monkeypatch.setenv("FUSED_SWIGLU_NVCC", str(old))
+    with pytest.raises(BuildError, match=r"nvcc >= 12.3 .* only .*nvcc-old \(12.1\); install one with `pip install \"fused-swiglu\[cuda\]\"`"):
+        toolchain.find_nvcc()
+    new = tmp_path / "cuda" / "bin"
+    new.mkdir(parents=True)
+    _script(new / "nvcc", 'echo "Cuda compilation tools, release 13.0, V13.0.88"\n')
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    tc = toolchain.find_nvcc()
+    assert tc.nvcc == new / "nvcc" and tc.version == (13, 0) and tc.source == "CUDA_HOME"
+
+
+def test_explicit_nvcc_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setenv("FUSED_SWIGLU_NVCC", str(tmp_path / "nope"))
+    with pytest.raises(BuildError, match="FUSED_SWIGLU_NVCC points at .*nope, which is not a file"):
+        toolchain.find_nvcc()
+
+
+def test_wheel_layout_is_searched(monkeypatch, tmp_path):
+    _isolate(monkeypatch, tmp_path)
+    root = tmp_path / "site" / "nvidia"
+    (root / "cu13" / "bin").mkdir(parents=True)
+    (root / "cu13" / "include").mkdir()
+    _script(root / "cu13" / "bin" / "nvcc", 'echo "release 13.5, V13.5.37"\n')
+    monkeypatch.setattr(toolchain, "_wheel_roots", lambda: [root])
+    tc = toolchain.find_nvcc()
+    assert tc.source == "nvidia-cuda-nvcc wheel" and tc.include_dirs == (root / "cu13" / "include",)
+
+
+def test_cutlass_headers_found():
+    inc, util = cutlass.include_dirs()
+    assert (inc / "cutlass" / "gemm" / "collective" / "collective_builder.hpp").is_file()
+    assert util.name == "include" and util.parent.name == "util"
+    assert cutlass.version() == "4.2.0.0"
+
+
+def test_csrc_is_found_in_the_repository():
+    assert (sources.csrc_dir() / "capi" / "fused_swiglu.h").is_file()
+
+
+# --- real nvcc builds (no GPU needed) -------------------------------------------------------------
+
+FIXTURE_CU = r"""
+#include "fused_swiglu.h"
+__global__ void scale(float* a, float s) { a[threadIdx.x] *= s; }
+extern "C" __attribute__((visibility("default"))) int fsw_abi_version(void) { return FSW_ABI_VERSION; }
+"""
+
+
+@pytest.mark.build
+def test_pipeline_builds_a_small_library(tmp_path):
+    """compile_all + link on a one-file fixture: the .so exports the C symbol and loads without a GPU."""
+    tc = toolchain.find_nvcc()
+    csrc = tmp_path / "csrc"
+    (csrc / "capi").mkdir(parents=True)
+    shutil.copy(sources.csrc_dir() / "capi" / "fused_swiglu.h", csrc / "capi")
+    (csrc / "k.cu").write_text(FIXTURE_CU)
+    results = nvcc_compile.compile_all(csrc, [Path("k.cu")], tmp_path / "obj", tc, [], 1)
+    (k,) = nvcc_compile.parse_resource_usage(results[0].log)
+    assert k["function"] == "_Z5scalePff"
+    lib = nvcc_compile.link(tc, [r.obj for r in results], tmp_path / "lib.so")
+    assert ctypes.CDLL(str(lib)).fsw_abi_version() == 1
+
+
+@pytest.mark.build
+def test_library_builds_from_csrc():
+    """Builds (or reuses from the cache) the real library from every csrc/**/*.cu."""
+    from fused_swiglu._lib import ABI_VERSION, Library
+    from fused_swiglu.build import ensure_built
+
+    csrc = sources.csrc_dir()
+    assert sources.cuda_sources(csrc), f"no CUDA sources (*.cu) under {csrc}: the library cannot be built"
+    lib = ensure_built()
+    assert lib.is_file()
+    if shutil.which("nm"):
+        symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+        for name in ("fsw_abi_version", "fsw_last_error", "fsw_num_configs", "fsw_get_config",
+                     "fsw_can_implement", "fsw_workspace_size", "fsw_run"):
+            assert f" T {name}" in symbols, f"{lib} does not export {name}"
+    loaded = Library(lib)  # ctypes load works without a GPU: cudart is linked statically
+    assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
+    assert loaded.configs, "the library lists no kernel configs"
+    assert {c.kernel for c in loaded.configs} <= {"packed", "dual"}

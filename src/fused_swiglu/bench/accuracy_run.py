@@ -1,0 +1,59 @@
+"""``fused-swiglu accuracy``: eager and each fused kernel against float64 on every model shape."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from ..accuracy import compare
+from ..functional import swiglu, swiglu_packed
+from ..reference import swiglu_eager, swiglu_float64, swiglu_fp32_one_rounding
+from ..weights import pack_gate_up
+from . import report, shapes
+
+M_TOKENS = 2048
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+METHODS = {
+    "eager": lambda x, wg, wu, wp: swiglu_eager(x, wg, wu),
+    "torch_fp32_one_rounding": lambda x, wg, wu, wp: swiglu_fp32_one_rounding(x, wg, wu),
+    "fused_evt": lambda x, wg, wu, wp: swiglu_packed(x, wp, layout="interleaved", backend="cutlass"),
+    "fused_dual": lambda x, wg, wu, wp: swiglu(x, wg, wu, kernel="dual", backend="cutlass"),
+}
+
+
+def run_accuracy(
+    console, out: Path | None = None, dtype_name: str = "bf16", seed: int | None = None,
+    models: list[str] | None = None,
+) -> list[dict]:
+    """x ~ N(0, 1) (M = 2048), weights ~ N(0, 1/H); every method vs float64 rounded once.
+
+    The seed is fresh unless given, and printed so a run can be repeated.
+    """
+    dtype = DTYPES[dtype_name]
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    console.print(f"seed {seed}")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    device = torch.device("cuda", torch.cuda.current_device())
+    rows = []
+    for shape in shapes.find(models):
+        H, I = shape.hidden_size, shape.intermediate_size
+        x = torch.randn(M_TOKENS, H, device=device, generator=gen).to(dtype)
+        wg = (torch.randn(I, H, device=device, generator=gen) * H**-0.5).to(dtype)
+        wu = (torch.randn(I, H, device=device, generator=gen) * H**-0.5).to(dtype)
+        wp = pack_gate_up(wg, wu)
+        ref64 = swiglu_float64(x, wg, wu)
+        for method, fn in METHODS.items():
+            r = compare(fn(x, wg, wu, wp), ref64)
+            rows.append({"model": shape.model, "method": method, "exact": r.exact, "mismatch": r.mismatch,
+                         "max_ulp": r.max_ulp, "counted": r.counted, "n": r.n})
+        del x, wg, wu, wp, ref64
+        torch.cuda.empty_cache()
+    console.print(report.accuracy_table(rows, dtype_name))
+    if out:
+        meta = report.machine_meta(device)
+        meta.update({"seed": seed, "dtype": dtype_name, "tokens": M_TOKENS})
+        paths = report.write_results(out, meta, rows, report.ACCURACY_FIELDS)
+        console.print(f"wrote {paths[0]} and {paths[1]}")
+    return rows

@@ -1,0 +1,124 @@
+"""Timing protocol.
+
+For each shape, every method is timed in the same run, interleaved rep by rep:
+
+1. Input sets: enough distinct (x, weights) sets that together they exceed 2x the L2 size
+   (so no run finds its operands in L2 from the previous one), at most 8 sets and within a
+   memory budget (~20 GB).
+2. Warm-up: each method runs for about ``warmup_ms`` (at least 2 calls), which also triggers
+   compilation and the kernel library's load.
+3. Each repetition, for each method (the order rotates every rep): flush L2 by writing a 256 MB
+   buffer (``buf.zero_()``), record a CUDA event, run on the next input set, record an event.
+4. Report the median over reps, with the 10th and 90th percentiles, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+FLUSH_BYTES = 256 * 1024 * 1024
+MAX_SETS = 8
+MEMORY_BUDGET_BYTES = 20 * 10**9
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds over ``reps`` repetitions."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    reps: int
+
+
+def n_input_sets(
+    bytes_read_per_set: int,
+    bytes_held_per_set: int,
+    l2_bytes: int,
+    budget_bytes: int = MEMORY_BUDGET_BYTES,
+    max_sets: int = MAX_SETS,
+) -> int:
+    """How many input sets to rotate: enough that the bytes one call reads, summed over sets,
+    exceed 2x L2; at most ``max_sets`` and within ``budget_bytes`` of memory held; at least 1."""
+    wanted = math.floor(2 * l2_bytes / max(1, bytes_read_per_set)) + 1
+    affordable = budget_bytes // max(1, bytes_held_per_set)
+    return int(max(1, min(wanted, max_sets, affordable)))
+
+
+def summarize(samples_ms: Sequence[float]) -> Timing:
+    """Median, p10 and p90 (linear interpolation) of the samples.
+
+    Raises:
+        ValueError: no samples.
+    """
+    if not samples_ms:
+        raise ValueError("summarize needs at least one sample; got none")
+    s = sorted(samples_ms)
+
+    def pct(q: float) -> float:
+        pos = q * (len(s) - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    return Timing(median_ms=pct(0.5), p10_ms=pct(0.1), p90_ms=pct(0.9), reps=len(s))
+
+
+def flush_buffer(device: torch.device) -> torch.Tensor:
+    """A 256 MB buffer whose ``zero_()`` evicts L2 (50 MB on H200) with writes."""
+    return torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
+
+
+def time_interleaved(
+    calls: dict[str, Sequence[Callable[[], object]]],
+    device: torch.device,
+    warmup_ms: float = 25.0,
+    reps: int = 50,
+    flush: torch.Tensor | None = None,
+) -> dict[str, Timing]:
+    """Time each method's calls (one callable per input set) by the protocol above.
+
+    Args:
+        calls: method name -> callables, one per input set, each running the method once.
+        device: the CUDA device the calls run on.
+        warmup_ms: wall-clock warm-up per method, milliseconds.
+        reps: timed repetitions per method.
+        flush: the L2 flush buffer (allocated if None).
+
+    Returns:
+        method name -> :class:`Timing`.
+    """
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got reps={reps}")
+    flush = flush if flush is not None else flush_buffer(device)
+    names = list(calls)
+    with torch.cuda.device(device):
+        for name in names:
+            fns = calls[name]
+            start, n = time.perf_counter(), 0
+            while n < 2 or (time.perf_counter() - start) * 1e3 < warmup_ms:
+                fns[n % len(fns)]()
+                n += 1
+                if n % len(fns) == 0:
+                    torch.cuda.synchronize(device)
+        torch.cuda.synchronize(device)
+        events: dict[str, list[tuple[torch.cuda.Event, torch.cuda.Event]]] = {n: [] for n in names}
+        for rep in range(reps):
+            order = names[rep % len(names):] + names[: rep % len(names)]
+            for name in order:
+                fns = calls[name]
+                flush.zero_()
+                begin = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                begin.record()
+                fns[rep % len(fns)]()
+                end.record()
+                events[name].append((begin, end))
+            if rep % 8 == 7:
+                torch.cuda.synchronize(device)  # keep the host from running far ahead
+        torch.cuda.synchronize(device)
+    return {name: summarize([b.elapsed_time(e) for b, e in events[name]]) for name in names}

@@ -1,0 +1,175 @@
+"""The ``fused-swiglu`` command: ``bench``, ``accuracy``, ``info``, ``build``.
+
+Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_NO_GPU = 2
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """Accept both ``--x a b`` and ``--x a,b``."""
+    if values is None:
+        return None
+    return [v for item in values for v in item.split(",") if v]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .bench.methods import METHODS
+    from .bench.shapes import TOKENS
+
+    p = argparse.ArgumentParser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 shapes")
+    b.add_argument("--models", nargs="+", help="model sizes, e.g. 0.5B 7B or 0.5B,7B (default: all seven)")
+    b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
+    b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all)")
+    b.add_argument("--out", type=Path, help="write results as JSON here, and as CSV beside it")
+    b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
+    b.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up per method and shape, ms (default 25)")
+    b.add_argument("--rep", type=int, default=50, help="timed repetitions per method and shape (default 50)")
+
+    a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on every model shape, M = 2048")
+    a.add_argument("--out", type=Path, help="write rows as JSON here, and as CSV beside it")
+    a.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
+    a.add_argument("--models", nargs="+", help="model sizes (default: all seven)")
+
+    sub.add_parser("info", help="GPU, nvcc, cache and kernel library status")
+
+    c = sub.add_parser("build", help="compile the kernel library into the cache ahead of time (no GPU needed)")
+    c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
+    return p
+
+
+def _no_hopper(command: str) -> int | None:
+    from .bench.device import NEEDS_HOPPER, hopper_problem
+
+    problem = hopper_problem()
+    if problem is None:
+        return None
+    print(f"fused-swiglu {command} {NEEDS_HOPPER}; {problem}.", file=sys.stderr)
+    return EXIT_NO_GPU
+
+
+def _cmd_bench(args, console) -> int:
+    from .bench.run import BenchOptions, run_bench
+
+    if (code := _no_hopper("bench")) is not None:
+        return code
+    opts = BenchOptions(
+        models=_split(args.models),
+        dtype=args.dtype,
+        out=args.out,
+        config=args.config,
+        warmup_ms=args.warmup_ms,
+        reps=args.rep,
+    )
+    if args.tokens:
+        opts.tokens = [int(t) for t in _split(args.tokens)]
+    if args.methods:
+        opts.methods = _split(args.methods)
+    run_bench(opts, console)
+    return 0
+
+
+def _cmd_accuracy(args, console) -> int:
+    from .bench.accuracy_run import run_accuracy
+
+    if (code := _no_hopper("accuracy")) is not None:
+        return code
+    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models))
+    return 0
+
+
+def _cmd_info(args, console) -> int:
+    import torch
+
+    from . import __version__, env
+    from .build import cache, cutlass, sources, toolchain
+    from .errors import BuildError
+
+    console.print(f"fused_swiglu {__version__} (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})")
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            console.print(f"GPU {i}: {p.name} (compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs)")
+    else:
+        console.print("GPU: no CUDA GPU")
+    try:
+        tc = toolchain.find_nvcc()
+        console.print(f"nvcc: {tc.nvcc} ({tc.version[0]}.{tc.version[1]}, found via {tc.source})")
+    except BuildError as e:
+        console.print(f"nvcc: unavailable: {e}")
+    try:
+        console.print(f"CUTLASS: nvidia-cutlass {cutlass.version()} at {cutlass.include_dirs()[0]}")
+    except BuildError as e:
+        console.print(f"CUTLASS: unavailable: {e}")
+    try:
+        csrc = sources.csrc_dir()
+        console.print(f"sources: {csrc} ({len(sources.cuda_sources(csrc))} .cu files)")
+    except BuildError as e:
+        console.print(f"sources: {e}")
+    console.print(f"cache dir: {env.cache_dir()}")
+    path, how = env.library_path(), "FUSED_SWIGLU_LIBRARY"
+    if path is None:
+        path, how = cache.cached_library(), "cache"
+    if path is None:
+        console.print("library: not built for the current sources and toolchain (run `fused-swiglu build`)")
+        return 0
+    console.print(f"library: {path} (from {how})")
+    from ._lib import Library
+
+    try:
+        lib = Library(path)
+    except BuildError as e:
+        console.print(f"library: cannot be used: {e}")
+        return 1
+    console.print(f"configs ({len(lib.configs)}):")
+    for c in lib.configs:
+        console.print(f"  {c.name}  stages={c.stages}")
+    return 0
+
+
+def _cmd_build(args, console) -> int:
+    from .build import cache
+
+    def log(line: str) -> None:
+        console.print(line, highlight=False)
+
+    path = cache.ensure_built(force=args.force, log=log)
+    print(path)
+    info = cache.read_build_info(path) or {}
+    for source, kernels in sorted(info.get("ptxas", {}).items()):
+        for k in kernels:
+            props = k.get("properties", "")
+            console.print(f"  {source}: {k.get('registers', '?')} registers; {props}", highlight=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2: the command needs a Hopper GPU and none is visible)."""
+    from rich.console import Console
+
+    from .errors import BuildError
+
+    args = _parser().parse_args(argv)
+    # no wrapping of plain lines; wide tables when piped into a log
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
+    try:
+        return handlers[args.command](args, console)
+    except BuildError as e:
+        print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""Pure parts of the benchmark: shapes, input-set rotation, statistics, derived columns, files."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+from fused_swiglu.bench import methods, report, run, shapes, timing
+
+
+def test_shapes_are_the_qwen25_family():
+    assert len(shapes.MODELS) == 7
+    by_name = {m.model: (m.hidden_size, m.intermediate_size) for m in shapes.MODELS}
+    assert by_name["Qwen2.5-7B"] == (3584, 18944) and by_name["Qwen2.5-72B"] == (8192, 29568)
+    assert shapes.TOKENS == (1, 16, 128, 512, 2048, 8192)
+    assert [m.model for m in shapes.find(["7b", "Qwen2.5-0.5B"])] == ["Qwen2.5-7B", "Qwen2.5-0.5B"]
+    with pytest.raises(ValueError, match="unknown model '8B'"):
+        shapes.find(["8B"])
+
+
+def test_n_input_sets_exceeds_twice_l2_within_limits():
+    l2 = 50 * 2**20
+    # 0.5B at M = 1: ~17 MB per set -> 6 sets exceed 100 MB
+    read = methods.bytes_read(1, 896, 4864, torch.bfloat16)
+    n = timing.n_input_sets(read, 2 * read, l2)
+    assert n * read > 2 * l2 and (n - 1) * read <= 2 * l2
+    assert timing.n_input_sets(10, 10, l2) == timing.MAX_SETS
+    assert timing.n_input_sets(10**9, 10**9, l2) == 1  # one 72B-sized set is already > 2x L2
+    assert timing.n_input_sets(10, 6 * 10**9, l2) == 3  # memory budget caps at 20 GB
+
+
+def test_summarize():
+    t = timing.summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (t.median_ms, t.reps) == (3.0, 5)
+    assert t.p10_ms == pytest.approx(1.4) and t.p90_ms == pytest.approx(4.6)
+    with pytest.raises(ValueError, match="at least one sample"):
+        timing.summarize([])
+
+
+def test_derive_and_flops():
+    rows = [{"method": "eager", "median_ms": 2.0}, {"method": "cublas_gemm", "median_ms": 1.0},
+            {"method": "fused_dual", "median_ms": 0.8}]
+    run.derive(rows)
+    fused = rows[2]
+    assert fused["speedup_vs_eager"] == pytest.approx(2.5) and fused["ratio_to_cublas"] == pytest.approx(0.8)
+    lone = [{"method": "fused_evt", "median_ms": 1.0}]
+    run.derive(lone)
+    assert lone[0]["speedup_vs_eager"] is None and lone[0]["ratio_to_cublas"] is None
+    assert report.flops(2, 3, 5) == 120
+    assert report.tflops(8192, 3584, 18944, 3.0) == pytest.approx(4 * 8192 * 3584 * 18944 / 3e-3 / 1e12)
+
+
+def test_write_results_json_and_csv(tmp_path):
+    rows = [dict(zip(report.BENCH_FIELDS, ["Qwen2.5-7B", 3584, 18944, 16, "bf16", "eager",
+                                           0.1, 0.09, 0.12, 50.0, 1.0, 1.2, ""]))]
+    meta = report.machine_meta()
+    for key in ("gpu", "sm_count", "driver_version", "torch_version", "cuda_version",
+                "fused_swiglu_version", "git_commit", "timestamp", "nvcc_version"):
+        assert key in meta
+    j, c = report.write_results(tmp_path / "r" / "bench.json", meta, rows, report.BENCH_FIELDS)
+    data = json.loads(j.read_text())
+    assert data["rows"] == rows and data["meta"]["fused_swiglu_version"] == "0.1.0"
+    with c.open() as f:
+        got = list(csv.DictReader(f))
+    assert c.name == "bench.csv" and got[0]["method"] == "eager" and list(got[0]) == list(report.BENCH_FIELDS)
+
+
+def test_build_calls_cpu_methods_and_rejects_unknown():
+    s = methods.make_input_set(4, 16, 8, torch.bfloat16, torch.device("cpu"))
+    assert s.w_gate.shape == (8, 16) and s.w_up.data_ptr() == s.w_cat[8:].data_ptr()
+    calls = methods.build_calls(["eager", "cublas_gemm"], [s])
+    assert calls["eager"][0]().shape == (4, 8) and calls["cublas_gemm"][0]().shape == (4, 16)
+    with pytest.raises(ValueError, match="unknown method 'triton'"):
+        methods.build_calls(["triton"], [s])

@@ -1,0 +1,54 @@
+"""The command line on a machine without a Hopper GPU."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fused_swiglu import cli
+
+pytestmark = pytest.mark.skipif(
+    torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0),
+    reason="checks the no-GPU behaviour",
+)
+
+SENTENCE = "needs an NVIDIA Hopper GPU (compute capability 9.0) with CUDA"
+
+
+@pytest.mark.parametrize("command", ["bench", "accuracy"])
+def test_gpu_commands_exit_2_with_one_sentence(command, capsys):
+    assert cli.main([command]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"fused-swiglu {command} {SENTENCE};")
+    assert err.count("\n") == 0 and err.endswith(".")
+
+
+def test_bench_options_parse_before_the_gpu_check(capsys):
+    assert cli.main(["bench", "--models", "0.5B,7B", "--tokens", "1", "16", "--methods", "eager,fused_dual",
+                     "--dtype", "fp16", "--rep", "5", "--warmup-ms", "1", "--out", "x.json"]) == 2
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--dtype", "fp8"])
+
+
+def test_info_works_without_gpu(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU: no CUDA GPU" in out or "GPU 0:" in out
+    assert f"cache dir: {tmp_path}" in out
+    assert "nvcc:" in out and "library:" in out
+
+
+def test_info_reports_a_bad_prebuilt_library(capsys, tmp_path, monkeypatch):
+    bogus = tmp_path / "lib.so"
+    bogus.write_text("not a library")
+    monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(bogus))
+    assert cli.main(["info"]) == 1
+    assert "cannot be used" in capsys.readouterr().out
+
+
+def test_module_entry_points():
+    for mod in ("fused_swiglu.cli", "fused_swiglu"):
+        out = subprocess.run([sys.executable, "-m", mod, "--help"], capture_output=True, text=True)
+        assert out.returncode == 0 and "bench" in out.stdout and "build" in out.stdout

@@ -48,11 +48,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--rasters", nargs="*", default=["0:1"], help="raster:swizzle pairs")
+    ap.add_argument("--configs", nargs="*", default=None, help="keep configs whose name contains one of these")
     args = ap.parse_args()
 
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     lib = _lib.library()
-    configs = [c for c in lib.configs if c.dtype == args.dtype]
+    configs = [c for c in lib.configs if c.dtype == args.dtype
+               and (not args.configs or any(pat in c.name for pat in args.configs))]
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     rasters = [tuple(int(v) for v in r.split(":")) for r in args.rasters]
     rows, failures = [], []

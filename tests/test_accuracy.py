@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from fused_swiglu.accuracy import NAN_ULP, compare, round_once, ulp_distance
+from fused_swiglu.accuracy import NAN_ULP, compare, round_once, ulp_at, ulp_distance
 
 
 def _from_bits(bits, dtype):
@@ -125,3 +125,9 @@ def test_compare_validates():
     with pytest.raises(ValueError, match="same shape"):
         compare(torch.zeros(2, dtype=torch.bfloat16), torch.zeros(3, dtype=torch.float64))
     assert compare(torch.zeros(0, 4, dtype=torch.float16), torch.zeros(0, 4, dtype=torch.float64)).n == 0
+
+
+def test_ulp_at():
+    v = torch.tensor([1.0, 1.5, 2.0, -3.0, 0.0, 2.0**-130], dtype=torch.float64)
+    assert ulp_at(v, torch.bfloat16).tolist() == [2**-7, 2**-7, 2**-6, 2**-6, 2**-133, 2**-133]
+    assert ulp_at(v[:4], torch.float16).tolist() == [2**-10, 2**-10, 2**-9, 2**-9]

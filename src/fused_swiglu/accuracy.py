@@ -65,6 +65,22 @@ def round_once(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return rounded.to(dtype)  # exact: every value is representable in dtype
 
 
+def ulp_at(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Spacing of ``dtype`` values at each ``|ref64|``: ``eps * 2**floor(log2|v|)`` for normal
+    magnitudes, the subnormal spacing below (float64, same shape).
+
+    Raises:
+        TypeError: ``ref64`` is not float64 or ``dtype`` is not bf16/fp16.
+    """
+    if ref64.dtype != torch.float64:
+        raise TypeError(f"ref64 must be torch.float64; got {ref64.dtype}")
+    _check_dtype(dtype, "dtype")
+    frac_bits, min_exp, _ = _FORMATS[dtype]
+    _, e = torch.frexp(ref64)
+    e = torch.where(ref64 == 0, torch.full_like(e, min_exp), e)  # frexp(0) gives exponent 0
+    return torch.ldexp(torch.ones_like(ref64), torch.clamp(e - 1, min=min_exp) - frac_bits)
+
+
 def _ordered_bits(t: torch.Tensor) -> torch.Tensor:
     """Map bf16/fp16 bit patterns to int64 keys monotonic in the value (+0 and -0 both map to 0)."""
     bits = t.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF

@@ -1,0 +1,41 @@
+"""The benchmark and accuracy commands end to end on a small slice (Hopper GPU)."""
+
+import json
+
+import pytest
+import torch
+from rich.console import Console
+
+from fused_swiglu.bench import accuracy_run, methods, timing
+from fused_swiglu.bench.run import BenchOptions, run_bench
+
+pytestmark = pytest.mark.gpu
+
+
+def test_timing_protocol_measures_positive_times():
+    s = methods.make_input_set(128, 896, 4864, torch.bfloat16, torch.device("cuda"))
+    calls = methods.build_calls(["eager", "cublas_gemm", "fused_dual"], [s, s])
+    t = timing.time_interleaved(calls, torch.device("cuda"), warmup_ms=1, reps=5)
+    assert set(t) == {"eager", "cublas_gemm", "fused_dual"}
+    assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
+
+
+def test_bench_writes_json_and_csv(tmp_path):
+    out = tmp_path / "bench.json"
+    opts = BenchOptions(models=["0.5B"], tokens=[16], methods=list(methods.METHODS), out=out, warmup_ms=1, reps=3)
+    rows = run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    assert len(rows) == len(methods.METHODS)
+    data = json.loads(out.read_text())
+    assert data["meta"]["gpu"] and data["meta"]["sm_count"] > 0
+    fused = [r for r in data["rows"] if r["method"] == "fused_evt"][0]
+    assert fused["config"].startswith("packed_") and fused["tflops"] > 0 and fused["ratio_to_cublas"] > 0
+    assert out.with_suffix(".csv").is_file()
+
+
+def test_accuracy_command_meets_the_anchor(tmp_path):
+    rows = accuracy_run.run_accuracy(Console(file=open(tmp_path / "log.txt", "w")), out=tmp_path / "a.json",
+                                     models=["0.5B"])
+    by = {r["method"]: r for r in rows}
+    assert by["fused_evt"]["mismatch"] == 0 and by["fused_dual"]["mismatch"] == 0
+    assert by["torch_fp32_one_rounding"]["mismatch"] == 0
+    assert by["eager"]["mismatch"] > 0  # three roundings (ANCHORS: ~1.4 %)

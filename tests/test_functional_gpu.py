@@ -1,0 +1,255 @@
+"""The kernels on a Hopper GPU against float64 (criterion: numerics.py). Inputs are fresh random
+data on every run; each test's seed is in its failure message."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from fused_swiglu import _lib, pack_gate_up, swiglu, swiglu_packed
+from fused_swiglu.bench.shapes import MODELS
+from numerics import Float64Truth, assert_matches_float64
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.bfloat16, torch.float16]
+QWEN = {m.model.removeprefix("Qwen2.5-"): (m.hidden_size, m.intermediate_size) for m in MODELS}
+
+
+@pytest.fixture
+def seed():
+    s = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(s)
+    return s
+
+
+def _dt(dtype):
+    return "bf16" if dtype == torch.bfloat16 else "fp16"
+
+
+def _inputs(M, H, I, dtype, lead=None):
+    """x ~ N(0, 1), weights ~ N(0, 1/H) on the GPU."""
+    shape = (M, H) if lead is None else (*lead, H)
+    x = torch.randn(shape, device="cuda").to(dtype)
+    wg = (torch.randn(I, H, device="cuda") * H**-0.5).to(dtype)
+    wu = (torch.randn(I, H, device="cuda") * H**-0.5).to(dtype)
+    return x, wg, wu
+
+
+def _all_paths(x, wg, wu):
+    """Every public path: (name, output)."""
+    w_cat = torch.cat([wg, wu])
+    return [
+        ("swiglu dual", swiglu(x, wg, wu, kernel="dual", backend="cutlass")),
+        ("swiglu packed", swiglu(x, wg, wu, kernel="packed", backend="cutlass")),
+        ("swiglu_packed interleaved", swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved", backend="cutlass")),
+        ("swiglu_packed concatenated", swiglu_packed(x, w_cat, layout="concatenated", backend="cutlass")),
+    ]
+
+
+def _check_all(x, wg, wu, what):
+    truth = Float64Truth(x, wg, wu)
+    for name, out in _all_paths(x, wg, wu):
+        truth.check(out, f"{what} {name}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize("M", [1, 127, 2048])
+@pytest.mark.parametrize("model", list(QWEN))
+def test_qwen_shapes(model, M, dtype, seed):
+    H, I = QWEN[model]
+    x, wg, wu = _inputs(M, H, I, dtype)
+    _check_all(x, wg, wu, f"{model} M={M} {_dt(dtype)} seed={seed}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize("M", [3, 129, 4097])
+@pytest.mark.parametrize("model", ["0.5B", "7B"])
+def test_ragged_token_counts(model, M, dtype, seed):
+    H, I = QWEN[model]
+    x, wg, wu = _inputs(M, H, I, dtype)
+    _check_all(x, wg, wu, f"{model} M={M} {_dt(dtype)} seed={seed}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+def test_batched_and_non_contiguous_x(dtype, seed):
+    x, wg, wu = _inputs(0, 896, 4864, dtype, lead=(3, 7))
+    _check_all(x, wg, wu, f"3-D x seed={seed}")
+    assert swiglu(x, wg, wu).shape == (3, 7, 4864)
+    xt = x.transpose(0, 1)  # (7, 3, 896), not viewable as 2-D
+    _check_all(xt, wg, wu, f"transposed x seed={seed}")
+    x1 = x[0, 0]  # 1-D x: (H,) -> (I,)
+    _check_all(x1, wg, wu, f"1-D x seed={seed}")
+
+
+def test_empty_x_launches_nothing_and_leaves_cuda_healthy(seed):
+    _, wg, wu = _inputs(1, 896, 4864, torch.bfloat16)
+    for shape in [(0, 896), (2, 0, 896)]:
+        x = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
+        for _, out in _all_paths(x, wg, wu):
+            assert out.shape == shape[:-1] + (4864,)
+    a = torch.randn(64, 64, device="cuda")
+    b = torch.randn(64, 64, device="cuda")
+    c = torch.mm(a, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-2, atol=1e-2)
+
+
+def test_auto_backend_uses_the_kernels_without_warning(recwarn, seed):
+    x, wg, wu = _inputs(16, 896, 4864, torch.bfloat16)
+    out = swiglu(x, wg, wu)
+    assert not [w for w in recwarn if "fallback" in str(w.message)]
+    assert _lib.is_loaded()
+    assert_matches_float64(out, x, wg, wu, f"auto seed={seed}")
+
+
+def test_runs_on_the_current_stream(seed):
+    x, wg, wu = _inputs(300, 896, 4864, torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = swiglu(x, wg, wu)
+    torch.cuda.current_stream().wait_stream(side)
+    assert_matches_float64(out, x, wg, wu, f"side stream seed={seed}")
+
+
+@pytest.mark.parametrize("kernel", ["dual", "packed"])
+def test_cuda_graph_capture_and_replay(kernel, seed):
+    x, wg, wu = _inputs(129, 896, 4864, torch.bfloat16)
+    w_packed = pack_gate_up(wg, wu)
+
+    def step():
+        if kernel == "dual":
+            return swiglu(x, wg, wu, kernel="dual")
+        return swiglu_packed(x, w_packed, layout="interleaved")
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up: loads the library, selects the config
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = step()
+    for _ in range(2):
+        x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_float64(y, x, wg, wu, f"graph replay {kernel} seed={seed}")
+
+
+def test_torch_compile_fullgraph(seed):
+    x, wg, wu = _inputs(0, 896, 4864, torch.bfloat16, lead=(3, 7))
+    w_packed = pack_gate_up(wg, wu)
+
+    @torch.compile(fullgraph=True)
+    def f(x, wg, wu, w_packed):
+        a = swiglu(x, wg, wu)
+        b = swiglu(x, wg, wu, kernel="packed", backend="cutlass")
+        c = swiglu_packed(x, w_packed, layout="interleaved")
+        return a, b, c
+
+    for name, out in zip(("dual", "packed", "prepacked"), f(x, wg, wu, w_packed)):
+        assert_matches_float64(out, x, wg, wu, f"compiled {name} seed={seed}")
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "strided"])
+def test_opcheck(contiguous, seed):
+    H, I = 896, 4864
+    if contiguous:
+        x = torch.randn(3, 7, H, device="cuda").to(torch.bfloat16)
+    else:
+        x = torch.randn(3, 7, 2 * H, device="cuda").to(torch.bfloat16)[..., ::2]
+    x2d = x.reshape(-1, H)  # (21, H); strides (2H, 2) in the strided case
+    assert x2d.is_contiguous() == contiguous
+    wg = (torch.randn(I, H, device="cuda") * H**-0.5).to(torch.bfloat16)
+    wu = (torch.randn(I, H, device="cuda") * H**-0.5).to(torch.bfloat16)
+    torch.library.opcheck(torch.ops.fused_swiglu.swiglu_dual.default, (x2d, wg, wu, ""))
+    torch.library.opcheck(torch.ops.fused_swiglu.swiglu_packed.default, (x2d, pack_gate_up(wg, wu), ""))
+
+
+# --- cases users reported -------------------------------------------------------------------------
+
+
+def test_user_I_not_multiple_of_8_is_a_clear_error():
+    x = torch.randn(33, 896, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4860, 896, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"I must be a multiple of 8 for 16-byte TMA rows; got I=4860"):
+        swiglu(x, w, w)
+    with pytest.raises(ValueError, match=r"got I=4860"):
+        swiglu_packed(x, torch.cat([w, w]), layout="concatenated")
+
+
+def test_user_H_900_is_a_clear_error():
+    x = torch.randn(33, 900, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4864, 900, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"H must be a positive multiple of 8 for 16-byte TMA rows; got H=900"):
+        swiglu(x, w, w)
+
+
+def test_user_misaligned_x_and_row_slice_weight(seed):
+    buf = torch.randn(128, 904, device="cuda").to(torch.bfloat16)
+    x = buf[:, 1:897]  # row stride 904, start 2 bytes past a 16-byte boundary
+    assert x.data_ptr() % 16 != 0
+    w_fused = (torch.randn(2 * 4864, 896, device="cuda") / 896**0.5).to(torch.bfloat16)
+    wg, wu = w_fused[:4864], w_fused[4864:]  # row-slice views, no copy needed
+    _check_all(x, wg, wu, f"misaligned x seed={seed}")
+    assert_matches_float64(swiglu_packed(x, w_fused, layout="concatenated"), x, wg, wu, f"fused view seed={seed}")
+
+
+def test_user_strided_x_and_transposed_weight(seed):
+    base = torch.randn(3, 7, 1792, device="cuda").to(torch.bfloat16)
+    x = base[..., ::2]  # (3, 7, 896), column stride 2
+    wt = (torch.randn(896, 4864, device="cuda") / 896**0.5).to(torch.bfloat16)
+    wg = wt.t()  # (4864, 896) with strides (1, 4864)
+    wu = (torch.randn(4864, 896, device="cuda") / 896**0.5).to(torch.bfloat16)
+    _check_all(x, wg, wu, f"strided x seed={seed}")
+    _check_all(x.transpose(0, 1), wg, wu, f"strided transposed x seed={seed}")
+
+
+# --- every compiled config, every element written, nothing outside -------------------------------
+
+
+def test_every_config_writes_exactly_its_output(seed):
+    M, H, I = 200, 896, 1000  # partial tiles along M and N
+    pad_rows, pad_cols = 8, 16
+    for cfg in _lib.configs():
+        dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
+        x, wg, wu = _inputs(M, H, I, dtype)
+        big = torch.full((M + pad_rows, I + pad_cols), float("nan"), device="cuda", dtype=dtype)
+        y = big[:M, :I]  # row stride I + 16: a multiple of 8
+        if cfg.kernel == "packed":
+            _lib.run(cfg.name, x, pack_gate_up(wg, wu), None, y)
+        else:
+            _lib.run(cfg.name, x, wg, wu, y)
+        torch.cuda.synchronize()
+        assert torch.isnan(big[M:]).all() and torch.isnan(big[:M, I:]).all(), f"{cfg.name} wrote outside y"
+        assert_matches_float64(y, x, wg, wu, f"{cfg.name} seed={seed}")
+
+
+def test_unknown_config_is_unsupported():
+    from fused_swiglu.errors import UnsupportedError
+
+    x, wg, wu = _inputs(4, 64, 64, torch.bfloat16)
+    with pytest.raises(UnsupportedError, match="not in the kernel library"):
+        torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "dual_pingpong_1x1x1_1x1_bf16")
+
+
+# --- sweep ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize("H", [64, 896, 3584, 4096])
+@pytest.mark.parametrize("I", [8, 256, 4864, 14336, 18944])
+def test_sweep(I, H, dtype, seed):
+    for M in (1, 63, 64, 65, 127, 128, 129, 1000):
+        x, wg, wu = _inputs(M, H, I, dtype)
+        out_dual = swiglu(x, wg, wu, kernel="dual", backend="cutlass")
+        out_packed = swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved", backend="cutlass")
+        what = f"M={M} I={I} H={H} {_dt(dtype)} seed={seed}"
+        truth = Float64Truth(x, wg, wu)
+        truth.check(out_dual, f"dual {what}")
+        truth.check(out_packed, f"packed {what}")

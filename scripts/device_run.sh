@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Run the GPU test suite, the accuracy table and the benchmark on a Hopper machine whose python3
+# already has torch and pytest (with pytest-timeout), without internet.
+#
+#   .whl/*.whl            wheels of missing pure-Python dependencies (scripts/fetch_wheels.sh),
+#                         installed into /tmp/site; fused_swiglu itself runs from ./src
+#   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
+#                         with the machine's nvcc and copies it to $OUT/lib/)
+#   OUT                   where logs and results go (default ./out)
+#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench (default: all)
+#   PYTEST_ARGS           extra pytest arguments (e.g. "-k qwen" or "-m 'gpu and not slow'")
+#   BENCH_ARGS            extra `bench` arguments (e.g. "--models 7B --tokens 2048,8192")
+#   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT="${OUT:-$PWD/out}"
+STAGES=",${FSW_STAGES:-build,info,test,accuracy,bench},"
+mkdir -p "$OUT"
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+fi
+# ./src first, so a fused_swiglu wheel in .whl/ can never shadow the checked-out sources
+export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+
+failed=()
+stage() { [[ "$STAGES" == *",$1,"* ]]; }
+run_stage() {  # name, command...
+    local name=$1; shift
+    echo "=== $name: $*" | tee -a "$OUT/stages.log"
+    local start=$SECONDS
+    "$@"
+    local rc=$?
+    echo "=== $name: exit $rc after $((SECONDS - start)) s" | tee -a "$OUT/stages.log"
+    [ "$rc" -eq 0 ] || failed+=("$name")
+}
+
+if stage build; then
+    if [ -n "${FUSED_SWIGLU_LIBRARY:-}" ]; then
+        echo "using prebuilt library $FUSED_SWIGLU_LIBRARY" | tee -a "$OUT/stages.log"
+    else
+        run_stage build bash -c "python3 -m fused_swiglu.cli build 2>&1 | tee '$OUT/build.log'"
+        lib=$(tail -n 200 "$OUT/build.log" | grep -m1 'libfused_swiglu.so$' || true)
+        if [ -n "$lib" ] && [ -f "$lib" ]; then
+            mkdir -p "$OUT/lib" && cp "$lib" "$(dirname "$lib")/build.json" "$OUT/lib/"
+        fi
+    fi
+fi
+stage info && run_stage info bash -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"
+stage test && run_stage test bash -c \
+    "python3 -m pytest -q -m gpu -x --timeout 900 ${PYTEST_ARGS:-} 2>&1 | tee '$OUT/pytest_gpu.log'"
+stage accuracy && run_stage accuracy bash -c \
+    "python3 -m fused_swiglu.cli accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-} 2>&1 | tee '$OUT/accuracy.log'"
+stage bench && run_stage bench bash -c \
+    "python3 -m fused_swiglu.cli bench --out '$OUT/bench.json' ${BENCH_ARGS:-} 2>&1 | tee '$OUT/bench.log'"
+
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "failed stages: ${failed[*]}" | tee -a "$OUT/stages.log"
+    exit 1
+fi
+echo "all stages passed" | tee -a "$OUT/stages.log"

@@ -10,10 +10,15 @@
 #include "cutlass/numeric_types.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 namespace fused_swiglu {
 
-enum class Schedule { Pingpong, Cooperative };
+// Pingpong and Cooperative use CUTLASS's persistent data-parallel tile scheduler. StreamK is the
+// Cooperative kernel with CUTLASS's stream-K scheduler: the K loop of a tile may be split across CTAs
+// (partial accumulators reduced through the workspace), which keeps every SM busy when there are fewer
+// output tiles than SMs (small M).
+enum class Schedule { Pingpong, Cooperative, StreamK };
 
 template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_>
 struct SwiGLUConfig {
@@ -25,6 +30,8 @@ struct SwiGLUConfig {
   static constexpr Schedule schedule = Schedule_;
   static constexpr bool kPingpong = Schedule_ == Schedule::Pingpong;
 
+  using TileScheduler = cute::conditional_t<Schedule_ == Schedule::StreamK,
+      cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
   using KernelSchedule = cute::conditional_t<kPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;

@@ -37,7 +37,7 @@ struct DualSwiGLUGemm {
   using CollectiveMainloop = fused_swiglu::collective::DualBCollectiveMma<BaseMainloop>;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   // The GEMM is (M, 2N, K): gate and up columns together.

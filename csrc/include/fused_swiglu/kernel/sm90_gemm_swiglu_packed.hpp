@@ -72,7 +72,7 @@ struct PackedSwiGLUGemm {
       typename Config::KernelSchedule>::CollectiveOp;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;  // persistent scheduler
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   // fsw_problem (already validated) -> CUTLASS arguments. The GEMM is (M, 2N, K): 2N packed rows.

@@ -25,16 +25,37 @@ ALL = frozenset(
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_table_heuristic(kernel):
+    # M <= 128: 64x128 everywhere; M <= 512 on small weights (0.5B: I*H = 4.4M) too
     assert select(kernel, 1, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
-    assert select(kernel, 128, 4864, 896, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
-    assert select(kernel, 129, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_128x192x64_2x1_bf16"
+    assert select(kernel, 128, 18944, 3584, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
+    assert select(kernel, 512, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
+    # M <= 2048: 128x128 tiles
+    assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
+
+
+def test_table_launch_parameters_follow_the_row():
+    # the same config name can be chosen with different rasterisation in different rows
+    big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192
+    assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
+    mid = select("packed", 512, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 512
+    assert (mid.name, mid.raster, mid.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 1, 1)
+    dual = select("dual", 8192, 18944, 3584, torch.bfloat16, ALL)
+    assert (dual.name, dual.raster, dual.swizzle) == ("dual_pingpong_128x128x64_2x1_bf16", 2, 8)
+
+
+def test_every_table_row_is_reachable():
+    shapes = [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (13824, 5120), (27648, 5120),
+              (29568, 8192)]
+    used = {select(k, M, n, h, torch.bfloat16, ALL).name for k in ("packed", "dual")
+            for M in (1, 128, 512, 2048, 8192) for n, h in shapes}
+    assert used == {r.config.name(torch.bfloat16) for r in configs.TABLE}
 
 
 def test_env_override_applies_to_its_kernel_and_dtype(monkeypatch):
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf16, dual_pingpong_64x128x64_1x1_fp16")
     assert select("packed", 1, 64, 64, torch.bfloat16, ALL).name == "packed_pingpong_128x192x64_2x1_bf16"
     assert select("dual", 4096, 64, 64, torch.float16, ALL).name == "dual_pingpong_64x128x64_1x1_fp16"
-    assert select("dual", 4096, 64, 64, torch.bfloat16, ALL).name == "dual_pingpong_128x192x64_2x1_bf16"
+    assert select("dual", 4096, 64, 64, torch.bfloat16, ALL).name == "dual_pingpong_128x128x64_1x2_bf16"
 
 
 def test_fallback_to_available_config_warns_once(monkeypatch):

@@ -44,10 +44,11 @@ def test_packed_impl_and_explicit_config(launches):
     x = torch.randn(300, 64, dtype=torch.float16)
     wg, wu = torch.randn(16, 64, dtype=torch.float16), torch.randn(16, 64, dtype=torch.float16)
     y = ops.swiglu_packed._init_fn(x, pack_gate_up(wg, wu), "")
-    assert launches[0]["name"] == "packed_pingpong_128x192x64_2x1_fp16" and launches[0]["w_up"] is None
+    # M = 300 on a tiny weight: the small-weight row of the table
+    assert launches[0]["name"] == "packed_pingpong_64x128x64_1x1_fp16" and launches[0]["w_up"] is None
     assert torch.equal(y, swiglu_fp32_one_rounding(x, wg, wu))
-    ops.swiglu_packed._init_fn(x, pack_gate_up(wg, wu), "packed_pingpong_64x128x64_1x1_fp16")
-    assert launches[1]["name"] == "packed_pingpong_64x128x64_1x1_fp16"
+    ops.swiglu_packed._init_fn(x, pack_gate_up(wg, wu), "packed_pingpong_128x192x64_2x1_fp16")
+    assert launches[1]["name"] == "packed_pingpong_128x192x64_2x1_fp16"
 
 
 def test_empty_inputs_do_not_launch(launches):

@@ -56,24 +56,54 @@ class KernelConfig:
 
 @dataclass(frozen=True)
 class Row:
-    """Table row: for ``kernel`` and M <= ``m_max`` (None: any M) use ``config``."""
+    """Table row: for ``kernel``, M <= ``m_max`` (None: any M) and weight size ``I * H`` in
+    ``[weight_min, weight_max)`` (weight_max None: unbounded), use ``config``."""
 
     kernel: str
     m_max: int | None
     config: KernelConfig
+    weight_min: int = 0
+    weight_max: int | None = None
+
+    def matches(self, kernel: str, M: int, N: int, K: int) -> bool:
+        w = N * K
+        return (
+            self.kernel == kernel
+            and (self.m_max is None or M <= self.m_max)
+            and w >= self.weight_min
+            and (self.weight_max is None or w < self.weight_max)
+        )
 
 
-def _rows(kernel: Literal["packed", "dual"]) -> list[Row]:
-    return [
-        # small M: a 64-row tile wastes less of the wgmma M dimension on padding rows
-        Row(kernel, 128, KernelConfig(kernel, "pingpong", 64, 128, 64, 1, 1)),
-        # large M: quack's sm90 default shape (128x192, cluster 2x1, pingpong)
-        Row(kernel, None, KernelConfig(kernel, "pingpong", 128, 192, 64, 2, 1)),
-    ]
+def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1) -> KernelConfig:
+    return KernelConfig(kernel, "pingpong", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle)
 
 
-# Rows are matched first to last; retune from measurements (docs/perf-notes.md).
-TABLE: list[Row] = _rows("packed") + _rows("dual")
+SMALL = 20_000_000  # I*H below this: Qwen2.5-0.5B (4.4M) and 1.5B (13.8M)
+LARGE = 50_000_000  # I*H from this on: 7B (67.9M), 14B (70.8M), 32B (141.6M), 72B (242.2M)
+HUGE = 200_000_000  # 72B
+
+# Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
+# scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4):
+#   M <= 128: memory-bound weight read; 64x128 tiles give the most CTAs.
+#   M <= 512: 128x192 (packed) / 128x128 (dual) tiles, rasterised along M, except on small weights.
+#   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
+#   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2.
+TABLE: list[Row] = [
+    Row("packed", 128, _pp("packed", 64, 128, 1, 1)),
+    Row("packed", 512, _pp("packed", 64, 128, 1, 1), weight_max=SMALL),
+    Row("packed", 512, _pp("packed", 128, 192, 2, 1, raster=1), weight_max=HUGE),
+    Row("packed", 512, _pp("packed", 128, 128, 2, 1, raster=1)),
+    Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
+    Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
+    Row("packed", None, _pp("packed", 128, 128, 1, 2)),
+    Row("dual", 128, _pp("dual", 64, 128, 1, 1)),
+    Row("dual", 512, _pp("dual", 64, 128, 1, 1), weight_max=SMALL),
+    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1)),
+    Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
+    Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
+    Row("dual", None, _pp("dual", 128, 128, 1, 2)),
+]
 
 
 @dataclass(frozen=True)
@@ -94,17 +124,9 @@ def table_config(kernel: str, M: int, N: int, K: int) -> KernelConfig:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     for row in TABLE:
-        if row.kernel == kernel and (row.m_max is None or M <= row.m_max):
+        if row.matches(kernel, M, N, K):
             return row.config
     raise ValueError(f"no row of configs.TABLE matches kernel={kernel!r} M={M} N={N} K={K}")
-
-
-def _launch_params(name: str) -> tuple[int, int]:
-    for row in TABLE:
-        for dtype in DTYPE_SUFFIX:
-            if row.config.name(dtype) == name:
-                return row.config.raster, row.config.swizzle
-    return 0, 1
 
 
 def select(
@@ -143,9 +165,13 @@ def _select(kernel, M, N, K, dtype, overrides, available) -> Choice:
     if suffix == "_?":
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
     wanted = [n for n in overrides if n.startswith(kernel + "_") and n.endswith(suffix)]
-    name = wanted[0] if wanted else table_config(kernel, M, N, K).name(dtype)
+    if wanted:
+        name, raster, swizzle = wanted[0], 0, 1
+    else:
+        cfg = table_config(kernel, M, N, K)
+        name, raster, swizzle = cfg.name(dtype), cfg.raster, cfg.swizzle
     if name in available:
-        return Choice(name, *_launch_params(name))
+        return Choice(name, raster, swizzle)
     same_kind = sorted(n for n in available if n.startswith(kernel + "_") and n.endswith(suffix))
     if not same_kind:
         raise UnsupportedError(
@@ -156,11 +182,11 @@ def _select(kernel, M, N, K, dtype, overrides, available) -> Choice:
         f"config:{name}",
         f"fused_swiglu: config {name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0], *_launch_params(same_kind[0]))
+    return Choice(same_kind[0])
 
 
 def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype) -> Choice:
     """An explicit config name (non-empty ``config``) or the heuristic's choice."""
     if config:
-        return Choice(config, *_launch_params(config))
+        return Choice(config)
     return select(kernel, M, N, K, dtype)

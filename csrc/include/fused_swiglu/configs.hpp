@@ -14,11 +14,9 @@
 
 namespace fused_swiglu {
 
-// Pingpong and Cooperative use CUTLASS's persistent data-parallel tile scheduler. StreamK is the
-// Cooperative kernel with CUTLASS's stream-K scheduler: the K loop of a tile may be split across CTAs
-// (partial accumulators reduced through the workspace), which keeps every SM busy when there are fewer
-// output tiles than SMs (small M).
-enum class Schedule { Pingpong, Cooperative, StreamK };
+// Both schedules use CUTLASS's persistent data-parallel tile scheduler (a stream-K variant was
+// measured slower at every size, docs/perf-notes.md).
+enum class Schedule { Pingpong, Cooperative };
 
 template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_>
 struct SwiGLUConfig {
@@ -30,8 +28,7 @@ struct SwiGLUConfig {
   static constexpr Schedule schedule = Schedule_;
   static constexpr bool kPingpong = Schedule_ == Schedule::Pingpong;
 
-  using TileScheduler = cute::conditional_t<Schedule_ == Schedule::StreamK,
-      cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
+  using TileScheduler = cutlass::gemm::PersistentScheduler;
   using KernelSchedule = cute::conditional_t<kPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;

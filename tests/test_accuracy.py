@@ -131,3 +131,12 @@ def test_ulp_at():
     v = torch.tensor([1.0, 1.5, 2.0, -3.0, 0.0, 2.0**-130], dtype=torch.float64)
     assert ulp_at(v, torch.bfloat16).tolist() == [2**-7, 2**-7, 2**-6, 2**-6, 2**-133, 2**-133]
     assert ulp_at(v[:4], torch.float16).tolist() == [2**-10, 2**-10, 2**-9, 2**-9]
+
+
+def test_count_threshold_scales_with_the_ulp():
+    from fused_swiglu.accuracy import COUNT_THRESHOLD, count_threshold_for
+
+    assert count_threshold_for(torch.bfloat16) == COUNT_THRESHOLD
+    assert count_threshold_for(torch.float16) == 8 * COUNT_THRESHOLD
+    with pytest.raises(TypeError, match="dtype"):
+        count_threshold_for(torch.float32)

@@ -40,19 +40,19 @@ if stage build; then
     if [ -n "${FUSED_SWIGLU_LIBRARY:-}" ]; then
         echo "using prebuilt library $FUSED_SWIGLU_LIBRARY" | tee -a "$OUT/stages.log"
     else
-        run_stage build bash -c "python3 -m fused_swiglu.cli build 2>&1 | tee '$OUT/build.log'"
-        lib=$(tail -n 200 "$OUT/build.log" | grep -m1 'libfused_swiglu.so$' || true)
+        run_stage build bash -o pipefail -c "python3 -m fused_swiglu.cli build 2>&1 | tee '$OUT/build.log'"
+        lib=$(tail -n 200 "$OUT/build.log" | grep -m1 '^/.*libfused_swiglu\.so$' || true)
         if [ -n "$lib" ] && [ -f "$lib" ]; then
             mkdir -p "$OUT/lib" && cp "$lib" "$(dirname "$lib")/build.json" "$OUT/lib/"
         fi
     fi
 fi
-stage info && run_stage info bash -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"
-stage test && run_stage test bash -c \
+stage info && run_stage info bash -o pipefail -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"
+stage test && run_stage test bash -o pipefail -c \
     "python3 -m pytest -q -m gpu -x --timeout 900 ${PYTEST_ARGS:-} 2>&1 | tee '$OUT/pytest_gpu.log'"
-stage accuracy && run_stage accuracy bash -c \
+stage accuracy && run_stage accuracy bash -o pipefail -c \
     "python3 -m fused_swiglu.cli accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-} 2>&1 | tee '$OUT/accuracy.log'"
-stage bench && run_stage bench bash -c \
+stage bench && run_stage bench bash -o pipefail -c \
     "python3 -m fused_swiglu.cli bench --out '$OUT/bench.json' ${BENCH_ARGS:-} 2>&1 | tee '$OUT/bench.log'"
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -31,7 +31,7 @@ def test_dual_impl_passes_tma_ready_operands(launches):
     x = base[:, ::2]  # (64, 96), column stride 2 -> copied
     w = torch.randn(2 * 40, 96, dtype=torch.bfloat16)
     wg, wu = w[:40], w[40:]  # aligned row slices -> not copied
-    y = ops.swiglu_dual._init_fn(x, wg, wu, "")
+    y = ops.IMPLS[ops.swiglu_dual](x, wg, wu, "")
     (call,) = launches
     assert call["x"].is_contiguous() and call["x"].data_ptr() != x.data_ptr()
     assert call["w"].data_ptr() == wg.data_ptr() and call["w_up"].data_ptr() == wu.data_ptr()
@@ -43,16 +43,16 @@ def test_dual_impl_passes_tma_ready_operands(launches):
 def test_packed_impl_and_explicit_config(launches):
     x = torch.randn(300, 64, dtype=torch.float16)
     wg, wu = torch.randn(16, 64, dtype=torch.float16), torch.randn(16, 64, dtype=torch.float16)
-    y = ops.swiglu_packed._init_fn(x, pack_gate_up(wg, wu), "")
+    y = ops.IMPLS[ops.swiglu_packed](x, pack_gate_up(wg, wu), "")
     # M = 300 on a tiny weight: the small-weight row of the table
     assert launches[0]["name"] == "packed_pingpong_64x128x64_1x1_fp16" and launches[0]["w_up"] is None
     assert torch.equal(y, swiglu_fp32_one_rounding(x, wg, wu))
-    ops.swiglu_packed._init_fn(x, pack_gate_up(wg, wu), "packed_pingpong_128x192x64_2x1_fp16")
+    ops.IMPLS[ops.swiglu_packed](x, pack_gate_up(wg, wu), "packed_pingpong_128x192x64_2x1_fp16")
     assert launches[1]["name"] == "packed_pingpong_128x192x64_2x1_fp16"
 
 
 def test_empty_inputs_do_not_launch(launches):
     w = torch.randn(16, 64, dtype=torch.bfloat16)
-    assert ops.swiglu_dual._init_fn(torch.zeros(0, 64, dtype=torch.bfloat16), w, w, "").shape == (0, 16)
-    assert ops.swiglu_packed._init_fn(torch.zeros(0, 64, dtype=torch.bfloat16), torch.cat([w, w]), "").shape == (0, 16)
+    assert ops.IMPLS[ops.swiglu_dual](torch.zeros(0, 64, dtype=torch.bfloat16), w, w, "").shape == (0, 16)
+    assert ops.IMPLS[ops.swiglu_packed](torch.zeros(0, 64, dtype=torch.bfloat16), torch.cat([w, w]), "").shape == (0, 16)
     assert launches == []

@@ -137,6 +137,8 @@ class Library:
                 f"{ABI_VERSION}; rebuild it with `fused-swiglu build` (or unset FUSED_SWIGLU_LIBRARY)"
             )
         self.configs = self._read_configs()
+        self._workspace_bytes: dict[tuple, int] = {}
+        self._fsw_run = self._dll.fsw_run
         self.index = {c.name: c.index for c in self.configs}
         self.names = frozenset(self.index)
 
@@ -230,26 +232,24 @@ class Library:
             ldy=y.stride(0),
         )
         ref = ctypes.byref(problem)
-        self.check(self._dll.fsw_can_implement(config, ref), f"{config_name}: fsw_can_implement")
-        nbytes = ctypes.c_size_t(0)
-        self.check(
-            self._dll.fsw_workspace_size(config, ref, ctypes.byref(nbytes)),
-            f"{config_name}: fsw_workspace_size",
-        )
-        workspace = None
-        if nbytes.value > 0:
-            workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=x.device)
+        # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace
+        # size depends only on the config and the problem shape, so it is asked once per shape.
+        key = (config, problem.m, problem.n, problem.k, raster, swizzle)
+        nbytes = self._workspace_bytes.get(key)
+        if nbytes is None:
+            size = ctypes.c_size_t(0)
+            self.check(
+                self._dll.fsw_workspace_size(config, ref, ctypes.byref(size)),
+                f"{config_name}: fsw_workspace_size",
+            )
+            nbytes = self._workspace_bytes[key] = size.value
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes > 0 else None
         stream = torch.cuda.current_stream(x.device).cuda_stream
-        self.check(
-            self._dll.fsw_run(
-                config,
-                ref,
-                workspace.data_ptr() if workspace is not None else None,
-                nbytes.value,
-                stream,
-            ),
-            f"{config_name}: fsw_run",
+        status = self._fsw_run(
+            config, ref, workspace.data_ptr() if workspace is not None else None, nbytes, stream
         )
+        if status != Status.SUCCESS:
+            self.check(status, f"{config_name}: fsw_run")
 
 
 _lock = threading.Lock()

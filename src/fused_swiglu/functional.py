@@ -14,6 +14,24 @@ from .reference import swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 
 
+def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
+    """Call a custom op of :mod:`fused_swiglu.ops`.
+
+    Plain eager calls on tensors that need no autograd run the op's CUDA implementation directly:
+    the dispatcher round trip of a Python custom op costs tens of microseconds per call, more than
+    the kernel itself at small M. Under torch.compile, with tensor subclasses (fake tensors) or
+    with autograd inputs, the call goes through the registered op, whose fake implementation and
+    error for missing autograd support then apply.
+    """
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if (
+        not torch.compiler.is_compiling()
+        and all(type(t) is torch.Tensor and not t.requires_grad for t in tensors)
+    ):
+        return ops.IMPLS[op](*args)
+    return op(*args)
+
+
 def _run_2d(x: torch.Tensor, I: int, H: int, launch) -> torch.Tensor:
     """Reshape x (..., H) to (M, H), launch unless empty, reshape the (M, I) result back."""
     lead = x.shape[:-1]
@@ -75,8 +93,8 @@ def swiglu(
     v.require_hopper(device)
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
-        return _run_2d(x, I, H, lambda x2d: ops.swiglu_packed(x2d, w_packed, ""))
-    return _run_2d(x, I, H, lambda x2d: ops.swiglu_dual(x2d, w_gate, w_up, ""))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, ""))
 
 
 def swiglu_packed(
@@ -122,6 +140,6 @@ def swiglu_packed(
     v.check_alignment(I, H)
     v.require_hopper(device)
     if layout == "interleaved":
-        return _run_2d(x, I, H, lambda x2d: ops.swiglu_packed(x2d, w_packed, ""))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
-    return _run_2d(x, I, H, lambda x2d: ops.swiglu_dual(x2d, w_gate, w_up, ""))
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, ""))

@@ -21,8 +21,7 @@ from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
 
-@torch.library.custom_op("fused_swiglu::swiglu_packed", mutates_args=())
-def swiglu_packed(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
+def _swiglu_packed_cuda(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
     """Kernel-2: ``y = swiglu(x @ W_packed^T)`` with W_packed interleaved (see weights.py).
 
     x: (M, H); w_packed: (2I, H); returns (M, I) contiguous, x.dtype.
@@ -38,6 +37,9 @@ def swiglu_packed(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch
     return y
 
 
+swiglu_packed = torch.library.custom_op("fused_swiglu::swiglu_packed", _swiglu_packed_cuda, mutates_args=())
+
+
 @swiglu_packed.register_fake
 def _swiglu_packed_fake(x, w_packed, config):
     return x.new_empty((x.shape[0], w_packed.shape[0] // 2))
@@ -49,8 +51,7 @@ def _swiglu_packed_cpu(x, w_packed, config):
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
 
 
-@torch.library.custom_op("fused_swiglu::swiglu_dual", mutates_args=())
-def swiglu_dual(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> torch.Tensor:
+def _swiglu_dual_cuda(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> torch.Tensor:
     """Kernel-1: ``y = silu(x @ W_gate^T) * (x @ W_up^T)`` as one dual GEMM.
 
     x: (M, H); w_gate, w_up: (I, H); returns (M, I) contiguous, x.dtype.
@@ -66,6 +67,9 @@ def swiglu_dual(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, confi
     return y
 
 
+swiglu_dual = torch.library.custom_op("fused_swiglu::swiglu_dual", _swiglu_dual_cuda, mutates_args=())
+
+
 @swiglu_dual.register_fake
 def _swiglu_dual_fake(x, w_gate, w_up, config):
     return x.new_empty((x.shape[0], w_gate.shape[0]))
@@ -74,3 +78,8 @@ def _swiglu_dual_fake(x, w_gate, w_up, config):
 @swiglu_dual.register_kernel("cpu")
 def _swiglu_dual_cpu(x, w_gate, w_up, config):
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+
+
+# The CUDA implementation behind each op, for eager calls that skip the dispatcher
+# (fused_swiglu.functional._call).
+IMPLS = {swiglu_packed: _swiglu_packed_cuda, swiglu_dual: _swiglu_dual_cuda}

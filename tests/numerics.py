@@ -4,9 +4,10 @@ A kernel result ``out`` (bf16/fp16) of ``silu(x @ Wg^T) * (x @ Wu^T)`` is compar
 float64 ground truth ``ref64`` of the same inputs:
 
 1. No NaN/inf, right shape and dtype.
-2. Mismatch rate 0 (definition in fused_swiglu.accuracy / ANCHORS): every element whose
-   magnitude is at least 1 % of the RMS is within 1 ulp of ``ref64`` rounded once. An fp32
-   accumulator rounded once reaches this; a kernel that rounds an intermediate to bf16 does not.
+2. Mismatch (definition in fused_swiglu.accuracy / ANCHORS): among elements of at least 1 % of
+   the RMS, those more than 1 ulp from ``ref64`` rounded once. An fp32 accumulator rounded once
+   keeps this at 0 up to the rare 2-ulp elements that GMMA accumulation leaves at long K (see
+   MAX_MISMATCH); a kernel that rounds an intermediate to bf16 shows about 1.5 %.
    For fp16, whose ulp is 8 times finer, the counted elements are those of at least 8 % of the
    RMS (``accuracy.count_threshold_for``), which keeps the same margin over fp32 summation noise.
 3. Elementwise, ``|out - ref64| <= 2 * E + ulp(ref64)``, where ``E`` is the largest error of
@@ -24,6 +25,16 @@ import torch
 
 from fused_swiglu.accuracy import compare, count_threshold_for, ulp_at
 from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
+
+
+# Hopper's GMMA adds bf16/fp16 products into its fp32 accumulators without IEEE round-to-nearest at
+# every step, so over long K a rare element lands 2 ulp from the float64 result where an IEEE fp32
+# accumulation would stay within 1: measured on the H200 at most 1.7e-8 of the counted elements for
+# bf16 and 1.7e-7 for fp16 (Qwen2.5-72B, K = 8192, M = 2048), never more than 2 ulp. A kernel that
+# rounds the gate and up activations to 16 bits before the product (PyTorch's unfused path) shows
+# 1.5 % mismatches of 3-4 ulp. The bound below sits between the two: 60x above the worst GMMA rate,
+# 1500x below the unfused path.
+MAX_MISMATCH = 1e-5
 
 
 class Float64Truth:
@@ -52,7 +63,7 @@ class Float64Truth:
         # bf16: the ANCHORS definition (elements >= 1 % of the RMS); fp16: the same immunity to fp32
         # accumulation-order noise, i.e. >= 8 % of the RMS (see accuracy.count_threshold_for)
         report = compare(out, ref64, count_threshold_for(self.dtype))
-        assert report.mismatch == 0, f"{what}: {report}"
+        assert report.max_ulp <= 2 and report.mismatch <= MAX_MISMATCH, f"{what}: {report}"
         err = (out.double() - ref64).abs()
         bad = err > self.bound
         if bad.any():

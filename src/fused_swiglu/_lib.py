@@ -244,12 +244,21 @@ class Library:
             )
             nbytes = self._workspace_bytes[key] = size.value
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes > 0 else None
-        stream = torch.cuda.current_stream(x.device).cuda_stream
+        stream = _current_stream(x)
         status = self._fsw_run(
             config, ref, workspace.data_ptr() if workspace is not None else None, nbytes, stream
         )
         if status != Status.SUCCESS:
             self.check(status, f"{config_name}: fsw_run")
+
+
+def _current_stream(x: torch.Tensor) -> int:
+    """cudaStream_t of the current stream of x's device (the raw-handle query PyTorch's own
+    compiled code uses, which skips building a Stream object; the public API otherwise)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(x.get_device())
+    return torch.cuda.current_stream(x.device).cuda_stream
 
 
 _lock = threading.Lock()

@@ -94,9 +94,16 @@ def check_alignment(I: int, H: int) -> None:
         raise ValueError(f"I must be a multiple of {ALIGN} for 16-byte TMA rows; got I={I}")
 
 
+_CAPABILITY: dict[int, tuple[int, int]] = {}
+
+
 @torch.compiler.assume_constant_result
 def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
+    # a device's compute capability never changes: ask the driver once per device
+    cap = _CAPABILITY.get(index)
+    if cap is None:
+        cap = _CAPABILITY[index] = tuple(torch.cuda.get_device_capability(index))
+    return cap
 
 
 def hopper_status(device: torch.device) -> str | None:

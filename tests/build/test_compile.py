@@ -73,7 +73,7 @@ def test_failed_nvcc_shows_command_and_log_tail(tmp_path):
         nvcc_compile.compile_all(csrc, [Path("a.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 1)
     msg = str(e.value)
     assert "nvcc on a.cu failed with exit status 2" in msg
-    assert f"command: {nvcc} -std=c++17 -O3 -DNDEBUG" in msg and "-c " in msg and "-DCUTLASS_ENABLE_GDC_FOR_SM90=1" in msg
+    assert f"command: {nvcc} -std=c++17 -O3 -DNDEBUG" in msg and "-c " in msg and "-gencode=arch=compute_90a,code=sm_90a" in msg
     assert "error line 100" in msg and "error line 61" in msg and "error line 60\n" not in msg
 
 

@@ -37,7 +37,6 @@ NVCC_FLAGS: tuple[str, ...] = (
     "-Xcompiler=-fPIC,-fvisibility=hidden",
     "-lineinfo",
     "-Xptxas=-v,--warn-on-spills",
-    "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
 )
 LOG_TAIL_LINES = 40
 
@@ -124,7 +123,8 @@ def compile_command(toolchain: Toolchain, includes: Sequence[str], src: Path, ob
 
 def link_command(toolchain: Toolchain, objs: Sequence[Path], out: Path) -> list[str]:
     lib_dirs = [f"-L{d}" for d in toolchain.lib_dirs]
-    return [str(toolchain.nvcc), "-shared", *lib_dirs, *map(str, objs), "-o", str(out)]
+    # --no-undefined: a registry entry without its instantiation fails the link, not the load
+    return [str(toolchain.nvcc), "-shared", "-Xlinker=--no-undefined", *lib_dirs, *map(str, objs), "-o", str(out)]
 
 
 def compile_all(

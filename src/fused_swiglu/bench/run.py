@@ -61,6 +61,7 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
     device = torch.device("cuda", torch.cuda.current_device())
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
     flush = timing.flush_buffer(device)
+    timing.warm_gpu(device)
     rows: list[dict] = []
     todo = [(s, M) for s in models for M in opts.tokens]
     with Progress(

@@ -68,6 +68,17 @@ def summarize(samples_ms: Sequence[float]) -> Timing:
     return Timing(median_ms=pct(0.5), p10_ms=pct(0.1), p90_ms=pct(0.9), reps=len(s))
 
 
+def warm_gpu(device: torch.device, seconds: float = 1.0) -> None:
+    """Keep the GPU busy with bf16 matrix products for ``seconds`` so that the first measured shape
+    does not run while clocks are still ramping up from idle."""
+    a = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize(device)
+
+
 def flush_buffer(device: torch.device) -> torch.Tensor:
     """A 256 MB buffer whose ``zero_()`` evicts L2 (50 MB on H200) with writes."""
     return torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)

@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
     b.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up per method and shape, ms (default 25)")
     b.add_argument("--rep", type=int, default=50, help="timed repetitions per method and shape (default 50)")
+    b.add_argument("--cuda-graph", action="store_true",
+                   help="time CUDA-graph replays of every method: GPU time without per-call host time")
 
     a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on every model shape, M = 2048")
     a.add_argument("--out", type=Path, help="write rows as JSON here, and as CSV beside it")
@@ -71,6 +73,7 @@ def _cmd_bench(args, console) -> int:
         config=args.config,
         warmup_ms=args.warmup_ms,
         reps=args.rep,
+        cuda_graph=args.cuda_graph,
     )
     if args.tokens:
         opts.tokens = [int(t) for t in _split(args.tokens)]

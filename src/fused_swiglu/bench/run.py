@@ -25,6 +25,7 @@ class BenchOptions:
     config: str | None = None
     warmup_ms: float = 25.0
     reps: int = 50
+    cuda_graph: bool = False  # time CUDA-graph replays (GPU time without per-call host time)
 
 
 def _config_name(method: str, M: int, H: int, I: int, dtype: torch.dtype) -> str:
@@ -75,6 +76,8 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
             n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype), l2)
             sets = [m.make_input_set(M, H, I, dtype, device) for _ in range(n_sets)]
             calls = m.build_calls(opts.methods, sets)
+            if opts.cuda_graph:
+                calls = timing.as_graph_replays(calls, device)
             times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)
             shape_rows = []
             for method, t in times.items():
@@ -93,7 +96,8 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
     console.print(report.bench_table(rows))
     if opts.out:
         meta = report.machine_meta(device)
-        meta.update({"reps": opts.reps, "warmup_ms": opts.warmup_ms, "l2_flush_bytes": timing.FLUSH_BYTES})
+        meta.update({"reps": opts.reps, "warmup_ms": opts.warmup_ms, "l2_flush_bytes": timing.FLUSH_BYTES,
+                     "cuda_graph": opts.cuda_graph})
         paths = report.write_results(opts.out, meta, rows, report.BENCH_FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -20,17 +20,13 @@ def test_timing_protocol_measures_positive_times():
     assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
 
 
-def test_graph_replays_compute_what_the_calls_compute():
+def test_graph_replays_are_timed():
     s = methods.make_input_set(16, 896, 4864, torch.bfloat16, torch.device("cuda"))
     calls = methods.build_calls(["cublas_gemm", "fused_evt", "fused_dual"], [s])
     replays = timing.as_graph_replays(calls, torch.device("cuda"))
     t = timing.time_interleaved(replays, torch.device("cuda"), warmup_ms=1, reps=5)
-    assert all(0 < v.median_ms for v in t.values())
-    # a replay really launches the fused kernel: new inputs written in place change the output
-    out = calls["fused_dual"][0]()
-    s.x.copy_(torch.randn_like(s.x))
-    replays["fused_dual"][0]()  # graph output lives in the graph's pool; recompute eagerly to compare
-    assert not torch.equal(out, calls["fused_dual"][0]())
+    assert set(t) == {"cublas_gemm", "fused_evt", "fused_dual"}
+    assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
 
 
 def test_bench_writes_json_and_csv(tmp_path):

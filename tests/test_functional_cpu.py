@@ -36,3 +36,22 @@ def test_empty_x():
     for shape in [(0, 32), (2, 0, 32)]:
         out = swiglu(torch.zeros(shape, dtype=torch.bfloat16), wg, wg, backend="torch")
         assert out.shape == shape[:-1] + (16,)
+
+
+def test_validation_cache_never_skips_a_rule():
+    from fused_swiglu import functional
+
+    wg = torch.randn(16, 64, dtype=torch.bfloat16)
+    wu = torch.randn(16, 64, dtype=torch.bfloat16)
+    for M in (1, 5):  # one cached plan serves every M
+        x = torch.randn(M, 64, dtype=torch.bfloat16)
+        torch.testing.assert_close(swiglu(x, wg, wu, backend="torch"), swiglu_fp32_one_rounding(x, wg, wu),
+                                   rtol=0, atol=0)
+    assert any(k[0] == "swiglu" for k in functional._PLANS)
+    # what differs from the cached call is checked again
+    with pytest.raises(TypeError, match="dtype"):
+        swiglu(torch.randn(2, 64, dtype=torch.float16), wg, wu, backend="torch")
+    with pytest.raises(ValueError, match="H"):
+        swiglu(torch.randn(2, 63, dtype=torch.bfloat16), wg, wu, backend="torch")
+    with pytest.raises(ValueError, match="kernel"):
+        swiglu(torch.randn(2, 64, dtype=torch.bfloat16), wg, wu, backend="torch", kernel="triple")

@@ -8,6 +8,7 @@ the life of the process: from ``FUSED_SWIGLU_LIBRARY`` when set, else from the b
 from __future__ import annotations
 
 import ctypes
+import struct
 import enum
 import threading
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ class Problem(ctypes.Structure):
         ("y", ctypes.c_void_p),  # (M, N)
         ("ldy", ctypes.c_int64),
     ]
+
+
+# The same layout as Problem / fsw_problem: three int64, four int32, then (pointer, int64) x 4.
+_PROBLEM = struct.Struct("<qqqiiiiQqQqQqQq")
+assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
 class _ConfigInfo(ctypes.Structure):
@@ -137,10 +143,28 @@ class Library:
                 f"{ABI_VERSION}; rebuild it with `fused-swiglu build` (or unset FUSED_SWIGLU_LIBRARY)"
             )
         self.configs = self._read_configs()
-        self._workspace_bytes: dict[tuple, int] = {}
-        self._fsw_run = self._dll.fsw_run
         self.index = {c.name: c.index for c in self.configs}
         self.names = frozenset(self.index)
+        self._workspace_bytes: dict[tuple, int] = {}
+        # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch; the
+        # two launch entry points take its address as a plain pointer.
+        self._tls = threading.local()
+        raw = ctypes.c_void_p
+        self._fsw_run = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, raw, raw, ctypes.c_size_t, raw)(
+            ("fsw_run", self._dll))
+        self._fsw_workspace_size = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_int, raw, ctypes.POINTER(ctypes.c_size_t))(("fsw_workspace_size", self._dll))
+
+    @property
+    def _problem_buf(self) -> ctypes.Array:
+        buf = getattr(self._tls, "buf", None)
+        if buf is None:
+            buf = self._tls.buf = (ctypes.c_char * _PROBLEM.size)()
+        return buf
+
+    @property
+    def _problem_addr(self) -> int:
+        return ctypes.addressof(self._problem_buf)
 
     def last_error(self) -> str:
         msg = self._dll.fsw_last_error()
@@ -214,39 +238,30 @@ class Library:
         if x.dtype not in DTYPE_CODES:
             raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
         config = self.index[config_name]
-        problem = Problem(
-            m=x.shape[0],
-            n=y.shape[1],
-            k=x.shape[1],
-            dtype=DTYPE_CODES[x.dtype],
-            raster=raster,
-            swizzle=swizzle,
-            reserved=0,
-            x=x.data_ptr(),
-            ldx=x.stride(0),
-            w=w.data_ptr(),
-            ldw=w.stride(0),
-            w_up=w_up.data_ptr() if w_up is not None else None,
-            ldw_up=w_up.stride(0) if w_up is not None else 0,
-            y=y.data_ptr(),
-            ldy=y.stride(0),
+        m, k = x.shape
+        n = y.shape[1]
+        # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
+        _PROBLEM.pack_into(
+            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle, 0,
+            x.data_ptr(), x.stride(0), w.data_ptr(), w.stride(0),
+            w_up.data_ptr() if w_up is not None else 0, w_up.stride(0) if w_up is not None else 0,
+            y.data_ptr(), y.stride(0),
         )
-        ref = ctypes.byref(problem)
+        problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace
         # size depends only on the config and the problem shape, so it is asked once per shape.
-        key = (config, problem.m, problem.n, problem.k, raster, swizzle)
+        key = (config, m, n, k, raster, swizzle)
         nbytes = self._workspace_bytes.get(key)
         if nbytes is None:
             size = ctypes.c_size_t(0)
             self.check(
-                self._dll.fsw_workspace_size(config, ref, ctypes.byref(size)),
+                self._fsw_workspace_size(config, problem, ctypes.byref(size)),
                 f"{config_name}: fsw_workspace_size",
             )
             nbytes = self._workspace_bytes[key] = size.value
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes > 0 else None
-        stream = _current_stream(x)
         status = self._fsw_run(
-            config, ref, workspace.data_ptr() if workspace is not None else None, nbytes, stream
+            config, problem, workspace.data_ptr() if workspace is not None else None, nbytes, _current_stream(x)
         )
         if status != Status.SUCCESS:
             self.check(status, f"{config_name}: fsw_run")

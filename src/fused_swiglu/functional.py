@@ -14,6 +14,30 @@ from .reference import swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 
 
+# Validated argument signatures -> (I, H, backend to use). Everything the checks read is in the key
+# (choices, tensor types, dtypes, devices, x's last dimension, weight shapes); M, strides and
+# alignment are not checked here (the ops handle any of them), so one entry serves every batch size.
+_PLANS: dict[tuple, tuple[int, int, str]] = {}
+_PLANS_MAX = 1024
+
+
+def _plan_key(fn: str, choice: str, backend: str, x, *weights) -> tuple | None:
+    """Key of a call's validation outcome, or None where it must not be cached (tracing under
+    torch.compile, non-tensors, tensor subclasses, 0-d x)."""
+    if torch.compiler.is_compiling() or type(x) is not torch.Tensor or x.dim() == 0:
+        return None
+    if any(type(w) is not torch.Tensor for w in weights):
+        return None
+    return (fn, choice, backend, x.dtype, x.device, x.shape[-1],
+            *((w.dtype, w.device, w.shape) for w in weights))
+
+
+def _remember(key: tuple | None, plan: tuple[int, int, str]) -> tuple[int, int, str]:
+    if key is not None and len(_PLANS) < _PLANS_MAX:
+        _PLANS[key] = plan
+    return plan
+
+
 def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     """Call a custom op of :mod:`fused_swiglu.ops`.
 
@@ -80,17 +104,23 @@ def swiglu(
             9.0; a CUDA error from the kernel library.
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
-    v.check_choice("kernel", kernel, v.KERNELS)
-    v.check_choice("backend", backend, v.BACKENDS)
-    v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
-    v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
-    I, H = v.check_weight_pair(x, w_gate, w_up)
-    device = v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
-    use = v.resolve_backend(backend, device)
+    key = _plan_key("swiglu", kernel, backend, x, w_gate, w_up)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        v.check_choice("kernel", kernel, v.KERNELS)
+        v.check_choice("backend", backend, v.BACKENDS)
+        v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
+        v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
+        I, H = v.check_weight_pair(x, w_gate, w_up)
+        device = v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+        use = v.resolve_backend(backend, device)
+        if use == "cutlass":
+            v.check_alignment(I, H)
+            v.require_hopper(device)
+        plan = _remember(key, (I, H, use))
+    I, H, use = plan
     if use == "torch":
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
-    v.check_alignment(I, H)
-    v.require_hopper(device)
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
         return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
@@ -127,18 +157,24 @@ def swiglu_packed(
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
     """
-    v.check_choice("layout", layout, LAYOUTS)
-    v.check_choice("backend", backend, v.BACKENDS)
-    v.check_tensors(x=x, w_packed=w_packed)
-    v.check_dtypes(x=x, w_packed=w_packed)
-    I, H = v.check_packed(x, w_packed)
-    device = v.check_devices(x=x, w_packed=w_packed)
-    use = v.resolve_backend(backend, device)
+    key = _plan_key("swiglu_packed", layout, backend, x, w_packed)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        v.check_choice("layout", layout, LAYOUTS)
+        v.check_choice("backend", backend, v.BACKENDS)
+        v.check_tensors(x=x, w_packed=w_packed)
+        v.check_dtypes(x=x, w_packed=w_packed)
+        I, H = v.check_packed(x, w_packed)
+        device = v.check_devices(x=x, w_packed=w_packed)
+        use = v.resolve_backend(backend, device)
+        if use == "cutlass":
+            v.check_alignment(I, H)
+            v.require_hopper(device)
+        plan = _remember(key, (I, H, use))
+    I, H, use = plan
     if use == "torch":
         w_gate, w_up = unpack_gate_up(w_packed, layout=layout)
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
-    v.check_alignment(I, H)
-    v.require_hopper(device)
     if layout == "interleaved":
         return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0

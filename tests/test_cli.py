@@ -52,3 +52,14 @@ def test_module_entry_points():
     for mod in ("fused_swiglu.cli", "fused_swiglu"):
         out = subprocess.run([sys.executable, "-m", mod, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "bench" in out.stdout and "build" in out.stdout
+
+
+def test_malformed_environment_variable_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
+    from fused_swiglu import cli
+
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSED_SWIGLU_JOBS", "abc")
+    monkeypatch.delenv("FUSED_SWIGLU_LIBRARY", raising=False)
+    assert cli.main(["build"]) == 1
+    err = capsys.readouterr().err
+    assert "FUSED_SWIGLU_JOBS must be a positive integer" in err and "Traceback" not in err

@@ -55,3 +55,15 @@ def test_validation_cache_never_skips_a_rule():
         swiglu(torch.randn(2, 63, dtype=torch.bfloat16), wg, wu, backend="torch")
     with pytest.raises(ValueError, match="kernel"):
         swiglu(torch.randn(2, 64, dtype=torch.bfloat16), wg, wu, backend="torch", kernel="triple")
+
+
+@pytest.mark.parametrize("backend", ["torch", "auto"])
+def test_fallback_compiles_with_fullgraph(backend):
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    wg, wu = torch.randn(16, 64, dtype=torch.bfloat16), torch.randn(16, 64, dtype=torch.bfloat16)
+    swiglu(x, wg, wu, backend=backend)  # the once-per-process fallback warning happens outside the graph
+    f = torch.compile(lambda t: swiglu(t, wg, wu, backend=backend), fullgraph=True)
+    torch.testing.assert_close(f(x), swiglu_fp32_one_rounding(x, wg, wu), rtol=0, atol=0)
+    g = torch.compile(lambda t: swiglu_packed(t, pack_gate_up(wg, wu), layout="interleaved", backend=backend),
+                      fullgraph=True)
+    torch.testing.assert_close(g(x), swiglu_fp32_one_rounding(x, wg, wu), rtol=0, atol=0)

@@ -18,7 +18,7 @@ def launches(monkeypatch):
 
     def fake_run(name, x, w, w_up, y, raster=0, swizzle=1):
         calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle))
-        wg, wu = (w, w_up) if w_up is not None else unpack_gate_up(w)
+        wg, wu = (w, w_up) if w_up is not None else unpack_gate_up(w, layout="interleaved")
         y.copy_(swiglu_fp32_one_rounding(x, wg, wu))
 
     monkeypatch.setattr(_lib, "run", fake_run)

@@ -30,7 +30,7 @@ def test_layout_matches_stack_formula():
 @pytest.mark.parametrize("I,H", [(8, 8), (4864, 16), (256, 896)])
 def test_round_trip(dtype, I, H):
     g, u = _rand(I, H, dtype)
-    g2, u2 = unpack_gate_up(pack_gate_up(g, u))
+    g2, u2 = unpack_gate_up(pack_gate_up(g, u), layout="interleaved")
     assert torch.equal(g, g2) and torch.equal(u, u2)
     assert g2.is_contiguous() and u2.is_contiguous()
 
@@ -55,7 +55,7 @@ def test_I_not_multiple_of_8_names_I():
     with pytest.raises(ValueError, match=r"multiple of 8.*I=4860"):
         pack_gate_up(g, u)
     with pytest.raises(ValueError, match=r"I=12"):
-        unpack_gate_up(torch.zeros(24, 8))
+        unpack_gate_up(torch.zeros(24, 8), layout="interleaved")
 
 
 def test_mismatched_arguments_are_named():
@@ -69,6 +69,11 @@ def test_mismatched_arguments_are_named():
     with pytest.raises(ValueError, match="w_gate must be 2-D"):
         pack_gate_up(g.view(-1), u.view(-1))
     with pytest.raises(ValueError, match="even number of rows"):
-        unpack_gate_up(torch.zeros(7, 8))
+        unpack_gate_up(torch.zeros(7, 8), layout="interleaved")
     with pytest.raises(ValueError, match="layout must be one of"):
         unpack_gate_up(torch.zeros(16, 8), layout="blocked")
+
+
+def test_unpack_requires_the_layout():
+    with pytest.raises(TypeError, match="layout"):
+        unpack_gate_up(torch.zeros(16, 8))  # no guessed default

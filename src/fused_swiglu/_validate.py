@@ -147,7 +147,9 @@ def require_hopper(device: torch.device) -> None:
 def warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        if not torch.compiler.is_compiling():  # a warning cannot be traced into a graph
+            # the caller of swiglu()/swiglu_packed(): warn_once <- resolve_backend <- public function
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def tma_ready(t: torch.Tensor) -> torch.Tensor:

@@ -169,9 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
     try:
         return handlers[args.command](args, console)
-    except BuildError as e:
+    except (BuildError, ValueError) as e:  # ValueError: a malformed FUSED_SWIGLU_* variable or option
         print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -22,7 +22,14 @@ import torch.nn.functional as F
 
 @contextlib.contextmanager
 def ieee_fp32_matmul() -> Iterator[None]:
-    """Run fp32 matrix products in full IEEE fp32 (no TF32 / bf16 shortcuts), then restore."""
+    """Run fp32 matrix products in full IEEE fp32 (no TF32 / bf16 shortcuts), then restore.
+
+    Under torch.compile the global setting cannot be switched inside the traced region; the
+    compiled graph uses the precision in force when it is compiled ("highest" is PyTorch's default).
+    """
+    if torch.compiler.is_compiling():
+        yield
+        return
     previous = torch.get_float32_matmul_precision()
     if previous == "highest":
         yield

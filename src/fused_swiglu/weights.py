@@ -86,13 +86,14 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
 
 
 def unpack_gate_up(
-    w_packed: torch.Tensor, layout: str = "interleaved"
+    w_packed: torch.Tensor, *, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Split a packed ``(2I, H)`` weight back into ``(w_gate, w_up)``.
 
     Args:
         w_packed: ``(2I, H)`` tensor, any dtype.
-        layout: ``"interleaved"`` (see :func:`pack_gate_up`) or ``"concatenated"``
+        layout: required keyword (no default, so a weight is never split by a guessed layout):
+            ``"interleaved"`` (see :func:`pack_gate_up`) or ``"concatenated"``
             (``W = [W_gate; W_up]``: gate rows ``[0, I)``, up rows ``[I, 2I)``).
 
     Returns:
@@ -107,7 +108,7 @@ def unpack_gate_up(
     if layout == "concatenated":
         return w_packed[:I].contiguous(), w_packed[I:].contiguous()
     if layout != "interleaved":
-        raise ValueError(f"layout must be one of {LAYOUTS}; got layout={layout!r}")
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got layout={layout!r}")
     _check_block(I, "I (half the rows of w_packed)")
     blocks = w_packed.reshape(I // BLOCK, 2, BLOCK, H)  # (I/8, gate|up, 8, H)
     return blocks[:, 0].reshape(I, H).contiguous(), blocks[:, 1].reshape(I, H).contiguous()

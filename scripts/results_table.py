@@ -45,10 +45,10 @@ def bench_section(bench: dict) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("bench", nargs="+", help="bench JSON files")
-    ap.add_argument("--accuracy", required=True, help="accuracy JSON file")
+    ap.add_argument("--accuracy", required=True, nargs="+", help="accuracy JSON files (one per dtype)")
     args = ap.parse_args()
     benches = [json.load(open(p)) for p in args.bench]
-    acc = json.load(open(args.accuracy))
+    accs = [json.load(open(p)) for p in args.accuracy]
     meta = benches[0]["meta"]
     out = [f"# Results: {meta.get('gpu', '?')}", ""]
     out.append("Produced by `scripts/results_table.py` from the JSON files in this folder, written by "
@@ -61,15 +61,21 @@ def main() -> None:
     out.append("")
     for bench in benches:
         out += bench_section(bench)
-    out += ["## Accuracy against float64 (M = 2048)", ""]
-    out.append("exact: bit-identical to the float64 result rounded once; mismatch: more than 1 ulp away, among "
-               "elements of at least 1 % of the RMS (definitions in `src/fused_swiglu/accuracy.py`).")
-    out.append("")
-    out.append("| model | method | exact | mismatch | max ulp |")
-    out.append("|---|---|---|---|---|")
-    for r in acc["rows"]:
-        out.append(f"| {r['model'].replace('Qwen2.5-', '')} | {r['method']} | {100 * r['exact']:.2f} % | "
-                   f"{100 * r['mismatch']:.4f} % | {r['max_ulp']} |")
+    for acc in accs:
+        am = acc["meta"]
+        share = am.get("count_threshold_of_rms", 0.01)
+        out += [f"## Accuracy against float64, {am.get('dtype', 'bf16')}, M = {am.get('tokens', 2048)} "
+                f"(seed {am.get('seed', '?')})", ""]
+        out.append("exact: bit-identical to the float64 result rounded once; mismatch: more than 1 ulp away, "
+                   f"among elements of at least {100 * share:g} % of the RMS (definitions in "
+                   "`src/fused_swiglu/accuracy.py`).")
+        out.append("")
+        out.append("| model | method | exact | mismatch | max ulp |")
+        out.append("|---|---|---|---|---|")
+        for r in acc["rows"]:
+            out.append(f"| {r['model'].replace('Qwen2.5-', '')} | {r['method']} | {100 * r['exact']:.2f} % | "
+                       f"{100 * r['mismatch']:.4f} % | {r['max_ulp']} |")
+        out.append("")
     print("\n".join(out))
 
 

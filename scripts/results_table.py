@@ -74,7 +74,7 @@ def main() -> None:
         out.append("|---|---|---|---|---|")
         for r in acc["rows"]:
             out.append(f"| {r['model'].replace('Qwen2.5-', '')} | {r['method']} | {100 * r['exact']:.2f} % | "
-                       f"{100 * r['mismatch']:.4f} % | {r['max_ulp']} |")
+                       f"{100 * r['mismatch']:.2g} % | {r['max_ulp']} |")
         out.append("")
     print("\n".join(out))
 

@@ -67,3 +67,19 @@ def test_fallback_compiles_with_fullgraph(backend):
     g = torch.compile(lambda t: swiglu_packed(t, pack_gate_up(wg, wu), layout="interleaved", backend=backend),
                       fullgraph=True)
     torch.testing.assert_close(g(x), swiglu_fp32_one_rounding(x, wg, wu), rtol=0, atol=0)
+
+
+def test_fallback_warning_points_at_the_callers_line(monkeypatch):
+    import warnings
+
+    import fused_swiglu._validate as v
+    from fused_swiglu import functional
+
+    monkeypatch.setattr(v, "_warned", set())
+    monkeypatch.setattr(functional, "_PLANS", {})
+    x = torch.randn(2, 64, dtype=torch.bfloat16)
+    w = torch.randn(16, 64, dtype=torch.bfloat16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        swiglu(x, w, w)
+    assert len(caught) == 1 and caught[0].filename == __file__

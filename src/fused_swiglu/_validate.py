@@ -120,7 +120,7 @@ def hopper_status(device: torch.device) -> str | None:
     return None
 
 
-def resolve_backend(backend: str, device: torch.device) -> str:
+def resolve_backend(backend: str, device: torch.device, stacklevel: int = 4) -> str:
     """'cutlass' or 'torch'. 'auto' picks cutlass on Hopper, else torch with one warning per process.
 
     An explicit 'cutlass' is returned as is: call :func:`require_hopper` after the argument checks.
@@ -134,6 +134,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     warn_once(
         "auto-backend",
         f"fused_swiglu: backend='auto' runs the PyTorch fallback because {why}.",
+        stacklevel,
     )
     return "torch"
 
@@ -144,12 +145,12 @@ def require_hopper(device: torch.device) -> None:
         raise RuntimeError(f"backend='cutlass' cannot run: {why}")
 
 
-def warn_once(key: str, message: str) -> None:
+def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
+    """Warn once per process for ``key``; ``stacklevel`` as in warnings.warn, counted from here."""
     if key not in _warned:
         _warned.add(key)
         if not torch.compiler.is_compiling():  # a warning cannot be traced into a graph
-            # the caller of swiglu()/swiglu_packed(): warn_once <- resolve_backend <- public function
-            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
 
 def tma_ready(t: torch.Tensor) -> torch.Tensor:

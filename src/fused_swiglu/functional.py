@@ -32,9 +32,19 @@ def _plan_key(fn: str, choice: str, backend: str, x, *weights) -> tuple | None:
             *((w.dtype, w.device, w.shape) for w in weights))
 
 
-def _remember(key: tuple | None, plan: tuple[int, int, str]) -> tuple[int, int, str]:
-    if key is not None and len(_PLANS) < _PLANS_MAX:
-        _PLANS[key] = plan
+def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
+    """(I, H, backend to use) for a call: from the cache, or by running ``validate()`` (the
+    function's own argument checks, returning (I, H, device)) and the backend rules."""
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        I, H, device = validate()
+        use = v.resolve_backend(backend, device, stacklevel=5)  # warn at the line that called swiglu*
+        if use == "cutlass":
+            v.check_alignment(I, H)
+            v.require_hopper(device)
+        plan = (I, H, use)
+        if key is not None and len(_PLANS) < _PLANS_MAX:
+            _PLANS[key] = plan
     return plan
 
 
@@ -104,21 +114,15 @@ def swiglu(
             9.0; a CUDA error from the kernel library.
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
-    key = _plan_key("swiglu", kernel, backend, x, w_gate, w_up)
-    plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
+    def validate() -> tuple[int, int, torch.device]:
         v.check_choice("kernel", kernel, v.KERNELS)
         v.check_choice("backend", backend, v.BACKENDS)
         v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
         v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
         I, H = v.check_weight_pair(x, w_gate, w_up)
-        device = v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
-        use = v.resolve_backend(backend, device)
-        if use == "cutlass":
-            v.check_alignment(I, H)
-            v.require_hopper(device)
-        plan = _remember(key, (I, H, use))
-    I, H, use = plan
+        return I, H, v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+
+    I, H, use = _plan(_plan_key("swiglu", kernel, backend, x, w_gate, w_up), backend, validate)
     if use == "torch":
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
     if kernel == "packed":
@@ -157,21 +161,15 @@ def swiglu_packed(
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
     """
-    key = _plan_key("swiglu_packed", layout, backend, x, w_packed)
-    plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
+    def validate() -> tuple[int, int, torch.device]:
         v.check_choice("layout", layout, LAYOUTS)
         v.check_choice("backend", backend, v.BACKENDS)
         v.check_tensors(x=x, w_packed=w_packed)
         v.check_dtypes(x=x, w_packed=w_packed)
         I, H = v.check_packed(x, w_packed)
-        device = v.check_devices(x=x, w_packed=w_packed)
-        use = v.resolve_backend(backend, device)
-        if use == "cutlass":
-            v.check_alignment(I, H)
-            v.require_hopper(device)
-        plan = _remember(key, (I, H, use))
-    I, H, use = plan
+        return I, H, v.check_devices(x=x, w_packed=w_packed)
+
+    I, H, use = _plan(_plan_key("swiglu_packed", layout, backend, x, w_packed), backend, validate)
     if use == "torch":
         w_gate, w_up = unpack_gate_up(w_packed, layout=layout)
         return swiglu_fp32_one_rounding(x, w_gate, w_up)

@@ -89,16 +89,21 @@ struct Launcher {
     return FSW_SUCCESS;
   }
 
-  static fsw_status can_implement(const fsw_problem& p) {
-    if (p.m == 0) return FSW_SUCCESS;
-    typename Gemm::Arguments args;
-    if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
-    cutlass::Status st = Gemm::can_implement(args);
+  // Arguments for p, checked by CUTLASS's can_implement.
+  static fsw_status checked_arguments(const fsw_problem& p, typename Gemm::Arguments* args) {
+    if (auto s = arguments(p, args); s != FSW_SUCCESS) return s;
+    cutlass::Status st = Gemm::can_implement(*args);
     if (st != cutlass::Status::kSuccess) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "CUTLASS cannot implement this problem (M=%lld N=%lld K=%lld): %s",
                   (long long)p.m, (long long)p.n, (long long)p.k, cutlassGetStatusString(st));
     }
     return FSW_SUCCESS;
+  }
+
+  static fsw_status can_implement(const fsw_problem& p) {
+    if (p.m == 0) return FSW_SUCCESS;
+    typename Gemm::Arguments args;
+    return checked_arguments(p, &args);
   }
 
   static fsw_status workspace_size(const fsw_problem& p, size_t* bytes) {
@@ -113,18 +118,13 @@ struct Launcher {
   static fsw_status run(const fsw_problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (p.m == 0) return FSW_SUCCESS;  // nothing to compute: no launch, no CUDA error left behind
     typename Gemm::Arguments args;
-    if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
-    cutlass::Status st = Gemm::can_implement(args);
-    if (st != cutlass::Status::kSuccess) {
-      return fail(FSW_ERROR_INVALID_ARGUMENT, "CUTLASS cannot implement this problem (M=%lld N=%lld K=%lld): %s",
-                  (long long)p.m, (long long)p.n, (long long)p.k, cutlassGetStatusString(st));
-    }
+    if (auto s = checked_arguments(p, &args); s != FSW_SUCCESS) return s;
     size_t need = Gemm::get_workspace_size(args);
     if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "workspace too small: need %zu bytes, got %zu", need, workspace_bytes);
     }
     Gemm gemm;
-    st = gemm.initialize(args, workspace, stream);
+    cutlass::Status st = gemm.initialize(args, workspace, stream);
     if (st != cutlass::Status::kSuccess) {
       cudaError_t e = cudaGetLastError();
       return fail(FSW_ERROR_INTERNAL, "CUTLASS initialize failed: %s (%s)", cutlassGetStatusString(st),

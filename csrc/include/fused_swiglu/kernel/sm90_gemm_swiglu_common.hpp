@@ -1,0 +1,91 @@
+// What both kernels share: the SwiGLU EVT epilogue, CUTLASS's sm90 TMA GMMA SS mainloop built for a
+// SwiGLUConfig (optionally wrapped, e.g. by the dual-B producer), the persistent GemmUniversal kernel,
+// and the mapping of an fsw_problem onto CUTLASS's arguments.
+//
+// Warp roles are CUTLASS's sm90 warp-specialized kernels (cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_
+// {pingpong,cooperative}.hpp): one producer warpgroup (a TMA warp for A/B tiles; register budget 40),
+// and two consumer warpgroups (register budget 232 for Pingpong, 232/240 for Cooperative) that issue
+// GMMA and run the epilogue. Pingpong: each consumer warpgroup owns a whole tile and an ordered barrier
+// alternates their mainloops, so the SwiGLU epilogue of one overlaps the MMAs of the other.
+// Cooperative: both consumer warpgroups split one tile along M.
+//
+// The collective epilogue's own D store is disabled (ElementD = void); the EVT node writes Y.
+#pragma once
+
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.h"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+
+#include "fused_swiglu.h"
+#include "fused_swiglu/configs.hpp"
+#include "fused_swiglu/epilogue/sm90_visitor_swiglu_store.hpp"
+
+namespace fused_swiglu::kernel {
+
+// Row-major (rows, K or N, L) strides of X, the weights and Y.
+using StrideRowMajor = cute::Stride<int64_t, cute::_1, int64_t>;
+
+inline StrideRowMajor row_major(int64_t ld) { return cute::make_stride(ld, cute::_1{}, int64_t(0)); }
+
+template <class Mainloop>
+using UnchangedMainloop = Mainloop;
+
+// Config: a SwiGLUConfig. EpilogueTile: (EPI_M, EPI_N) subtile in accumulator columns; EPI_M must be a
+// multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
+// PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
+// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (UnchangedMainloop for one B operand).
+template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor>
+struct SwiGLUGemmBase {
+  using Element = typename Config::Element;
+
+  using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+      fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
+          /*Stages=*/2, EpilogueTile, Element, StrideRowMajor, PairStride>,
+      cutlass::epilogue::fusion::Sm90AccFetch>;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      typename Config::TileShape, typename Config::ClusterShape, EpilogueTile,
+      typename Config::ElementAccumulator, /*ElementCompute=*/float,
+      /*ElementC=*/void, cutlass::layout::RowMajor, 8,
+      /*ElementD=*/void, cutlass::layout::RowMajor, 8,
+      typename Config::EpilogueSchedule,
+      FusionCallbacks>::CollectiveOp;
+  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD <= 2,
+                "Sm90SwiGLUStore keeps 2 smem buffers: the store pipeline must not run deeper");
+
+  // A = X (M, K) row-major: K-major.  B = weights (rows, K) row-major: K-major ("ColumnMajor" for B).
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, cutlass::layout::RowMajor, 8,
+      Element, cutlass::layout::ColumnMajor, 8,
+      typename Config::ElementAccumulator,
+      typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<
+          static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Config::KernelSchedule>::CollectiveOp;
+  using CollectiveMainloop = MainloopAdaptor<BuiltMainloop>;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  // fsw_problem (already validated) -> CUTLASS arguments around the kernel's own mainloop arguments.
+  // The GEMM is (M, 2N, K): gate and up accumulator columns together.
+  static typename Gemm::Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
+                                            typename CollectiveMainloop::Arguments mainloop) {
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {int(p.m), int(2 * p.n), int(p.k), 1},
+        mainloop,
+        {{{}, {static_cast<Element*>(p.y), row_major(p.ldy)}},
+         nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
+        hw_info};
+    return args;
+  }
+};
+
+}  // namespace fused_swiglu::kernel

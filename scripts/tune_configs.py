@@ -23,9 +23,6 @@ from fused_swiglu import _lib
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.weights import pack_gate_up
 
-RASTERS = {"heur": (0, 1)}
-
-
 def time_ms(fn, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[float]:
     for _ in range(warmup):
         fn()

@@ -106,15 +106,10 @@ _SIGNATURES = {
     "fsw_last_error": ([], ctypes.c_char_p),
     "fsw_num_configs": ([], ctypes.c_int),
     "fsw_get_config": ([ctypes.c_int, ctypes.POINTER(_ConfigInfo)], ctypes.c_int),
-    "fsw_can_implement": ([ctypes.c_int, ctypes.POINTER(Problem)], ctypes.c_int),
-    "fsw_workspace_size": (
-        [ctypes.c_int, ctypes.POINTER(Problem), ctypes.POINTER(ctypes.c_size_t)],
-        ctypes.c_int,
-    ),
-    "fsw_run": (
-        [ctypes.c_int, ctypes.POINTER(Problem), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p],
-        ctypes.c_int,
-    ),
+    # the fsw_problem* is passed as the address of a buffer filled by _PROBLEM.pack_into
+    "fsw_can_implement": ([ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
+    "fsw_workspace_size": ([ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
+    "fsw_run": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int),
 }
 
 
@@ -146,14 +141,8 @@ class Library:
         self.index = {c.name: c.index for c in self.configs}
         self.names = frozenset(self.index)
         self._workspace_bytes: dict[tuple, int] = {}
-        # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch; the
-        # two launch entry points take its address as a plain pointer.
+        # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch
         self._tls = threading.local()
-        raw = ctypes.c_void_p
-        self._fsw_run = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, raw, raw, ctypes.c_size_t, raw)(
-            ("fsw_run", self._dll))
-        self._fsw_workspace_size = ctypes.CFUNCTYPE(
-            ctypes.c_int, ctypes.c_int, raw, ctypes.POINTER(ctypes.c_size_t))(("fsw_workspace_size", self._dll))
 
     @property
     def _problem_buf(self) -> ctypes.Array:
@@ -255,12 +244,12 @@ class Library:
         if nbytes is None:
             size = ctypes.c_size_t(0)
             self.check(
-                self._fsw_workspace_size(config, problem, ctypes.byref(size)),
+                self._dll.fsw_workspace_size(config, problem, ctypes.byref(size)),
                 f"{config_name}: fsw_workspace_size",
             )
             nbytes = self._workspace_bytes[key] = size.value
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes > 0 else None
-        status = self._fsw_run(
+        status = self._dll.fsw_run(
             config, problem, workspace.data_ptr() if workspace is not None else None, nbytes, _current_stream(x)
         )
         if status != Status.SUCCESS:

@@ -53,12 +53,8 @@ def round_once(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """
     if ref64.dtype != torch.float64:
         raise TypeError(f"ref64 must be torch.float64; got {ref64.dtype}")
-    _check_dtype(dtype, "dtype")
-    frac_bits, min_exp, max_finite = _FORMATS[dtype]
-    _, e = torch.frexp(ref64)  # ref64 = mantissa * 2**e, mantissa in [0.5, 1)
-    # exponent of the leading bit, clamped to the subnormal range: quantum = 2**(lead - frac_bits)
-    lead = torch.clamp(e - 1, min=min_exp)
-    quantum = torch.ldexp(torch.ones_like(ref64), lead - frac_bits)
+    max_finite = _FORMATS[dtype][2]
+    quantum = ulp_at(ref64, dtype)  # a power of two: the spacing of dtype at each value
     rounded = torch.round(ref64 / quantum) * quantum  # exact: division by a power of two
     rounded = torch.where(rounded.abs() > max_finite, torch.copysign(torch.full_like(rounded, float("inf")), rounded), rounded)
     rounded = torch.where(torch.isfinite(ref64), rounded, ref64)

@@ -14,7 +14,6 @@ namespace fused_swiglu::capi {
 
 template <class GemmT, class Config>
 ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) {
-  using L = device::Launcher<GemmT>;
   ConfigEntry e{};
   e.info.name = name;
   e.info.kind = kind;
@@ -26,7 +25,6 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.cluster_n = Config::kClusterN;
   e.info.pingpong = Config::kPingpong ? 1 : 0;
   e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
-  // The entry is a function-local static: the lambdas below cannot capture, so they re-read it.
   return e;
 }
 
@@ -40,6 +38,7 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   using Gemm_##name = GemmTemplate<Config_##name>;                                                             \
   ConfigEntry build_##name();                                                                                  \
   }                                                                                                            \
+  /* a function-local static: the capture-less lambdas below reach their own info through it */            \
   ConfigEntry const& entry_##name() {                                                                          \
     static ConfigEntry const e = build_##name();                                                               \
     return e;                                                                                                  \

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 1
+#define FSW_ABI_VERSION 2
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -65,6 +65,7 @@ typedef struct fsw_config_info {
   int32_t cluster_m, cluster_n;     // ClusterShape
   int32_t pingpong;   // 1 = Pingpong schedule, 0 = Cooperative
   int32_t stages;     // mainloop pipeline stages
+  int32_t promote_k_tiles;  // 0: GMMA accumulates all of K; p > 0: partials of p k-tiles promoted to fp32
 } fsw_config_info;
 
 int fsw_abi_version(void);

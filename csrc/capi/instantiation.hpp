@@ -25,16 +25,18 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.cluster_n = Config::kClusterN;
   e.info.pingpong = Config::kPingpong ? 1 : 0;
   e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
+  e.info.promote_k_tiles = Config::kPromoteKTiles;
   return e;
 }
 
 }  // namespace fused_swiglu::capi
 
-// FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TileM, TileN, TileK, ClusterM, ClusterN, Schedule)
-#define FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TM, TN, TK, CM, CN, Sched)                      \
+// FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TileM, TileN, TileK, ClusterM, ClusterN, Schedule,
+//                 PromoteKTiles)
+#define FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TM, TN, TK, CM, CN, Sched, P)                      \
   namespace fused_swiglu::capi {                                                                               \
   namespace {                                                                                                  \
-  using Config_##name = ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched>; \
+  using Config_##name = ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched, P>; \
   using Gemm_##name = GemmTemplate<Config_##name>;                                                             \
   ConfigEntry build_##name();                                                                                  \
   }                                                                                                            \

@@ -11,20 +11,28 @@ import pathlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-# (kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n); tile_n counts gate + up columns.
+# (kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote_k_tiles); tile_n counts gate + up
+# columns; promote_k_tiles 0 = GMMA accumulates all of K (see configs.hpp).
 # dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile next to 192 accumulators per thread
 # spills registers (52 bytes with nvcc 13.0), and 128x160 cannot be tiled by the epilogue's 16-column
 # stmatrix fragments; see docs/perf-notes.md.
 CONFIGS = [
-    ("packed", "pingpong", 64, 128, 64, 1, 1),    # M <= 128, and M <= 512 on small weights
-    ("packed", "pingpong", 128, 128, 64, 2, 1),   # M <= 2048
-    ("packed", "pingpong", 128, 128, 64, 1, 2),
-    ("packed", "pingpong", 128, 192, 64, 2, 1),   # M <= 512 and M > 2048 on large weights
-    ("dual", "pingpong", 64, 128, 64, 1, 1),
-    ("dual", "pingpong", 128, 128, 64, 2, 1),
-    ("dual", "pingpong", 128, 128, 64, 1, 2),
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # M <= 128, and M <= 512 on small weights
+    ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048
+    ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
+    ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M <= 512 and M > 2048 on large weights
+    ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
+    ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
+    ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
+    # accumulation="promoted": a second fp32 accumulator doubles the accumulator registers, so a
+    # warpgroup's share of the tile is at most 64 x 192 (Pingpong 128-row tiles would need 256).
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 4),    # M <= 128, and M <= 512 on small weights
+    ("packed", "cooperative", 128, 192, 64, 2, 1, 4),
+    ("dual", "pingpong", 64, 128, 64, 1, 1, 4),
+    ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
 ]
-# Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K.
+# Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
+# promotion every 1 or 2 k-tiles (entry 7).
 CANDIDATES: list[tuple] = []
 
 DTYPES = {"bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16"), "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16")}
@@ -36,8 +44,9 @@ KERNELS = {
 }
 
 
-def name_of(kernel, schedule, tm, tn, tk, cm, cn, dtype) -> str:
-    return f"{kernel}_{schedule}_{tm}x{tn}x{tk}_{cm}x{cn}_{dtype}"
+def name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype) -> str:
+    acc = f"_promote{promote}" if promote else ""
+    return f"{kernel}_{schedule}_{tm}x{tn}x{tk}_{cm}x{cn}{acc}_{dtype}"
 
 
 def main() -> None:
@@ -45,10 +54,10 @@ def main() -> None:
         old.unlink()
     names = []
     todo = [(c, DTYPES) for c in CONFIGS] + [(c, {"bf16": DTYPES["bf16"]}) for c in CANDIDATES]
-    for (kernel, schedule, tm, tn, tk, cm, cn), dtypes in todo:
+    for (kernel, schedule, tm, tn, tk, cm, cn, promote), dtypes in todo:
         gemm, kind, header = KERNELS[kernel]
         for dtype, (element, dtype_enum) in dtypes.items():
-            name = name_of(kernel, schedule, tm, tn, tk, cm, cn, dtype)
+            name = name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype)
             names.append(name)
             sched = {"pingpong": "Pingpong", "cooperative": "Cooperative"}[schedule]
             (HERE / f"{name}.cu").write_text(
@@ -56,7 +65,7 @@ def main() -> None:
                 f'#include "{header}"\n'
                 '#include "instantiation.hpp"\n\n'
                 f"FSW_INSTANTIATE({name}, {gemm}, {kind}, {element}, {dtype_enum}, "
-                f"{tm}, {tn}, {tk}, {cm}, {cn}, {sched})\n"
+                f"{tm}, {tn}, {tk}, {cm}, {cn}, {sched}, {promote})\n"
             )
     lines = "".join(f"  FSW_CONFIG({n}) \\\n" for n in names)
     (HERE.parent / "capi" / "registry.inc").write_text(

@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 1  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 2  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -77,6 +77,7 @@ class _ConfigInfo(ctypes.Structure):
         ("cluster_n", ctypes.c_int32),
         ("pingpong", ctypes.c_int32),
         ("stages", ctypes.c_int32),
+        ("promote_k_tiles", ctypes.c_int32),
     ]
 
 
@@ -85,7 +86,8 @@ class ConfigInfo:
     """One compiled kernel configuration of the library.
 
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
-    counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``.
+    counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
+    is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32.
     """
 
     index: int
@@ -99,6 +101,7 @@ class ConfigInfo:
     cluster_n: int
     schedule: str
     stages: int
+    promote_k_tiles: int = 0
 
 
 _SIGNATURES = {
@@ -190,6 +193,7 @@ class Library:
                     cluster_n=info.cluster_n,
                     schedule="pingpong" if info.pingpong else "cooperative",
                     stages=info.stages,
+                    promote_k_tiles=info.promote_k_tiles,
                 )
             )
         return out

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from fused_swiglu import _lib
 from fused_swiglu.build import cache, sources
 from fused_swiglu.build import compile as nvcc_compile
 from fused_swiglu.build.toolchain import Toolchain
@@ -79,7 +80,7 @@ def test_ensure_built_layout_and_reuse(fake_build):
     key16 = lib.parent.name
     assert len(key16) == 16 and lib.parent.parent == root
     info = json.loads((lib.parent / "build.json").read_text())
-    assert info["key"].startswith(key16) and info["abi_version"] == 1
+    assert info["key"].startswith(key16) and info["abi_version"] == _lib.ABI_VERSION
     assert set(info["files"]) == {"capi/fused_swiglu.h", "k.cu"}
     assert info["ptxas"]["k.cu"][0]["registers"] == 90
     assert (root / f"{key16}.lock").exists()

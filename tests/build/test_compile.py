@@ -190,7 +190,9 @@ def test_pipeline_builds_a_small_library(tmp_path):
     (k,) = nvcc_compile.parse_resource_usage(results[0].log)
     assert k["function"] == "_Z5scalePff"
     lib = nvcc_compile.link(tc, [r.obj for r in results], tmp_path / "lib.so")
-    assert ctypes.CDLL(str(lib)).fsw_abi_version() == 1
+    from fused_swiglu._lib import ABI_VERSION
+
+    assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
 
 
 @pytest.mark.build

@@ -18,7 +18,10 @@ namespace fused_swiglu {
 // measured slower at every size, docs/perf-notes.md).
 enum class Schedule { Pingpong, Cooperative };
 
-template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_>
+// PromoteKTiles: 0 = GMMA accumulates the whole K; p > 0 = GMMA accumulates p k-tiles at a time, each
+// partial then added into a main fp32 accumulator (collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp).
+template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_,
+          int PromoteKTiles = 0>
 struct SwiGLUConfig {
   using Element = Element_;            // x, weights and y (bfloat16_t or half_t)
   using ElementAccumulator = float;    // GMMA accumulators
@@ -38,7 +41,9 @@ struct SwiGLUConfig {
 
   static constexpr int kTileM = TileM, kTileN = TileN, kTileK = TileK;
   static constexpr int kClusterM = ClusterM, kClusterN = ClusterN;
+  static constexpr int kPromoteKTiles = PromoteKTiles;
 
+  static_assert(PromoteKTiles >= 0, "PromoteKTiles: 0 (off) or the k-tiles between promotions");
   static_assert(TileN % 16 == 0, "TileN must hold whole 8-column gate/up pairs of 16 columns");
   static_assert(!kPingpong || TileM % 64 == 0, "Pingpong: one warpgroup owns the tile, TileM % 64 == 0");
   static_assert(kPingpong || TileM % 128 == 0, "Cooperative: two warpgroups split TileM, TileM % 128 == 0");

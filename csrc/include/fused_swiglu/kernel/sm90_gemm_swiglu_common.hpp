@@ -21,6 +21,7 @@
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 
 #include "fused_swiglu.h"
+#include "fused_swiglu/collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp"
 #include "fused_swiglu/configs.hpp"
 #include "fused_swiglu/epilogue/sm90_visitor_swiglu_store.hpp"
 
@@ -37,7 +38,8 @@ using UnchangedMainloop = Mainloop;
 // Config: a SwiGLUConfig. EpilogueTile: (EPI_M, EPI_N) subtile in accumulator columns; EPI_M must be a
 // multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
 // PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
-// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (UnchangedMainloop for one B operand).
+// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (UnchangedMainloop for one B operand), after
+// Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
 template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor>
 struct SwiGLUGemmBase {
   using Element = typename Config::Element;
@@ -67,7 +69,9 @@ struct SwiGLUGemmBase {
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
-  using CollectiveMainloop = MainloopAdaptor<BuiltMainloop>;
+  using AccumulatingMainloop = typename fused_swiglu::collective::PromotedAccumulation<
+      Config::kPromoteKTiles>::template apply<BuiltMainloop>;
+  using CollectiveMainloop = MainloopAdaptor<AccumulatingMainloop>;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;

@@ -6,6 +6,9 @@ Each configuration is first checked for correctness on the shape (output poisone
 with the fp32 one-rounding reference), then timed: CUDA events, L2 flushed before every repetition,
 median of ``--reps`` after warm-up.
 
+With ``--accuracy-tokens``, at those M each configuration (and the fp32 one-rounding path) is also
+measured against float64 with ``fused_swiglu.accuracy.compare``: exact, mismatch, max ulp.
+
 Usage (on a Hopper GPU): ``python3 scripts/tune_configs.py --out tune.json [--tokens 512 2048]``.
 """
 from __future__ import annotations
@@ -20,6 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from fused_swiglu import _lib
+from fused_swiglu.accuracy import compare
+from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.weights import pack_gate_up
 
@@ -46,6 +51,8 @@ def main() -> int:
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--rasters", nargs="*", default=["0:1"], help="raster:swizzle pairs")
     ap.add_argument("--configs", nargs="*", default=None, help="keep configs whose name contains one of these")
+    ap.add_argument("--accuracy-tokens", nargs="*", type=int, default=[],
+                    help="M values at which each config is also compared with float64")
     args = ap.parse_args()
 
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
@@ -65,6 +72,18 @@ def main() -> int:
         for M in args.tokens:
             x = torch.randn(M, H, device="cuda", dtype=dtype)
             ref = (F.silu(x.float() @ wg.float().T) * (x.float() @ wu.float().T))
+            ref64 = swiglu_float64(x, wg, wu) if M in args.accuracy_tokens else None
+
+            def accuracy_of(out: torch.Tensor) -> dict:
+                if ref64 is None:
+                    return {}
+                r = compare(out, ref64)
+                return dict(exact=r.exact, mismatch=r.mismatch, max_ulp=r.max_ulp)
+
+            if ref64 is not None:
+                acc = accuracy_of(swiglu_fp32_one_rounding(x, wg, wu))
+                rows.append(dict(model=model, H=H, I=I, M=M, method="fp32_one_rounding", **acc))
+                print(f"{model:13s} M={M:5d} fp32_one_rounding exact={acc['exact']:.5f}", flush=True)
             y = torch.empty(M, I, device="cuda", dtype=dtype)
             flops = 4.0 * M * H * I
             peers = {
@@ -74,6 +93,7 @@ def main() -> int:
             for name, fn in peers.items():
                 t = statistics.median(time_ms(fn, flush, args.reps))
                 rows.append(dict(model=model, H=H, I=I, M=M, method=name, ms=t, tflops=flops / t / 1e9))
+            cub_ms = rows[-1]["ms"]
             for c in configs:
                 w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
                 for raster, swizzle in rasters:
@@ -92,11 +112,16 @@ def main() -> int:
                     t = statistics.median(
                         time_ms(lambda: lib.run(c.name, x, w, w_up, y, raster, swizzle), flush, args.reps)
                     )
+                    acc = accuracy_of(y)
                     rows.append(dict(model=model, H=H, I=I, M=M, method=c.name, raster=raster, swizzle=swizzle,
-                                     ms=t, tflops=flops / t / 1e9, rel_err=err, nan=nan, ok=ok))
+                                     ms=t, tflops=flops / t / 1e9, rel_err=err, nan=nan, ok=ok, **acc))
+                    if acc:
+                        print(f"{model:13s} M={M:5d} {c.name} exact={acc['exact']:.5f} "
+                              f"mismatch={acc['mismatch']:.2e} max_ulp={acc['max_ulp']} "
+                              f"{cub_ms / t:.3f}x cub", flush=True)
             best = {}
             for r in rows:
-                if r["model"] == model and r["M"] == M:
+                if r["model"] == model and r["M"] == M and "ms" in r:
                     key = r["method"].split("_")[0] if r["method"] not in peers else r["method"]
                     if r.get("ok", True) and (key not in best or r["ms"] < best[key]["ms"]):
                         best[key] = r

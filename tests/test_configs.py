@@ -16,6 +16,9 @@ def test_name_format():
         c.name(torch.float32)
     with pytest.raises(Exception):
         c.tile_m = 64  # frozen
+    promoted = KernelConfig("dual", "cooperative", 128, 128, 64, 2, 1, promote=4)
+    assert promoted.name(torch.float16) == "dual_cooperative_128x128x64_2x1_promote4_fp16"
+    assert configs.is_promoted(promoted.name(torch.float16)) and not configs.is_promoted(c.name(torch.float16))
 
 
 ALL = frozenset(
@@ -46,9 +49,31 @@ def test_table_launch_parameters_follow_the_row():
 def test_every_table_row_is_reachable():
     shapes = [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (13824, 5120), (27648, 5120),
               (29568, 8192)]
-    used = {select(k, M, n, h, torch.bfloat16, ALL).name for k in ("packed", "dual")
-            for M in (1, 128, 512, 2048, 8192) for n, h in shapes}
+    used = {select(k, M, n, h, torch.bfloat16, ALL, accumulation=acc).name for k in ("packed", "dual")
+            for M in (1, 128, 512, 2048, 8192) for n, h in shapes for acc in configs.ACCUMULATIONS}
     assert used == {r.config.name(torch.bfloat16) for r in configs.TABLE}
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+@pytest.mark.parametrize("M", [1, 128, 512, 2048, 8192])
+def test_accumulation_chooses_among_its_own_configs(kernel, M):
+    for n, h in [(4864, 896), (18944, 3584), (29568, 8192)]:
+        fast = select(kernel, M, n, h, torch.bfloat16, ALL).name
+        promoted = select(kernel, M, n, h, torch.bfloat16, ALL, accumulation="promoted").name
+        assert not configs.is_promoted(fast) and f"_promote{configs.PROMOTE}_" in promoted
+        assert promoted.startswith(kernel + "_") and promoted.endswith("_bf16")
+    with pytest.raises(ValueError, match="accumulation must be one of"):
+        select(kernel, M, 64, 64, torch.bfloat16, ALL, accumulation="exact")
+
+
+def test_promoted_never_falls_back_to_fast_accumulation(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    fast_only = frozenset(n for n in ALL if not configs.is_promoted(n))
+    with pytest.raises(NotImplementedError, match="accumulation='promoted'"):
+        select("packed", 2048, 18944, 3584, torch.bfloat16, fast_only, accumulation="promoted")
+    # an override naming a fast config does not apply to promoted calls, and vice versa
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf16")
+    assert configs.is_promoted(select("packed", 1, 64, 64, torch.bfloat16, ALL, accumulation="promoted").name)
 
 
 def test_env_override_applies_to_its_kernel_and_dtype(monkeypatch):
@@ -60,7 +85,8 @@ def test_env_override_applies_to_its_kernel_and_dtype(monkeypatch):
 
 def test_fallback_to_available_config_warns_once(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
-    avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16"})
+    avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16",
+                       "dual_cooperative_128x128x64_2x1_promote4_fp16"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert select("dual", 4096, 64, 64, torch.bfloat16, avail).name == "dual_cooperative_128x256x64_1x1_bf16"

@@ -17,6 +17,8 @@ def test_torch_backend_is_fp32_one_rounding(dtype):
     assert torch.equal(out, expected)
     assert torch.equal(swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved", backend="torch"), expected)
     assert torch.equal(swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", backend="torch"), expected)
+    # the torch backend has one accumulation (IEEE fp32 matrix products) for either choice
+    assert torch.equal(swiglu(x, wg, wu, backend="torch", accumulation="promoted"), expected)
 
 
 def test_strided_inputs_give_same_values():

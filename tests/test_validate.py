@@ -105,6 +105,10 @@ def test_choices():
         swiglu_packed(x, torch.cat([wg, wu]), layout="blocked")
     with pytest.raises(TypeError, match="layout"):
         swiglu_packed(x, torch.cat([wg, wu]))
+    with pytest.raises(ValueError, match=r"accumulation must be one of 'fast', 'promoted'; got accumulation='exact'"):
+        swiglu(x, wg, wu, accumulation="exact")
+    with pytest.raises(ValueError, match=r"accumulation must be one of .*got accumulation=\['fast'\]"):
+        swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", accumulation=["fast"])
 
 
 def test_auto_backend_warns_once_on_cpu(monkeypatch):

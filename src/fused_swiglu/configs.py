@@ -1,7 +1,10 @@
 """Kernel configurations, the per-shape table and the heuristic that reads it.
 
-A config name is the C library's: ``{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}_{dtype}``,
-e.g. ``packed_pingpong_128x192x64_2x1_bf16``. ``tile_n`` counts gate + up columns of a CTA tile.
+A config name is the C library's:
+``{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}[_promote{p}]_{dtype}``,
+e.g. ``packed_pingpong_128x192x64_2x1_bf16``. ``tile_n`` counts gate + up columns of a CTA tile;
+``_promote{p}``: GMMA accumulates ``p`` k-tiles at a time and each partial sum is added into a
+second fp32 accumulator (two-level accumulation; absent: GMMA accumulates all of K).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from ._validate import warn_once
 from .errors import UnsupportedError
 
 KERNELS = ("packed", "dual")
+# "fast": GMMA accumulates all of K in its fp32 accumulators. "promoted": GMMA accumulates PROMOTE
+# k-tiles at a time and each partial sum is added into a second fp32 accumulator (perf-notes entry 7).
+ACCUMULATIONS = ("fast", "promoted")
+PROMOTE = 4
 DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
@@ -28,6 +35,8 @@ class KernelConfig:
     cluster_m, cluster_n: ClusterShape in CTAs.
     raster: tile rasterisation, 0 heuristic, 1 along M, 2 along N (launch parameter, not in the name).
     swizzle: tile scheduler max swizzle, 1/2/4/8 (launch parameter, not in the name).
+    promote: k-tiles per GMMA partial sum before it is added into the fp32 main accumulator;
+        0 = GMMA accumulates all of K.
     """
 
     kernel: Literal["packed", "dual"]
@@ -39,6 +48,7 @@ class KernelConfig:
     cluster_n: int
     raster: int = 0
     swizzle: int = 1
+    promote: int = 0
 
     def name(self, dtype: torch.dtype) -> str:
         """The library's config name for ``dtype`` (torch.bfloat16 or torch.float16).
@@ -50,7 +60,8 @@ class KernelConfig:
             raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
         return (
             f"{self.kernel}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
-            f"{self.cluster_m}x{self.cluster_n}_{DTYPE_SUFFIX[dtype]}"
+            f"{self.cluster_m}x{self.cluster_n}{f'_promote{self.promote}' if self.promote else ''}_"
+            f"{DTYPE_SUFFIX[dtype]}"
         )
 
 
@@ -65,18 +76,23 @@ class Row:
     weight_min: int = 0
     weight_max: int | None = None
 
-    def matches(self, kernel: str, M: int, N: int, K: int) -> bool:
+    def matches(self, kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> bool:
         w = N * K
         return (
             self.kernel == kernel
+            and (self.config.promote > 0) == (accumulation == "promoted")
             and (self.m_max is None or M <= self.m_max)
             and w >= self.weight_min
             and (self.weight_max is None or w < self.weight_max)
         )
 
 
-def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1) -> KernelConfig:
-    return KernelConfig(kernel, "pingpong", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle)
+def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0) -> KernelConfig:
+    return KernelConfig(kernel, "pingpong", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle, promote)
+
+
+def _co(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0) -> KernelConfig:
+    return KernelConfig(kernel, "cooperative", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle, promote)
 
 
 SMALL = 20_000_000  # I*H below this: Qwen2.5-0.5B (4.4M) and 1.5B (13.8M)
@@ -103,6 +119,18 @@ TABLE: list[Row] = [
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("dual", None, _pp("dual", 128, 128, 1, 2)),
+    # accumulation="promoted" (perf-notes entry 7; sweeps of 64x128 Pingpong and 128x192 / 128x128
+    # Cooperative, rasters 0:1, 1:1, 2:8): 64x128 Pingpong at M <= 512 and on weights below LARGE;
+    # Cooperative above (a warpgroup's accumulators and partial sums must fit its 232 registers, so
+    # no 128-row Pingpong tile), rasterised along N with swizzle 8 at M > 2048.
+    Row("packed", 512, _pp("packed", 64, 128, 1, 1, promote=PROMOTE)),
+    Row("packed", None, _pp("packed", 64, 128, 1, 1, promote=PROMOTE), weight_max=LARGE),
+    Row("packed", 2048, _co("packed", 128, 192, 2, 1, promote=PROMOTE)),
+    Row("packed", None, _co("packed", 128, 192, 2, 1, raster=2, swizzle=8, promote=PROMOTE)),
+    Row("dual", 512, _pp("dual", 64, 128, 1, 1, promote=PROMOTE)),
+    Row("dual", None, _pp("dual", 64, 128, 1, 1, promote=PROMOTE), weight_max=LARGE),
+    Row("dual", 2048, _co("dual", 128, 128, 2, 1, promote=PROMOTE)),
+    Row("dual", None, _co("dual", 128, 128, 2, 1, raster=2, swizzle=8, promote=PROMOTE)),
 ]
 
 
@@ -115,18 +143,31 @@ class Choice:
     swizzle: int = 1
 
 
-def table_config(kernel: str, M: int, N: int, K: int) -> KernelConfig:
+def _check_accumulation(accumulation: str) -> None:
+    if accumulation not in ACCUMULATIONS:
+        raise ValueError(f"accumulation must be one of {ACCUMULATIONS}; got accumulation={accumulation!r}")
+
+
+def is_promoted(name: str) -> bool:
+    """Whether a library config name uses promoted (two-level) accumulation."""
+    return "_promote" in name
+
+
+def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
     """The table's config for a problem (M tokens, N = I, K = H), ignoring availability.
 
     Raises:
-        ValueError: unknown kernel, or no row matches.
+        ValueError: unknown kernel or accumulation, or no row matches.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
+    _check_accumulation(accumulation)
     for row in TABLE:
-        if row.matches(kernel, M, N, K):
+        if row.matches(kernel, M, N, K, accumulation):
             return row.config
-    raise ValueError(f"no row of configs.TABLE matches kernel={kernel!r} M={M} N={N} K={K}")
+    raise ValueError(
+        f"no row of configs.TABLE matches kernel={kernel!r} M={M} N={N} K={K} accumulation={accumulation!r}"
+    )
 
 
 def select(
@@ -136,47 +177,56 @@ def select(
     K: int,
     dtype: torch.dtype,
     available: frozenset[str] | None = None,
+    accumulation: str = "fast",
 ) -> Choice:
     """Choose the config for one problem.
 
-    Order: a ``FUSED_SWIGLU_CONFIG`` name for this kernel and dtype; else the first matching
-    :data:`TABLE` row. If the chosen name is not in ``available`` (default: the loaded library's
-    configs), any available config of the same kernel and dtype is used instead, with one warning.
+    Order: a ``FUSED_SWIGLU_CONFIG`` name for this kernel, dtype and accumulation; else the first
+    matching :data:`TABLE` row. If the chosen name is not in ``available`` (default: the loaded
+    library's configs), any available config of the same kernel, dtype and accumulation is used
+    instead, with one warning.
 
     Args:
         kernel: "packed" or "dual". M: tokens; N: intermediate size I; K: hidden size H.
         dtype: torch.bfloat16 or torch.float16.
         available: config names to choose from (None: ask the library, loading it).
+        accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
 
     Raises:
-        ValueError: unknown kernel. TypeError: unsupported dtype.
-        UnsupportedError: no available config of this kernel and dtype.
+        ValueError: unknown kernel or accumulation. TypeError: unsupported dtype.
+        UnsupportedError: no available config of this kernel, dtype and accumulation.
     """
+    _check_accumulation(accumulation)
     if available is None:
         from . import _lib
 
         available = _lib.config_names()
-    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available)
+    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation)
 
 
 @functools.lru_cache(maxsize=4096)
-def _select(kernel, M, N, K, dtype, overrides, available) -> Choice:
+def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if suffix == "_?":
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
-    wanted = [n for n in overrides if n.startswith(kernel + "_") and n.endswith(suffix)]
+    promoted = accumulation == "promoted"
+
+    def fits(n: str) -> bool:
+        return n.startswith(kernel + "_") and n.endswith(suffix) and is_promoted(n) == promoted
+
+    wanted = [n for n in overrides if fits(n)]
     if wanted:
         name, raster, swizzle = wanted[0], 0, 1
     else:
-        cfg = table_config(kernel, M, N, K)
+        cfg = table_config(kernel, M, N, K, accumulation)
         name, raster, swizzle = cfg.name(dtype), cfg.raster, cfg.swizzle
     if name in available:
         return Choice(name, raster, swizzle)
-    same_kind = sorted(n for n in available if n.startswith(kernel + "_") and n.endswith(suffix))
+    same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
-            f"the kernel library has no {kernel} config for {DTYPE_SUFFIX[dtype]}; "
-            f"available: {', '.join(sorted(available)) or 'none'}"
+            f"the kernel library has no {kernel} config for {DTYPE_SUFFIX[dtype]} with "
+            f"accumulation={accumulation!r}; available: {', '.join(sorted(available)) or 'none'}"
         )
     warn_once(
         f"config:{name}",
@@ -185,8 +235,13 @@ def _select(kernel, M, N, K, dtype, overrides, available) -> Choice:
     return Choice(same_kind[0])
 
 
+# The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
+AUTO_CONFIG = {"": "fast", "promoted": "promoted"}
+
+
 def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype) -> Choice:
-    """An explicit config name (non-empty ``config``) or the heuristic's choice."""
-    if config:
-        return Choice(config)
-    return select(kernel, M, N, K, dtype)
+    """The ops' ``config`` argument to a launch: ``""`` = the table's choice with fast accumulation,
+    ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is."""
+    if config in AUTO_CONFIG:
+        return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
+    return Choice(config)

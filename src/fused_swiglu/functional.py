@@ -10,6 +10,7 @@ import torch
 
 from . import _validate as v
 from . import ops
+from .configs import ACCUMULATIONS, AUTO_CONFIG
 from .reference import swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 
@@ -19,13 +20,17 @@ from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 # alignment are not checked here (the ops handle any of them), so one entry serves every batch size.
 _PLANS: dict[tuple, tuple[int, int, str]] = {}
 _PLANS_MAX = 1024
+# accumulation -> the ops' config argument (the table's choice for that accumulation)
+_AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
 
 
-def _plan_key(fn: str, choice: str, backend: str, x, *weights) -> tuple | None:
+def _plan_key(fn: str, choice: tuple, backend: str, x, *weights) -> tuple | None:
     """Key of a call's validation outcome, or None where it must not be cached (tracing under
     torch.compile, non-tensors, tensor subclasses, 0-d x)."""
     if torch.compiler.is_compiling() or type(x) is not torch.Tensor or x.dim() == 0:
         return None
+    if not all(type(c) is str for c in (*choice, backend)):
+        return None  # validate() names the bad argument
     if any(type(w) is not torch.Tensor for w in weights):
         return None
     return (fn, choice, backend, x.dtype, x.device, x.shape[-1],
@@ -82,6 +87,7 @@ def swiglu(
     *,
     backend: str = "auto",
     kernel: str = "auto",
+    accumulation: str = "fast",
 ) -> torch.Tensor:
     """Fused ``silu(x @ w_gate.T) * (x @ w_up.T)``.
 
@@ -100,6 +106,14 @@ def swiglu(
             a copy of both weights, 2·I·H elements read and written, then one GEMM with a SwiGLU
             epilogue; to pay the copy once, pack yourself and call :func:`swiglu_packed`), or
             ``"auto"`` (= ``"dual"``).
+        accumulation: how the CUDA kernels sum the K products (the torch backend always runs its
+            IEEE fp32 matrix products). ``"fast"``: GMMA accumulates all of K in its fp32
+            accumulators, whose additions do not round to nearest; bits equal to the correctly
+            rounded float64 result on 99.2-99.9 % of outputs for Qwen2.5 shapes, the rest 1 ulp
+            away. ``"promoted"``: GMMA accumulates 4 k-tiles (256 products) at a time and each
+            partial sum is added into a second fp32 accumulator with round-to-nearest: 99.96 % or
+            more on those shapes, above PyTorch's fp32 matrix products, at 10-30 % more kernel
+            time at M >= 512 (docs/perf-notes.md, entry 7).
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)
@@ -108,8 +122,8 @@ def swiglu(
     Raises:
         TypeError: an argument is not a tensor; a dtype is not bf16/fp16 or the dtypes differ.
         ValueError: w_gate/w_up not 2-D or of different shapes; ``x.shape[-1] != H``; tensors on
-            different devices; unknown backend or kernel; with the CUDA kernels, H or I not a
-            multiple of 8 (16-byte TMA rows) or H = 0.
+            different devices; unknown backend, kernel or accumulation; with the CUDA kernels, H or
+            I not a multiple of 8 (16-byte TMA rows) or H = 0.
         RuntimeError: backend="cutlass" on a CPU tensor or a GPU that is not compute capability
             9.0; a CUDA error from the kernel library.
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
@@ -117,18 +131,20 @@ def swiglu(
     def validate() -> tuple[int, int, torch.device]:
         v.check_choice("kernel", kernel, v.KERNELS)
         v.check_choice("backend", backend, v.BACKENDS)
+        v.check_choice("accumulation", accumulation, ACCUMULATIONS)
         v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
         v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
         I, H = v.check_weight_pair(x, w_gate, w_up)
         return I, H, v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
 
-    I, H, use = _plan(_plan_key("swiglu", kernel, backend, x, w_gate, w_up), backend, validate)
+    I, H, use = _plan(_plan_key("swiglu", (kernel, accumulation), backend, x, w_gate, w_up), backend, validate)
     if use == "torch":
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
+    config = _AUTO[accumulation]
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
-        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
-    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, ""))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config))
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config))
 
 
 def swiglu_packed(
@@ -137,6 +153,7 @@ def swiglu_packed(
     *,
     layout: str,
     backend: str = "auto",
+    accumulation: str = "fast",
 ) -> torch.Tensor:
     """Fused SwiGLU on gate and up weights stored in one ``(2I, H)`` tensor.
 
@@ -149,6 +166,7 @@ def swiglu_packed(
             ``"concatenated"``: ``w_packed = [W_gate; W_up]`` (gate rows ``[0, I)``, up rows
             ``[I, 2I)``), run by Kernel-1 on the two row slices (views, no copy).
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
+        accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous.
@@ -156,7 +174,7 @@ def swiglu_packed(
     Raises:
         TypeError: layout missing; an argument is not a tensor; a dtype is not bf16/fp16 or the
             dtypes differ.
-        ValueError: unknown layout or backend; w_packed not 2-D or with an odd row count;
+        ValueError: unknown layout, backend or accumulation; w_packed not 2-D or with an odd row count;
             ``x.shape[-1] != H``; different devices; with the CUDA kernels, H or I not a multiple
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
@@ -164,16 +182,18 @@ def swiglu_packed(
     def validate() -> tuple[int, int, torch.device]:
         v.check_choice("layout", layout, LAYOUTS)
         v.check_choice("backend", backend, v.BACKENDS)
+        v.check_choice("accumulation", accumulation, ACCUMULATIONS)
         v.check_tensors(x=x, w_packed=w_packed)
         v.check_dtypes(x=x, w_packed=w_packed)
         I, H = v.check_packed(x, w_packed)
         return I, H, v.check_devices(x=x, w_packed=w_packed)
 
-    I, H, use = _plan(_plan_key("swiglu_packed", layout, backend, x, w_packed), backend, validate)
+    I, H, use = _plan(_plan_key("swiglu_packed", (layout, accumulation), backend, x, w_packed), backend, validate)
     if use == "torch":
         w_gate, w_up = unpack_gate_up(w_packed, layout=layout)
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
+    config = _AUTO[accumulation]
     if layout == "interleaved":
-        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, ""))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config))
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
-    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, ""))
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config))

@@ -1,7 +1,8 @@
 """torch.library custom ops around the kernels, with fake (meta) implementations.
 
 Both ops take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dtype. ``config``
-is a library config name, or ``""`` to let :func:`fused_swiglu.configs.select` choose. Inputs that
+is a library config name, or ``""`` / ``"promoted"`` to let :func:`fused_swiglu.configs.select`
+choose among the fast / promoted-accumulation configs. Inputs that
 do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
 aligned start) are copied once inside the op, where real pointers are known (so the ops stay
 traceable by torch.compile). M == 0 returns at once without a launch.

@@ -20,6 +20,10 @@ METHODS = {
     "torch_fp32_one_rounding": lambda x, wg, wu, wp: swiglu_fp32_one_rounding(x, wg, wu),
     "fused_evt": lambda x, wg, wu, wp: swiglu_packed(x, wp, layout="interleaved", backend="cutlass"),
     "fused_dual": lambda x, wg, wu, wp: swiglu(x, wg, wu, kernel="dual", backend="cutlass"),
+    "fused_evt_promoted": lambda x, wg, wu, wp: swiglu_packed(
+        x, wp, layout="interleaved", backend="cutlass", accumulation="promoted"),
+    "fused_dual_promoted": lambda x, wg, wu, wp: swiglu(
+        x, wg, wu, kernel="dual", backend="cutlass", accumulation="promoted"),
 }
 
 

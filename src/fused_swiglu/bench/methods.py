@@ -8,6 +8,7 @@
 * ``fused_evt``: :func:`fused_swiglu.swiglu_packed` on pre-packed (interleaved) weights
   (Kernel-2: one GEMM + SwiGLU epilogue).
 * ``fused_dual``: :func:`fused_swiglu.swiglu` with ``kernel="dual"`` (Kernel-1: dual GEMM).
+* ``fused_evt_promoted``, ``fused_dual_promoted``: the same with ``accumulation="promoted"``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,15 @@ from ..functional import swiglu, swiglu_packed
 from ..reference import swiglu_eager
 from ..weights import pack_gate_up
 
-METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_evt", "fused_dual")
-FUSED_KERNEL = {"fused_evt": "packed", "fused_dual": "dual"}
+METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_evt", "fused_dual", "fused_evt_promoted",
+           "fused_dual_promoted")
+# fused method -> (kernel, accumulation)
+FUSED_KERNEL = {
+    "fused_evt": ("packed", "fast"),
+    "fused_dual": ("dual", "fast"),
+    "fused_evt_promoted": ("packed", "promoted"),
+    "fused_dual_promoted": ("dual", "promoted"),
+}
 
 
 @dataclass
@@ -75,14 +83,20 @@ def build_calls(methods: list[str], sets: list[InputSet]) -> dict[str, list[Call
             torch._dynamo.reset()  # one compile per shape; avoids the recompile limit across shapes
             compiled = torch.compile(swiglu_eager, dynamic=False)
             calls[method] = [lambda s=s: compiled(s.x, s.w_gate, s.w_up) for s in sets]
-        elif method == "fused_evt":
-            calls[method] = [
-                lambda s=s: swiglu_packed(s.x, s.w_packed, layout="interleaved", backend="cutlass") for s in sets
-            ]
-        elif method == "fused_dual":
-            calls[method] = [
-                lambda s=s: swiglu(s.x, s.w_gate, s.w_up, kernel="dual", backend="cutlass") for s in sets
-            ]
+        elif method in FUSED_KERNEL:
+            kernel, acc = FUSED_KERNEL[method]
+            if kernel == "packed":
+                calls[method] = [
+                    lambda s=s, acc=acc: swiglu_packed(
+                        s.x, s.w_packed, layout="interleaved", backend="cutlass", accumulation=acc)
+                    for s in sets
+                ]
+            else:
+                calls[method] = [
+                    lambda s=s, acc=acc: swiglu(
+                        s.x, s.w_gate, s.w_up, kernel="dual", backend="cutlass", accumulation=acc)
+                    for s in sets
+                ]
         else:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     return calls

@@ -29,12 +29,12 @@ class BenchOptions:
 
 
 def _config_name(method: str, M: int, H: int, I: int, dtype: torch.dtype) -> str:
-    kernel = m.FUSED_KERNEL.get(method)
-    if kernel is None:
+    if method not in m.FUSED_KERNEL:
         return ""
     from ..configs import select
 
-    return select(kernel, M, I, H, dtype).name
+    kernel, accumulation = m.FUSED_KERNEL[method]
+    return select(kernel, M, I, H, dtype, accumulation=accumulation).name
 
 
 def derive(rows: list[dict]) -> None:

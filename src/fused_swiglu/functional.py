@@ -112,8 +112,8 @@ def swiglu(
             rounded float64 result on 99.2-99.9 % of outputs for Qwen2.5 shapes, the rest 1 ulp
             away. ``"promoted"``: GMMA accumulates 4 k-tiles (256 products) at a time and each
             partial sum is added into a second fp32 accumulator with round-to-nearest: 99.96 % or
-            more on those shapes, above PyTorch's fp32 matrix products, at 10-30 % more kernel
-            time at M >= 512 (docs/perf-notes.md, entry 7).
+            more on those shapes, above PyTorch's fp32 matrix products, at 5-42 % more kernel
+            time at M >= 512 and the same time at M <= 128 (H200; docs/perf-notes.md, entry 7).
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)

@@ -31,6 +31,19 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
         cli.main(["bench", "--dtype", "fp8"])
 
 
+@pytest.mark.parametrize("argv, rule", [
+    (["bench", "--models", "9000B"], "unknown model '9000B'"),
+    (["bench", "--tokens", "-5"], "--tokens must be integers >= 1; got '-5'"),
+    (["bench", "--tokens", "abc"], "--tokens must be integers >= 1; got 'abc'"),
+    (["bench", "--methods", "eager,fused"], "unknown method 'fused'"),
+    (["accuracy", "--models", "9000B"], "unknown model '9000B'"),
+])
+def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert rule in err and SENTENCE not in err
+
+
 def test_info_works_without_gpu(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
     assert cli.main(["info"]) == 0

@@ -105,10 +105,32 @@ def test_choices():
         swiglu_packed(x, torch.cat([wg, wu]), layout="blocked")
     with pytest.raises(TypeError, match="layout"):
         swiglu_packed(x, torch.cat([wg, wu]))
+    np = pytest.importorskip("numpy")
+
+    with pytest.raises(ValueError, match=r"kernel must be one of .*got kernel=array"):
+        swiglu(x, wg, wu, kernel=np.array(["dual", "x"]))
+    with pytest.raises(ValueError, match=r"layout must be one of .*got layout=array"):
+        swiglu_packed(x, torch.cat([wg, wu]), layout=np.array(["interleaved"]))
     with pytest.raises(ValueError, match=r"accumulation must be one of 'fast', 'promoted'; got accumulation='exact'"):
         swiglu(x, wg, wu, accumulation="exact")
     with pytest.raises(ValueError, match=r"accumulation must be one of .*got accumulation=\['fast'\]"):
         swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", accumulation=["fast"])
+
+
+def test_fallback_warning_under_an_error_filter_is_raised_every_time(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    wg, wu = _w()
+    x = torch.randn(2, 32, dtype=BF)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # not swallowed after the first raise
+            with pytest.raises(RuntimeWarning, match="runs the PyTorch fallback"):
+                swiglu(x, wg, wu)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        swiglu(x, wg, wu)
+        swiglu(x, wg, wu)
+    assert len(caught) == 1
 
 
 def test_auto_backend_warns_once_on_cpu(monkeypatch):

@@ -17,7 +17,7 @@ _warned: set[str] = set()
 
 
 def check_choice(arg: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:  # no `in` on arrays, tensors, ...
         raise ValueError(f"{arg} must be one of {', '.join(map(repr, allowed))}; got {arg}={value!r}")
 
 
@@ -147,10 +147,11 @@ def require_hopper(device: torch.device) -> None:
 
 def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
     """Warn once per process for ``key``; ``stacklevel`` as in warnings.warn, counted from here."""
-    if key not in _warned:
+    if key not in _warned and not torch.compiler.is_compiling():  # no warning inside a traced graph
+        # marked as given only once warn() returns: under an "error" filter the warning is raised
+        # again on the next call instead of disappearing
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
         _warned.add(key)
-        if not torch.compiler.is_compiling():  # a warning cannot be traced into a graph
-            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
 
 def tma_ready(t: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,24 @@ def _split(values: list[str] | None) -> list[str] | None:
     return [v for item in values for v in item.split(",") if v]
 
 
+def _tokens(values: list[str]) -> list[int]:
+    """``--tokens`` values as positive integers.
+
+    Raises:
+        ValueError: a value is not an integer >= 1 (the message names it).
+    """
+    out = []
+    for v in _split(values) or []:
+        try:
+            n = int(v)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"--tokens must be integers >= 1; got {v!r}")
+        out.append(n)
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     from .bench.methods import METHODS
     from .bench.shapes import TOKENS
@@ -62,8 +80,17 @@ def _no_hopper(command: str) -> int | None:
 
 
 def _cmd_bench(args, console) -> int:
+    from .bench import shapes
+    from .bench.methods import METHODS
     from .bench.run import BenchOptions, run_bench
 
+    # arguments first, so that a typo is reported on any machine
+    shapes.find(_split(args.models))
+    tokens = _tokens(args.tokens) if args.tokens else None
+    methods = _split(args.methods) if args.methods else None
+    for method in methods or []:
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(
@@ -75,17 +102,19 @@ def _cmd_bench(args, console) -> int:
         reps=args.rep,
         cuda_graph=args.cuda_graph,
     )
-    if args.tokens:
-        opts.tokens = [int(t) for t in _split(args.tokens)]
-    if args.methods:
-        opts.methods = _split(args.methods)
+    if tokens:
+        opts.tokens = tokens
+    if methods:
+        opts.methods = methods
     run_bench(opts, console)
     return 0
 
 
 def _cmd_accuracy(args, console) -> int:
+    from .bench import shapes
     from .bench.accuracy_run import run_accuracy
 
+    shapes.find(_split(args.models))  # a typo is reported on any machine
     if (code := _no_hopper("accuracy")) is not None:
         return code
     run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models))

@@ -1,7 +1,8 @@
 """Public functions: fused SwiGLU ``y = silu(x @ W_gate^T) * (x @ W_up^T)``.
 
 Both functions accept ``x`` of shape ``(..., H)`` and return ``(..., I)`` in ``x.dtype``, computed
-with fp32 accumulation and one rounding to the output dtype. Forward only (no autograd yet).
+with fp32 accumulation and one rounding to the output dtype. The CUDA kernels are forward only
+(backward through them raises); the torch backend is differentiable.
 """
 
 from __future__ import annotations
@@ -109,11 +110,12 @@ def swiglu(
         accumulation: how the CUDA kernels sum the K products (the torch backend always runs its
             IEEE fp32 matrix products). ``"fast"``: GMMA accumulates all of K in its fp32
             accumulators, whose additions do not round to nearest; bits equal to the correctly
-            rounded float64 result on 99.2-99.9 % of outputs for Qwen2.5 shapes, the rest 1 ulp
-            away. ``"promoted"``: GMMA accumulates 4 k-tiles (256 products) at a time and each
-            partial sum is added into a second fp32 accumulator with round-to-nearest: 99.96 % or
-            more on those shapes, above PyTorch's fp32 matrix products, at 5-42 % more kernel
-            time at M >= 512 and the same time at M <= 128 (H200; docs/perf-notes.md, entry 7).
+            rounded float64 result on 99.17-99.91 % (bf16) / 94.5-99.2 % (fp16) of outputs for
+            the Qwen2.5 shapes at M = 2048. ``"promoted"``: GMMA accumulates 4 k-tiles (256
+            products) at a time and each partial sum is added into a second fp32 accumulator with
+            round-to-nearest: 99.96-99.97 % (bf16) / 99.69-99.72 % (fp16), as close as PyTorch's
+            fp32 matrix products rounded once, at 5-42 % more kernel time at M >= 512 and at most
+            4 % more at M <= 128 (H200; docs/results/h200, docs/perf-notes.md entry 7).
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)

@@ -97,7 +97,9 @@ def unpack_gate_up(
             (``W = [W_gate; W_up]``: gate rows ``[0, I)``, up rows ``[I, 2I)``).
 
     Returns:
-        ``(w_gate, w_up)``, each ``(I, H)`` contiguous, same dtype and device.
+        ``(w_gate, w_up)``, each ``(I, H)`` contiguous, same dtype and device. For
+        ``"concatenated"`` with a contiguous ``w_packed`` these are views of it (row slices; writing
+        to them writes to ``w_packed``); for ``"interleaved"`` they are new tensors.
 
     Raises:
         TypeError: ``w_packed`` is not a tensor.

@@ -22,20 +22,7 @@ import torch
 
 from fused_swiglu import _lib
 from fused_swiglu.weights import pack_gate_up
-
-
-def time_ms(fn, flush: torch.Tensor, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        flush.zero_()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+from tune_configs import time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
 
 
 def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -72,12 +59,12 @@ def main() -> int:
         wu = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) / math.sqrt(K)
         wp, wcat = pack_gate_up(wg, wu), torch.cat([wg, wu])
         y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        rows.append(dict(config="cublas_gemm", K=K, ms=time_ms(lambda: x @ wcat.T, flush, args.reps)))
+        rows.append(dict(config="cublas_gemm", K=K, ms=statistics.median(time_ms(lambda: x @ wcat.T, flush, args.reps))))
         for name in args.configs:
             c = infos[name]
             w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
             tiles = math.ceil(M / c.tile_m) * math.ceil(2 * N / c.tile_n)
-            ms = time_ms(lambda: lib.run(name, x, w, w_up, y), flush, args.reps)
+            ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y), flush, args.reps))
             rows.append(dict(config=name, K=K, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
                              us_per_tile_per_sm=ms * 1e3 * sms / tiles))
     for name in ["cublas_gemm", *args.configs]:

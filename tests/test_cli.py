@@ -61,6 +61,14 @@ def test_info_reports_a_bad_prebuilt_library(capsys, tmp_path, monkeypatch):
     assert "cannot be used" in capsys.readouterr().out
 
 
+def test_version(capsys):
+    from fused_swiglu import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"fused-swiglu {__version__}"
+
+
 def test_module_entry_points():
     for mod in ("fused_swiglu.cli", "fused_swiglu"):
         out = subprocess.run([sys.executable, "-m", mod, "--help"], capture_output=True, text=True)

@@ -41,7 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     from .bench.methods import METHODS
     from .bench.shapes import TOKENS
 
+    from ._version import __version__
+
     p = argparse.ArgumentParser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.")
+    p.add_argument("--version", action="version", version=f"fused-swiglu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 shapes")

@@ -113,9 +113,9 @@ def swiglu(
             rounded float64 result on 99.17-99.91 % (bf16) / 94.5-99.2 % (fp16) of outputs for
             the Qwen2.5 shapes at M = 2048. ``"promoted"``: GMMA accumulates 4 k-tiles (256
             products) at a time and each partial sum is added into a second fp32 accumulator with
-            round-to-nearest: 99.96-99.97 % (bf16) / 99.69-99.72 % (fp16), as close as PyTorch's
-            fp32 matrix products rounded once, at 5-42 % more kernel time at M >= 512 and at most
-            4 % more at M <= 128 (H200; docs/results/h200, docs/perf-notes.md entry 7).
+            round-to-nearest: 99.96-99.97 % (bf16) / 99.69-99.72 % (fp16), about as often as
+            PyTorch's fp32 matrix products rounded once, at 5-42 % more kernel time at M >= 512
+            and at most 5 % more at M <= 128 (H200; docs/results/h200, docs/perf-notes.md entry 7).
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)

@@ -36,6 +36,18 @@ def test_table_heuristic(kernel):
     assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
 
 
+def test_branch_free_epilogue_below_k_1024_only():
+    # 0.5B (K = 896) gets the branch-free epilogue, every larger hidden size the IEEE division
+    for kernel in ("packed", "dual"):
+        for acc in configs.ACCUMULATIONS:
+            assert select(kernel, 2048, 4864, 896, torch.bfloat16, ALL, accumulation=acc).epilogue_math == 1
+            assert select(kernel, 2048, 8960, 1536, torch.bfloat16, ALL, accumulation=acc).epilogue_math == 0
+    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 1016, torch.bfloat16).epilogue_math == 1
+    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 1024, torch.bfloat16).epilogue_math == 0
+    # 192-column tiles carry only the IEEE-division epilogue
+    assert configs.resolve("packed", "packed_pingpong_128x192x64_2x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 0
+
+
 def test_table_launch_parameters_follow_the_row():
     # the same config name can be chosen with different rasterisation in different rows
     big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192

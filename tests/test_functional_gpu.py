@@ -257,15 +257,44 @@ def test_every_config_writes_exactly_its_output(seed):
     for cfg in _lib.configs():
         dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
         x, wg, wu = _inputs(M, H, I, dtype)
-        big = torch.full((M + pad_rows, I + pad_cols), float("nan"), device="cuda", dtype=dtype)
-        y = big[:M, :I]  # row stride I + 16: a multiple of 8
-        if cfg.kernel == "packed":
-            _lib.run(cfg.name, x, pack_gate_up(wg, wu), None, y)
-        else:
-            _lib.run(cfg.name, x, wg, wu, y)
-        torch.cuda.synchronize()
-        assert torch.isnan(big[M:]).all() and torch.isnan(big[:M, I:]).all(), f"{cfg.name} wrote outside y"
-        assert_matches_float64(y, x, wg, wu, f"{cfg.name} seed={seed}")
+        for epilogue_math in (0, 1) if cfg.branch_free_math else (0,):  # IEEE division, branch-free
+            big = torch.full((M + pad_rows, I + pad_cols), float("nan"), device="cuda", dtype=dtype)
+            y = big[:M, :I]  # row stride I + 16: a multiple of 8
+            if cfg.kernel == "packed":
+                _lib.run(cfg.name, x, pack_gate_up(wg, wu), None, y, epilogue_math=epilogue_math)
+            else:
+                _lib.run(cfg.name, x, wg, wu, y, epilogue_math=epilogue_math)
+            torch.cuda.synchronize()
+            what = f"{cfg.name} epilogue_math={epilogue_math} seed={seed}"
+            assert torch.isnan(big[M:]).all() and torch.isnan(big[:M, I:]).all(), f"{what}: wrote outside y"
+            assert_matches_float64(y, x, wg, wu, what)
+
+
+def test_epilogue_maths_agree_and_saturate_like_ieee_division(seed):
+    """The two silu evaluations differ by a few fp32 ulp at most, so after one rounding to bf16 they
+    agree on nearly every element; large |gate| (exp(-g) overflowing fp32) gives +-0 or the input."""
+    M, H, I = 256, 896, 512
+    x, wg, wu = _inputs(M, H, I, torch.bfloat16)
+    x[0] *= 200.0  # gate pre-activations of +-1e3: exp(-g) overflows for g < -88.7
+    cfg = "dual_pingpong_64x128x64_1x1_bf16"
+    outs = []
+    for epilogue_math in (0, 1):
+        y = torch.full((M, I), float("nan"), device="cuda", dtype=torch.bfloat16)
+        _lib.run(cfg, x, wg, wu, y, epilogue_math=epilogue_math)
+        outs.append(y)
+    torch.cuda.synchronize()
+    assert not torch.isnan(outs[1]).any(), f"seed={seed}"
+    assert (outs[0] != outs[1]).float().mean().item() < 1e-3, f"seed={seed}"
+    torch.testing.assert_close(outs[1][0], outs[0][0], rtol=2**-7, atol=1e-30,
+                               msg=lambda m: f"row with saturated gates (seed={seed}): {m}")
+    with pytest.raises(ValueError, match="epilogue_math must be 0"):
+        _lib.run(cfg, x, wg, wu, outs[0], epilogue_math=2)
+    from fused_swiglu.errors import UnsupportedError
+
+    wide = next(c for c in _lib.configs() if not c.branch_free_math)
+    with pytest.raises(UnsupportedError, match="has no branch-free epilogue"):
+        _lib.run(wide.name, x, wg if wide.kernel == "dual" else pack_gate_up(wg, wu),
+                 wu if wide.kernel == "dual" else None, outs[0], epilogue_math=1)
 
 
 def test_unknown_config_is_unsupported():

@@ -16,8 +16,9 @@ AVAILABLE = frozenset(r.config.name(d) for r in configs.TABLE for d in (torch.bf
 def launches(monkeypatch):
     calls = []
 
-    def fake_run(name, x, w, w_up, y, raster=0, swizzle=1):
-        calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle))
+    def fake_run(name, x, w, w_up, y, raster=0, swizzle=1, epilogue_math=0):
+        calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle,
+                          epilogue_math=epilogue_math))
         wg, wu = (w, w_up) if w_up is not None else unpack_gate_up(w, layout="interleaved")
         y.copy_(swiglu_fp32_one_rounding(x, wg, wu))
 

@@ -26,6 +26,7 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.pingpong = Config::kPingpong ? 1 : 0;
   e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
   e.info.promote_k_tiles = Config::kPromoteKTiles;
+  e.info.branch_free_math = GemmT::kBranchFreeMath ? 1 : 0;
   return e;
 }
 

@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 2  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 3  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -46,7 +46,7 @@ class Problem(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("raster", ctypes.c_int32),
         ("swizzle", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("epilogue_math", ctypes.c_int32),
         ("x", ctypes.c_void_p),  # (M, K)
         ("ldx", ctypes.c_int64),
         ("w", ctypes.c_void_p),  # PACKED: (2N, K); DUAL: W_gate (N, K)
@@ -78,6 +78,7 @@ class _ConfigInfo(ctypes.Structure):
         ("pingpong", ctypes.c_int32),
         ("stages", ctypes.c_int32),
         ("promote_k_tiles", ctypes.c_int32),
+        ("branch_free_math", ctypes.c_int32),
     ]
 
 
@@ -87,7 +88,8 @@ class ConfigInfo:
 
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
-    is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32.
+    is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
+    ``branch_free_math``: the config accepts ``epilogue_math=1``.
     """
 
     index: int
@@ -102,6 +104,7 @@ class ConfigInfo:
     schedule: str
     stages: int
     promote_k_tiles: int = 0
+    branch_free_math: bool = False
 
 
 _SIGNATURES = {
@@ -194,6 +197,7 @@ class Library:
                     schedule="pingpong" if info.pingpong else "cooperative",
                     stages=info.stages,
                     promote_k_tiles=info.promote_k_tiles,
+                    branch_free_math=bool(info.branch_free_math),
                 )
             )
         return out
@@ -207,6 +211,7 @@ class Library:
         y: torch.Tensor,
         raster: int = 0,
         swizzle: int = 1,
+        epilogue_math: int = 0,
     ) -> None:
         """Launch ``config_name`` on x's current CUDA stream: ``y = silu(x @ Wg^T) * (x @ Wu^T)``.
 
@@ -217,6 +222,7 @@ class Library:
             w_up: ``W_up (N, K)`` for a dual config, None for a packed one.
             y: ``(M, N)`` output, same dtype, written in place.
             raster: 0 heuristic, 1 along M, 2 along N. swizzle: 1, 2, 4 or 8.
+            epilogue_math: 0 IEEE division, 1 branch-free reciprocal (fsw_epilogue_math).
 
         Raises:
             UnsupportedError: unknown config name (or the library declines the problem).
@@ -235,7 +241,7 @@ class Library:
         n = y.shape[1]
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
-            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle, 0,
+            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle, epilogue_math,
             x.data_ptr(), x.stride(0), w.data_ptr(), w.stride(0),
             w_up.data_ptr() if w_up is not None else 0, w_up.stride(0) if w_up is not None else 0,
             y.data_ptr(), y.stride(0),
@@ -315,11 +321,12 @@ def run(
     y: torch.Tensor,
     raster: int = 0,
     swizzle: int = 1,
+    epilogue_math: int = 0,
 ) -> None:
     """Launch one kernel on the current stream of x's device; see :meth:`Library.run`."""
     lib = library()
     if x.device.index is not None and x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):
-            lib.run(config_name, x, w, w_up, y, raster, swizzle)
+            lib.run(config_name, x, w, w_up, y, raster, swizzle, epilogue_math)
     else:
-        lib.run(config_name, x, w, w_up, y, raster, swizzle)
+        lib.run(config_name, x, w, w_up, y, raster, swizzle, epilogue_math)

@@ -10,6 +10,7 @@ second fp32 accumulator (two-level accumulation; absent: GMMA accumulates all of
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -136,11 +137,32 @@ TABLE: list[Row] = [
 
 @dataclass(frozen=True)
 class Choice:
-    """What to launch: the library config name and its launch parameters."""
+    """What to launch: the library config name and its launch parameters (epilogue_math: 0 IEEE
+    division, 1 branch-free reciprocal; see :func:`epilogue_math_for`)."""
 
     name: str
     raster: int = 0
     swizzle: int = 1
+    epilogue_math: int = 0
+
+
+# Below this K the SwiGLU epilogue, not the mainloop, sets a Pingpong tile's pace, and its
+# branch-free form wins; at and above it the branch-free form slows the other warpgroup's MMAs
+# (docs/perf-notes.md, entries 8 and 10).
+BRANCH_FREE_EPILOGUE_K_MAX = 1024
+
+
+def _tile_n(name: str) -> int:
+    """tile_n of a config name (``..._{tile_m}x{tile_n}x{tile_k}_...``); 0 if it has none."""
+    m = re.search(r"_(\d+)x(\d+)x(\d+)_", name)
+    return int(m.group(2)) if m else 0
+
+
+def epilogue_math_for(K: int, name: str) -> int:
+    """The epilogue's silu evaluation for hidden size K and config ``name``: 1 (branch-free) below
+    :data:`BRANCH_FREE_EPILOGUE_K_MAX` on configs of at most 128 accumulator columns (the library
+    compiles the branch-free path only there), else 0 (IEEE division)."""
+    return 1 if K < BRANCH_FREE_EPILOGUE_K_MAX and 0 < _tile_n(name) <= 128 else 0
 
 
 def _check_accumulation(accumulation: str) -> None:
@@ -221,7 +243,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
         cfg = table_config(kernel, M, N, K, accumulation)
         name, raster, swizzle = cfg.name(dtype), cfg.raster, cfg.swizzle
     if name in available:
-        return Choice(name, raster, swizzle)
+        return Choice(name, raster, swizzle, epilogue_math_for(K, name))
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -232,7 +254,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
         f"config:{name}",
         f"fused_swiglu: config {name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0])
+    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0]))
 
 
 # The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
@@ -244,4 +266,4 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
     ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is."""
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
-    return Choice(config)
+    return Choice(config, epilogue_math=epilogue_math_for(K, config))

@@ -40,7 +40,29 @@ namespace detail {
 
 // silu(g) * u in fp32. IEEE division; __expf is accurate to 2 ulp of fp32, far below one ulp of the
 // 16-bit output, so the result is rounded once from an fp32 value as close as the fp32 reference.
+// The division compiles to a check and a branch to a slow path per element, which keeps the
+// elements' instruction chains apart (slow, but it leaves the other warpgroup's mainloop alone).
 CUTLASS_DEVICE float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+// 1 / d for finite d >= 1 without a branch: the MUFU reciprocal (rcp.approx.f32, < 1 ulp, denormal
+// results kept) refined by one Newton step, r' = r + r * (1 - d * r).
+CUTLASS_DEVICE float reciprocal(float d) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return fmaf(r, fmaf(-d, r, 1.0f), r);
+}
+
+// The same function without branches (FSW_EPILOGUE_MATH_RCP): __expf within 2 ulp, the reciprocal
+// within 1 ulp, so still a few fp32 ulp from the fp32 reference. Where exp(-g) overflows (g < -88.7)
+// the reciprocal is selected as 0, as IEEE division gives g / inf = -0; the denominator fed to the
+// Newton step is clamped to FLT_MAX so that it stays finite. The elements' chains interleave, so the
+// epilogue runs ~2x faster, but as a dense burst that slows the other warpgroup's mainloop at long K
+// (docs/perf-notes.md, entries 8 and 10).
+CUTLASS_DEVICE float swiglu_branch_free(float g, float u) {
+  float d = 1.0f + __expf(-g);
+  float r = reciprocal(fminf(d, 3.402823466e38f));
+  return g * (d == INFINITY ? 0.0f : r) * u;
+}
 
 // For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
 // element are given by the static layout CrdLayout (fragment index -> (dm, dn)), list the gate elements
@@ -96,7 +118,8 @@ template <
   class EpilogueTile,    // (EPI_M, EPI_N) subtile of the accumulator tile, in accumulator columns
   class Element,         // output element (bfloat16_t or half_t)
   class StrideMNL,       // stride of Y (M, N/2, L): (ldy, _1, batch)
-  int PairStride         // P above
+  int PairStride,        // P above
+  bool BranchFreeMath    // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
 >
 struct Sm90SwiGLUStore {
   using ElementAux = Element;  // names the output element for a collective whose ElementD is void
@@ -124,6 +147,7 @@ struct Sm90SwiGLUStore {
   struct Arguments {
     Element* ptr_out = nullptr;  // Y, (M, N/2, L)
     StrideMNL dOut = {};
+    int32_t branch_free_math = 0;  // 1: swiglu_branch_free, 0: swiglu (IEEE division)
   };
 
   struct Params {
@@ -132,6 +156,7 @@ struct Sm90SwiGLUStore {
         make_tensor(static_cast<Element*>(nullptr), repeat_like(StrideMNL{}, int32_t(0)), StrideMNL{}),
         SmemLayoutTma{}));
     TMA_Out tma_store_out;
+    int32_t branch_free_math;
   };
 
   // problem_shape is the GEMM's (M, N, K[, L]) with N = 2 * I accumulator columns.
@@ -140,7 +165,7 @@ struct Sm90SwiGLUStore {
   to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     Tensor tensor_out = make_tensor(args.ptr_out, make_layout(make_shape(M, N / 2, L), args.dOut));
-    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{})};
+    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{}), args.branch_free_math};
   }
 
   template <class ProblemShape>
@@ -208,12 +233,22 @@ struct Sm90SwiGLUStore {
     CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,
                               int epi_n, Array<ElementInput, FragmentSize> const& frg_input) {
       static_assert(FragmentSize == F, "the collective must visit the whole subtile in one fragment");
-      cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
-        constexpr auto t = pair_table();
-        float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
-        float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
-        out[decltype(p)::value] = static_cast<Element>(detail::swiglu(g, u));
-      });
+      auto all_pairs = [&](auto swiglu) {
+        cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
+          constexpr auto t = pair_table();
+          float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
+          float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
+          out[decltype(p)::value] = static_cast<Element>(swiglu(g, u));
+        });
+      };
+      // one uniform branch per subtile, outside the per-element code
+      if constexpr (BranchFreeMath) {
+        if (params_ptr->branch_free_math) {
+          all_pairs([](float g, float u) { return detail::swiglu_branch_free(g, u); });
+          return frg_input;
+        }
+      }
+      all_pairs([](float g, float u) { return detail::swiglu(g, u); });
       return frg_input;
     }
 

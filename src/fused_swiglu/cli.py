@@ -25,16 +25,9 @@ def _tokens(values: list[str]) -> list[int]:
     Raises:
         ValueError: a value is not an integer >= 1 (the message names it).
     """
-    out = []
-    for v in _split(values) or []:
-        try:
-            n = int(v)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ValueError(f"--tokens must be integers >= 1; got {v!r}")
-        out.append(n)
-    return out
+    from .env import parse_positive_int
+
+    return [parse_positive_int(v, "--tokens must be integers >= 1") for v in _split(values) or []]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -54,12 +54,21 @@ def jobs() -> int:
     value = _get("JOBS")
     if value is None:
         return max(1, os.cpu_count() or 1)
+    return parse_positive_int(value, f"{PREFIX}JOBS must be a positive integer")
+
+
+def parse_positive_int(text: str, rule: str) -> int:
+    """``text`` as an integer >= 1.
+
+    Raises:
+        ValueError: ``f"{rule}; got {text!r}"`` when it is not one.
+    """
     try:
-        n = int(value)
+        n = int(text)
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"{PREFIX}JOBS must be a positive integer; got {value!r}")
+        raise ValueError(f"{rule}; got {text!r}")
     return n
 
 

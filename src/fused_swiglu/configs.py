@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 
 from . import env
-from ._validate import warn_once
+from ._validate import check_choice, warn_once
 from .errors import UnsupportedError
 
 KERNELS = ("packed", "dual")
@@ -165,11 +165,6 @@ def epilogue_math_for(K: int, name: str) -> int:
     return 1 if K < BRANCH_FREE_EPILOGUE_K_MAX and 0 < _tile_n(name) <= 128 else 0
 
 
-def _check_accumulation(accumulation: str) -> None:
-    if accumulation not in ACCUMULATIONS:
-        raise ValueError(f"accumulation must be one of {ACCUMULATIONS}; got accumulation={accumulation!r}")
-
-
 def is_promoted(name: str) -> bool:
     """Whether a library config name uses promoted (two-level) accumulation."""
     return "_promote" in name
@@ -183,7 +178,7 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
-    _check_accumulation(accumulation)
+    check_choice("accumulation", accumulation, ACCUMULATIONS)
     for row in TABLE:
         if row.matches(kernel, M, N, K, accumulation):
             return row.config
@@ -218,7 +213,7 @@ def select(
         ValueError: unknown kernel or accumulation. TypeError: unsupported dtype.
         UnsupportedError: no available config of this kernel, dtype and accumulation.
     """
-    _check_accumulation(accumulation)
+    check_choice("accumulation", accumulation, ACCUMULATIONS)
     if available is None:
         from . import _lib
 

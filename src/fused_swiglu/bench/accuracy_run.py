@@ -8,22 +8,17 @@ from pathlib import Path
 import torch
 
 from ..accuracy import compare, count_threshold_for
-from ..functional import swiglu, swiglu_packed
 from ..reference import swiglu_eager, swiglu_float64, swiglu_fp32_one_rounding
 from ..weights import pack_gate_up
 from . import report, shapes
+from .methods import FUSED_KERNEL, fused_call
 
 M_TOKENS = 2048
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 METHODS = {
     "eager": lambda x, wg, wu, wp: swiglu_eager(x, wg, wu),
     "torch_fp32_one_rounding": lambda x, wg, wu, wp: swiglu_fp32_one_rounding(x, wg, wu),
-    "fused_evt": lambda x, wg, wu, wp: swiglu_packed(x, wp, layout="interleaved", backend="cutlass"),
-    "fused_dual": lambda x, wg, wu, wp: swiglu(x, wg, wu, kernel="dual", backend="cutlass"),
-    "fused_evt_promoted": lambda x, wg, wu, wp: swiglu_packed(
-        x, wp, layout="interleaved", backend="cutlass", accumulation="promoted"),
-    "fused_dual_promoted": lambda x, wg, wu, wp: swiglu(
-        x, wg, wu, kernel="dual", backend="cutlass", accumulation="promoted"),
+    **{method: fused_call(method) for method in FUSED_KERNEL},
 }
 
 

@@ -67,6 +67,15 @@ def bytes_held(M: int, H: int, I: int, dtype: torch.dtype) -> int:
     return (M * H + 4 * I * H + 2 * M * I) * torch.finfo(dtype).bits // 8
 
 
+def fused_call(method: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The public call a fused method times: ``f(x, w_gate, w_up, w_packed) -> y`` (see
+    :data:`FUSED_KERNEL`), on the CUDA kernels. Shared by the benchmark and ``accuracy``."""
+    kernel, acc = FUSED_KERNEL[method]
+    if kernel == "packed":
+        return lambda x, wg, wu, wp: swiglu_packed(x, wp, layout="interleaved", backend="cutlass", accumulation=acc)
+    return lambda x, wg, wu, wp: swiglu(x, wg, wu, kernel="dual", backend="cutlass", accumulation=acc)
+
+
 def build_calls(methods: list[str], sets: list[InputSet]) -> dict[str, list[Callable[[], object]]]:
     """Method name -> one zero-argument callable per input set.
 
@@ -84,19 +93,8 @@ def build_calls(methods: list[str], sets: list[InputSet]) -> dict[str, list[Call
             compiled = torch.compile(swiglu_eager, dynamic=False)
             calls[method] = [lambda s=s: compiled(s.x, s.w_gate, s.w_up) for s in sets]
         elif method in FUSED_KERNEL:
-            kernel, acc = FUSED_KERNEL[method]
-            if kernel == "packed":
-                calls[method] = [
-                    lambda s=s, acc=acc: swiglu_packed(
-                        s.x, s.w_packed, layout="interleaved", backend="cutlass", accumulation=acc)
-                    for s in sets
-                ]
-            else:
-                calls[method] = [
-                    lambda s=s, acc=acc: swiglu(
-                        s.x, s.w_gate, s.w_up, kernel="dual", backend="cutlass", accumulation=acc)
-                    for s in sets
-                ]
+            fn = fused_call(method)
+            calls[method] = [lambda s=s, fn=fn: fn(s.x, s.w_gate, s.w_up, s.w_packed) for s in sets]
         else:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     return calls

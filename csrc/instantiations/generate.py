@@ -21,6 +21,7 @@ CONFIGS = [
     ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048
     ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M <= 512 and M > 2048 on large weights
+    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # M <= 512 where its tile count fills whole waves
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
@@ -32,7 +33,8 @@ CONFIGS = [
     ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
 ]
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
-# promotion every 1 or 2 k-tiles (entry 7).
+# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1, dual
+# 64x192; tile widths that are not a multiple of 64 (packed 112, 144, 160; entry 11).
 CANDIDATES: list[tuple] = []
 
 DTYPES = {"bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16"), "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16")}

@@ -42,6 +42,10 @@ struct SwiGLUConfig {
   static constexpr int kTileM = TileM, kTileN = TileN, kTileK = TileK;
   static constexpr int kClusterM = ClusterM, kClusterN = ClusterN;
   static constexpr int kPromoteKTiles = PromoteKTiles;
+  // fp32 accumulator registers per consumer thread: a warpgroup (128 threads) holds the whole tile in
+  // Pingpong and half of it in Cooperative; promoted accumulation adds a partial-sum fragment as large.
+  static constexpr int kAccumulatorsPerThread =
+      TileM * TileN / (kPingpong ? 128 : 256) * (PromoteKTiles > 0 ? 2 : 1);
 
   static_assert(PromoteKTiles >= 0, "PromoteKTiles: 0 (off) or the k-tiles between promotions");
   static_assert(TileN % 16 == 0, "TileN must hold whole 8-column gate/up pairs of 16 columns");

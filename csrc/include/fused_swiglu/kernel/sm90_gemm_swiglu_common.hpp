@@ -44,9 +44,9 @@ template <class Config, class EpilogueTile, int PairStride, template <class> cla
 struct SwiGLUGemmBase {
   using Element = typename Config::Element;
 
-  // Both silu evaluations (fsw_epilogue_math) are compiled only up to 128 accumulator columns: with
-  // 192, the second code path next to the accumulators spills registers (28 bytes, nvcc 13.0).
-  static constexpr bool kBranchFreeMath = Config::kTileN <= 128;
+  // Both silu evaluations (fsw_epilogue_math) are compiled only up to 128 accumulator registers per
+  // thread: with 192 (128x192 Pingpong), the second code path spills registers (28 bytes, nvcc 13.0).
+  static constexpr bool kBranchFreeMath = Config::kAccumulatorsPerThread <= 128;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
           /*Stages=*/2, EpilogueTile, Element, StrideRowMajor, PairStride, kBranchFreeMath>,

@@ -15,9 +15,12 @@ namespace fused_swiglu::kernel {
 template <class Config>
 using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>, cute::_64>;
 
+// TileN must be a multiple of EPI_N: narrower subtiles (32 or 16 columns, for TileN = 112, 144 or 160)
+// compiled but ran 1.3-2.3x slower than 64x128 / 64x192 tiles (docs/perf-notes.md, entry 11).
 template <class Config>
 struct PackedSwiGLUGemm
     : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop> {
+  static_assert(Config::kTileN % 64 == 0, "packed kernel: TileN must be a multiple of the 64-column epilogue subtile");
   using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, UnchangedMainloop>;
   using typename Base::Element;
   using typename Base::Gemm;

@@ -36,15 +36,30 @@ def test_table_heuristic(kernel):
     assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
 
 
+# Configs the library compiles with the branch-free epilogue (its branch_free_math flag): here all
+# but the 192-column Pingpong tiles and 128x192 Cooperative promoted ones.
+BRANCH_FREE = frozenset(n for n in ALL if "_128x192x" not in n)
+
+
 def test_branch_free_epilogue_below_k_1024_only():
     # 0.5B (K = 896) gets the branch-free epilogue, every larger hidden size the IEEE division
     for kernel in ("packed", "dual"):
         for acc in configs.ACCUMULATIONS:
-            assert select(kernel, 2048, 4864, 896, torch.bfloat16, ALL, accumulation=acc).epilogue_math == 1
-            assert select(kernel, 2048, 8960, 1536, torch.bfloat16, ALL, accumulation=acc).epilogue_math == 0
-    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 1016, torch.bfloat16).epilogue_math == 1
+            assert select(kernel, 2048, 4864, 896, torch.bfloat16, ALL, acc, BRANCH_FREE).epilogue_math == 1
+            assert select(kernel, 2048, 8960, 1536, torch.bfloat16, ALL, acc, BRANCH_FREE).epilogue_math == 0
+    assert configs.epilogue_math_for(1016, True) == 1
+    assert configs.epilogue_math_for(1024, True) == 0
+    # a config whose library entry lacks the branch-free path always gets IEEE division
+    assert configs.epilogue_math_for(896, False) == 0
+    assert select("packed", 512, 4864, 896, torch.bfloat16, ALL, branch_free=frozenset()).epilogue_math == 0
+
+
+def test_resolve_reads_the_library_flag(monkeypatch):
+    from fused_swiglu import _lib
+
+    monkeypatch.setattr(_lib, "branch_free_names", lambda: frozenset({"dual_pingpong_64x128x64_1x1_bf16"}))
+    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 1
     assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 1024, torch.bfloat16).epilogue_math == 0
-    # 192-column tiles carry only the IEEE-division epilogue
     assert configs.resolve("packed", "packed_pingpong_128x192x64_2x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 0
 
 
@@ -53,9 +68,21 @@ def test_table_launch_parameters_follow_the_row():
     big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192
     assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
     mid = select("packed", 512, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 512
-    assert (mid.name, mid.raster, mid.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 1, 1)
+    assert (mid.name, mid.raster, mid.swizzle) == ("packed_pingpong_128x128x64_2x1_bf16", 0, 1)
+    small = select("packed", 512, 4864, 896, torch.bfloat16, ALL)  # 0.5B, M = 512
+    assert (small.name, small.raster, small.swizzle) == ("packed_pingpong_64x128x64_1x1_bf16", 1, 1)
     dual = select("dual", 8192, 18944, 3584, torch.bfloat16, ALL)
     assert (dual.name, dual.raster, dual.swizzle) == ("dual_pingpong_128x128x64_2x1_bf16", 2, 8)
+
+
+def test_shape_rows_match_their_shape_only():
+    # 3B and 14B at M <= 512 have 64x192 rows of their own; a hidden size off by 8 gets the general row
+    assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
+    assert select("packed", 512, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_64x192x64_1x1_fp16"
+    assert select("packed", 512, 11008, 2056, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
+    assert select("packed", 513, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
+    assert configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 64, 32)
+    assert not configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 32, 64)
 
 
 def test_every_table_row_is_reachable():

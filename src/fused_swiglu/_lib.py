@@ -146,6 +146,7 @@ class Library:
         self.configs = self._read_configs()
         self.index = {c.name: c.index for c in self.configs}
         self.names = frozenset(self.index)
+        self.branch_free_names = frozenset(c.name for c in self.configs if c.branch_free_math)
         self._workspace_bytes: dict[tuple, int] = {}
         # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch
         self._tls = threading.local()
@@ -311,6 +312,11 @@ def configs() -> list[ConfigInfo]:
 
 def config_names() -> frozenset[str]:
     return library().names
+
+
+def branch_free_names() -> frozenset[str]:
+    """Names of the library's configs that compile the branch-free epilogue (``epilogue_math=1``)."""
+    return library().branch_free_names
 
 
 def run(

@@ -10,7 +10,6 @@ second fp32 accumulator (two-level accumulation; absent: GMMA accumulates all of
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,14 +67,16 @@ class KernelConfig:
 
 @dataclass(frozen=True)
 class Row:
-    """Table row: for ``kernel``, M <= ``m_max`` (None: any M) and weight size ``I * H`` in
-    ``[weight_min, weight_max)`` (weight_max None: unbounded), use ``config``."""
+    """Table row: for ``kernel``, M <= ``m_max`` (None: any M), weight size ``I * H`` in
+    ``[weight_min, weight_max)`` (weight_max None: unbounded) and, if ``shape`` is given, exactly
+    ``(I, H) == shape``, use ``config``."""
 
     kernel: str
     m_max: int | None
     config: KernelConfig
     weight_min: int = 0
     weight_max: int | None = None
+    shape: tuple[int, int] | None = None
 
     def matches(self, kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> bool:
         w = N * K
@@ -85,6 +86,7 @@ class Row:
             and (self.m_max is None or M <= self.m_max)
             and w >= self.weight_min
             and (self.weight_max is None or w < self.weight_max)
+            and (self.shape is None or self.shape == (N, K))
         )
 
 
@@ -98,25 +100,34 @@ def _co(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promo
 
 SMALL = 20_000_000  # I*H below this: Qwen2.5-0.5B (4.4M) and 1.5B (13.8M)
 LARGE = 50_000_000  # I*H from this on: 7B (67.9M), 14B (70.8M), 32B (141.6M), 72B (242.2M)
-HUGE = 200_000_000  # 72B
+
+# Qwen2.5 MLP shapes (I, H) that have rows of their own.
+QWEN25_3B = (11008, 2048)
+QWEN25_14B = (13824, 5120)
+QWEN25_32B = (27648, 5120)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
-# scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4):
+# scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
 #   M <= 128: memory-bound weight read; 64x128 tiles give the most CTAs.
-#   M <= 512: 128x192 (packed) / 128x128 (dual) tiles, rasterised along M, except on small weights.
+#   M <= 512: few tiles per SM, so the tile count's last wave decides (entry 11): per-shape rows where
+#     a tile fills whole waves on 132 SMs and beat the general row by more than 1 % (3B, 14B: 64x192;
+#     32B: 128x192); else 64x128 on small weights and 128x128 with cluster 2x1.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2.
 TABLE: list[Row] = [
     Row("packed", 128, _pp("packed", 64, 128, 1, 1)),
-    Row("packed", 512, _pp("packed", 64, 128, 1, 1), weight_max=SMALL),
-    Row("packed", 512, _pp("packed", 128, 192, 2, 1, raster=1), weight_max=HUGE),
-    Row("packed", 512, _pp("packed", 128, 128, 2, 1, raster=1)),
+    Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
+    Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
+    Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_32B),
+    Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
+    Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2)),
     Row("dual", 128, _pp("dual", 64, 128, 1, 1)),
-    Row("dual", 512, _pp("dual", 64, 128, 1, 1), weight_max=SMALL),
-    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1)),
+    Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
+    Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
+    Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("dual", None, _pp("dual", 128, 128, 1, 2)),
@@ -152,17 +163,11 @@ class Choice:
 BRANCH_FREE_EPILOGUE_K_MAX = 1024
 
 
-def _tile_n(name: str) -> int:
-    """tile_n of a config name (``..._{tile_m}x{tile_n}x{tile_k}_...``); 0 if it has none."""
-    m = re.search(r"_(\d+)x(\d+)x(\d+)_", name)
-    return int(m.group(2)) if m else 0
-
-
-def epilogue_math_for(K: int, name: str) -> int:
-    """The epilogue's silu evaluation for hidden size K and config ``name``: 1 (branch-free) below
-    :data:`BRANCH_FREE_EPILOGUE_K_MAX` on configs of at most 128 accumulator columns (the library
-    compiles the branch-free path only there), else 0 (IEEE division)."""
-    return 1 if K < BRANCH_FREE_EPILOGUE_K_MAX and 0 < _tile_n(name) <= 128 else 0
+def epilogue_math_for(K: int, branch_free_capable: bool) -> int:
+    """The epilogue's silu evaluation for hidden size K: 1 (branch-free) below
+    :data:`BRANCH_FREE_EPILOGUE_K_MAX` on a config whose library entry compiles that path
+    (``branch_free_capable``, the library's ``branch_free_math`` flag), else 0 (IEEE division)."""
+    return 1 if K < BRANCH_FREE_EPILOGUE_K_MAX and branch_free_capable else 0
 
 
 def is_promoted(name: str) -> bool:
@@ -195,6 +200,7 @@ def select(
     dtype: torch.dtype,
     available: frozenset[str] | None = None,
     accumulation: str = "fast",
+    branch_free: frozenset[str] | None = None,
 ) -> Choice:
     """Choose the config for one problem.
 
@@ -208,6 +214,8 @@ def select(
         dtype: torch.bfloat16 or torch.float16.
         available: config names to choose from (None: ask the library, loading it).
         accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
+        branch_free: the names among ``available`` that compile the branch-free epilogue (None:
+            ask the library when ``available`` is None, else none).
 
     Raises:
         ValueError: unknown kernel or accumulation. TypeError: unsupported dtype.
@@ -218,11 +226,15 @@ def select(
         from . import _lib
 
         available = _lib.config_names()
-    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation)
+        if branch_free is None:
+            branch_free = _lib.branch_free_names()
+    return _select(
+        kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation, branch_free or frozenset()
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choice:
+def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_free) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if suffix == "_?":
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
@@ -238,7 +250,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
         cfg = table_config(kernel, M, N, K, accumulation)
         name, raster, swizzle = cfg.name(dtype), cfg.raster, cfg.swizzle
     if name in available:
-        return Choice(name, raster, swizzle, epilogue_math_for(K, name))
+        return Choice(name, raster, swizzle, epilogue_math_for(K, name in branch_free))
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -249,7 +261,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
         f"config:{name}",
         f"fused_swiglu: config {name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0]))
+    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0] in branch_free))
 
 
 # The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
@@ -261,4 +273,6 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
     ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is."""
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
-    return Choice(config, epilogue_math=epilogue_math_for(K, config))
+    from . import _lib
+
+    return Choice(config, epilogue_math=epilogue_math_for(K, config in _lib.branch_free_names()))

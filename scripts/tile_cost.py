@@ -21,6 +21,7 @@ import sys
 import torch
 
 from fused_swiglu import _lib
+from fused_swiglu.configs import epilogue_math_for
 from fused_swiglu.weights import pack_gate_up
 from tune_configs import time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
 
@@ -44,6 +45,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=4864, help="I (output columns)")
     ap.add_argument("--ks", nargs="*", type=int, default=[128, 256, 512, 896, 1536, 2048, 3584])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--epilogue-math", default="auto", choices=["auto", "0", "1"],
+                    help="0 IEEE division, 1 branch-free, auto: as the library's table would choose for each K")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -64,8 +67,9 @@ def main() -> int:
             c = infos[name]
             w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
             tiles = math.ceil(M / c.tile_m) * math.ceil(2 * N / c.tile_n)
-            ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y), flush, args.reps))
-            rows.append(dict(config=name, K=K, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
+            em = epilogue_math_for(K, c.branch_free_math) if args.epilogue_math == "auto" else int(args.epilogue_math)
+            ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y, 0, 1, em), flush, args.reps))
+            rows.append(dict(config=name, K=K, epilogue_math=em, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
                              us_per_tile_per_sm=ms * 1e3 * sms / tiles))
     for name in ["cublas_gemm", *args.configs]:
         print(name)

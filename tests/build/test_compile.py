@@ -214,3 +214,22 @@ def test_library_builds_from_csrc():
     assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
     assert loaded.configs, "the library lists no kernel configs"
     assert {c.kernel for c in loaded.configs} <= {"packed", "dual"}
+
+
+@pytest.mark.build
+def test_library_serves_every_table_row():
+    """Every configs.TABLE row is compiled for bf16 and fp16, and the branch-free epilogue is compiled
+    exactly where a consumer thread holds at most 128 accumulator registers (the C++ rule)."""
+    import torch
+
+    from fused_swiglu import configs
+    from fused_swiglu._lib import Library
+    from fused_swiglu.build import ensure_built
+
+    lib = Library(ensure_built())
+    wanted = {r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16)}
+    assert wanted <= lib.names, f"table rows without a compiled config: {sorted(wanted - lib.names)}"
+    for c in lib.configs:
+        per_thread = c.tile_m * c.tile_n // (128 if c.schedule == "pingpong" else 256)
+        per_thread *= 2 if c.promote_k_tiles else 1
+        assert c.branch_free_math == (per_thread <= 128), c.name

@@ -122,6 +122,28 @@ def test_env_override_applies_to_its_kernel_and_dtype(monkeypatch):
     assert select("dual", 4096, 64, 64, torch.bfloat16, ALL).name == "dual_pingpong_128x128x64_1x2_bf16"
 
 
+def test_env_override_names_outside_the_library_are_ignored_with_a_warning(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "garbage, packed_pingpong_256x192x64_2x1_bf16,,")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        big = select("packed", 8192, 29568, 8192, torch.bfloat16, ALL)  # 72B: the table's choice, not a fallback
+        select("packed", 8192, 29568, 8192, torch.bfloat16, ALL)
+    assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2, messages  # one per bad name, once per process
+    assert "'garbage', which is not a config of the kernel library" in messages[0]
+    assert "'packed_pingpong_256x192x64_2x1_bf16'" in messages[1]
+
+
+def test_env_override_of_the_tables_choice_keeps_its_launch_parameters(monkeypatch):
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf16")
+    big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192: rasterised along N
+    assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
+    other = select("packed", 2048, 18944, 3584, torch.bfloat16, ALL)  # the table says 128x128 here
+    assert (other.name, other.raster, other.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 0, 1)
+
+
 def test_fallback_to_available_config_warns_once(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
     avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16",

@@ -204,10 +204,12 @@ def select(
 ) -> Choice:
     """Choose the config for one problem.
 
-    Order: a ``FUSED_SWIGLU_CONFIG`` name for this kernel, dtype and accumulation; else the first
-    matching :data:`TABLE` row. If the chosen name is not in ``available`` (default: the loaded
-    library's configs), any available config of the same kernel, dtype and accumulation is used
-    instead, with one warning.
+    Order: the first ``FUSED_SWIGLU_CONFIG`` name that is in ``available`` (default: the loaded
+    library's configs) and is of this kernel, dtype and accumulation (launched with the table's
+    rasterisation and swizzle if it is the table's own choice, else the defaults); else the first
+    matching :data:`TABLE` row. Override names that are not in ``available`` are ignored with one
+    warning each. If the table's name is not in ``available``, any available config of the same
+    kernel, dtype and accumulation is used instead, with one warning.
 
     Args:
         kernel: "packed" or "dual". M: tokens; N: intermediate size I; K: hidden size H.
@@ -243,14 +245,23 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
     def fits(n: str) -> bool:
         return n.startswith(kernel + "_") and n.endswith(suffix) and is_promoted(n) == promoted
 
-    wanted = [n for n in overrides if fits(n)]
+    cfg = table_config(kernel, M, N, K, accumulation)
+    table_name = cfg.name(dtype)
+    for n in overrides:
+        if n not in available:
+            warn_once(
+                f"override:{n}",
+                f"fused_swiglu: FUSED_SWIGLU_CONFIG names {n!r}, which is not a config of the kernel "
+                f"library; it is ignored (available: {', '.join(sorted(available)) or 'none'}).",
+            )
+    wanted = [n for n in overrides if n in available and fits(n)]
     if wanted:
-        name, raster, swizzle = wanted[0], 0, 1
-    else:
-        cfg = table_config(kernel, M, N, K, accumulation)
-        name, raster, swizzle = cfg.name(dtype), cfg.raster, cfg.swizzle
-    if name in available:
+        name = wanted[0]
+        # the table's launch parameters stay with its config; another config runs with the defaults
+        raster, swizzle = (cfg.raster, cfg.swizzle) if name == table_name else (0, 1)
         return Choice(name, raster, swizzle, epilogue_math_for(K, name in branch_free))
+    if table_name in available:
+        return Choice(table_name, cfg.raster, cfg.swizzle, epilogue_math_for(K, table_name in branch_free))
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -258,8 +269,8 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
             f"accumulation={accumulation!r}; available: {', '.join(sorted(available)) or 'none'}"
         )
     warn_once(
-        f"config:{name}",
-        f"fused_swiglu: config {name} is not in the kernel library; using {same_kind[0]} instead.",
+        f"config:{table_name}",
+        f"fused_swiglu: config {table_name} is not in the kernel library; using {same_kind[0]} instead.",
     )
     return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0] in branch_free))
 

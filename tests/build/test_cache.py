@@ -10,6 +10,7 @@ from fused_swiglu import _lib
 from fused_swiglu.build import cache, sources
 from fused_swiglu.build import compile as nvcc_compile
 from fused_swiglu.build.toolchain import Toolchain
+from fused_swiglu.errors import BuildError
 
 FILES = [("capi/fused_swiglu.h", b"int fsw_abi_version(void);"), ("kernels/a.cu", b"// a")]
 ARGS = (nvcc_compile.NVCC_FLAGS, "Cuda compilation tools, release 13.0, V13.0.88", "4.2.0.0", 1)
@@ -122,3 +123,11 @@ def test_failed_build_leaves_no_partial_install(fake_build, monkeypatch):
     with pytest.raises(nvcc_compile.BuildError, match="nvcc on k.cu failed"):
         cache.ensure_built()
     assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_unusable_cache_directory_is_a_build_error(fake_build, monkeypatch, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(blocker))
+    with pytest.raises(BuildError, match=r"the build cache directory .*a_file cannot be used .*set FUSED_SWIGLU_CACHE_DIR"):
+        cache.ensure_built()

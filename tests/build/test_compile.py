@@ -129,16 +129,32 @@ def test_missing_nvcc_says_what_to_install(monkeypatch, tmp_path):
 
 def test_too_old_nvcc_is_skipped_then_reported(monkeypatch, tmp_path):
     _isolate(monkeypatch, tmp_path)
+    old = tmp_path / "old" / "bin"
+    old.mkdir(parents=True)
+    _script(old / "nvcc", 'echo "Cuda compilation tools, release 12.1, V12.1.105"\n')
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "old"))
+    with pytest.raises(BuildError, match=r"nvcc >= 12.3 .* only .*old/bin/nvcc \(12.1\); install one with `pip install \"fused-swiglu\[cuda\]\"`"):
+        toolchain.find_nvcc()
+    new = tmp_path / "empty"
+    new.mkdir()
+    _script(new / "nvcc", 'echo "Cuda compilation tools, release 13.0, V13.0.88"\n')  # on PATH
+    tc = toolchain.find_nvcc()
+    assert tc.nvcc == new / "nvcc" and tc.version == (13, 0) and tc.source == "PATH"
+
+
+def test_explicit_nvcc_that_is_not_a_usable_nvcc_is_an_error(monkeypatch, tmp_path):
+    # FUSED_SWIGLU_NVCC is "the nvcc to use": never silently replaced by the one on PATH
+    _isolate(monkeypatch, tmp_path)
+    new = tmp_path / "empty"
+    new.mkdir()
+    _script(new / "nvcc", 'echo "Cuda compilation tools, release 13.0, V13.0.88"\n')
     old = _script(tmp_path / "nvcc-old", 'echo "Cuda compilation tools, release 12.1, V12.1.105"\n')
     monkeypatch.setenv("FUSED_SWIGLU_NVCC", str(old))
-    with pytest.raises(BuildError, match=r"nvcc >= 12.3 .* only .*nvcc-old \(12.1\); install one with `pip install \"fused-swiglu\[cuda\]\"`"):
+    with pytest.raises(BuildError, match=r"FUSED_SWIGLU_NVCC points at .*nvcc-old, which is not nvcc >= 12.3 \(12.1\)"):
         toolchain.find_nvcc()
-    new = tmp_path / "cuda" / "bin"
-    new.mkdir(parents=True)
-    _script(new / "nvcc", 'echo "Cuda compilation tools, release 13.0, V13.0.88"\n')
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
-    tc = toolchain.find_nvcc()
-    assert tc.nvcc == new / "nvcc" and tc.version == (13, 0) and tc.source == "CUDA_HOME"
+    monkeypatch.setenv("FUSED_SWIGLU_NVCC", _script(tmp_path / "true", "exit 0\n").as_posix())
+    with pytest.raises(BuildError, match=r"FUSED_SWIGLU_NVCC points at .*true, which is not nvcc >= 12.3 \(unreadable version\)"):
+        toolchain.find_nvcc()
 
 
 def test_explicit_nvcc_must_exist(monkeypatch, tmp_path):

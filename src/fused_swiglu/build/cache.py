@@ -102,7 +102,7 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
 
     Raises:
         BuildError: sources, nvcc >= 12.3 or nvidia-cutlass missing; a compile or link failed;
-            ptxas reported C7510 or spills.
+            ptxas reported C7510 or spills; the cache directory cannot be created or written.
     """
     if log is None and env.verbose():
         import sys
@@ -114,11 +114,17 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
     if inputs.library.is_file() and not force:
         return inputs.library
     root = inputs.dir.parent
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f"{inputs.key[:16]}.lock")):
-        if inputs.library.is_file() and not force:
-            return inputs.library  # another process built it while we waited
-        _build_and_install(inputs, log)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(root / f"{inputs.key[:16]}.lock")):
+            if inputs.library.is_file() and not force:
+                return inputs.library  # another process built it while we waited
+            _build_and_install(inputs, log)
+    except OSError as e:
+        raise BuildError(
+            f"the build cache directory {root} cannot be used ({e}); set FUSED_SWIGLU_CACHE_DIR to a "
+            "writable directory."
+        ) from e
     return inputs.library
 
 

@@ -95,8 +95,8 @@ def find_nvcc() -> Toolchain:
     """The first nvcc >= 12.3 in the search order.
 
     Raises:
-        BuildError: ``FUSED_SWIGLU_NVCC`` names a missing file, or no nvcc >= 12.3 was found
-            (one sentence saying what to install).
+        BuildError: ``FUSED_SWIGLU_NVCC`` names a missing file or anything but nvcc >= 12.3, or
+            no nvcc >= 12.3 was found (one sentence saying what to install).
     """
     too_old: list[str] = []
     for source, path in candidates():
@@ -106,11 +106,14 @@ def find_nvcc() -> Toolchain:
             continue
         text = version_text(path)
         version = parse_version(text)
-        if version is None:
-            too_old.append(f"{path} (unreadable version)")
-            continue
-        if version < MIN_VERSION:
-            too_old.append(f"{path} ({version[0]}.{version[1]})")
+        if version is None or version < MIN_VERSION:
+            found = "unreadable version" if version is None else f"{version[0]}.{version[1]}"
+            if source == "FUSED_SWIGLU_NVCC":  # named explicitly: never silently replaced by another nvcc
+                raise BuildError(
+                    f"FUSED_SWIGLU_NVCC points at {path}, which is not nvcc >= 12.3 ({found}); "
+                    f"unset it or {INSTALL_HINT}."
+                )
+            too_old.append(f"{path} ({found})")
             continue
         wheel = source.endswith("wheel")
         return Toolchain(

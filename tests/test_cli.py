@@ -37,6 +37,12 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
     (["bench", "--tokens", "abc"], "--tokens must be integers >= 1; got 'abc'"),
     (["bench", "--methods", "eager,fused"], "unknown method 'fused'"),
     (["accuracy", "--models", "9000B"], "unknown model '9000B'"),
+    (["bench", "--rep", "0"], "--rep must be a positive integer; got 0"),
+    (["bench", "--warmup-ms", "inf"], "--warmup-ms must be a finite number >= 0; got inf"),
+    (["bench", "--out", "results.csv"], "--out names the JSON file"),
+    (["bench", "--out", "/proc/version/x.json"], "--out: cannot create the folder /proc/version"),
+    (["accuracy", "--out", "/"], "--out must be a file path, not a directory"),
+    (["accuracy", "--seed", str(2**64)], "--seed must be an integer in [0, 2**63)"),
 ])
 def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1

@@ -78,6 +78,7 @@ def _no_hopper(command: str) -> int | None:
 def _cmd_bench(args, console) -> int:
     from .bench import shapes
     from .bench.methods import METHODS
+    from .bench.report import check_out_path
     from .bench.run import BenchOptions, run_bench
 
     # arguments first, so that a typo is reported on any machine
@@ -87,6 +88,12 @@ def _cmd_bench(args, console) -> int:
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if args.rep < 1:
+        raise ValueError(f"--rep must be a positive integer; got {args.rep}")
+    if not (0.0 <= args.warmup_ms < float("inf")):
+        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {args.warmup_ms}")
+    if args.out is not None:
+        check_out_path(args.out)
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(
@@ -109,8 +116,13 @@ def _cmd_bench(args, console) -> int:
 def _cmd_accuracy(args, console) -> int:
     from .bench import shapes
     from .bench.accuracy_run import run_accuracy
+    from .bench.report import check_out_path
 
     shapes.find(_split(args.models))  # a typo is reported on any machine
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
+    if args.out is not None:
+        check_out_path(args.out)
     if (code := _no_hopper("accuracy")) is not None:
         return code
     run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -88,10 +89,35 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
     return meta
 
 
+def check_out_path(path: Path, option: str = "--out") -> Path:
+    """Check, before a run, that results can be written to ``path`` (JSON) and beside it (CSV).
+
+    Raises:
+        ValueError: ``path`` ends in ``.csv`` (the CSV would overwrite the JSON), is a directory, or
+            its folder cannot be created or written; the message names ``option``.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        raise ValueError(f"{option} names the JSON file (its CSV goes beside it as .csv); got {path}")
+    if path.is_dir():
+        raise ValueError(f"{option} must be a file path, not a directory; got {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{option}: cannot create the folder {path.parent} ({e})") from e
+    if not os.access(path.parent, os.W_OK):
+        raise ValueError(f"{option}: the folder {path.parent} is not writable")
+    return path
+
+
 def write_results(path: Path, meta: dict, rows: Sequence[dict], fields: Sequence[str]) -> tuple[Path, Path]:
     """Write ``{"meta": ..., "rows": [...]}`` to ``path`` and the rows as CSV beside it
-    (same name, ``.csv``). Returns both paths."""
-    path = Path(path)
+    (same name, ``.csv``). Returns both paths.
+
+    Raises:
+        ValueError: see :func:`check_out_path`.
+    """
+    path = check_out_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=2) + "\n")
     csv_path = path.with_suffix(".csv")

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes docs/results/<gpu>/README.md from the JSON of ``fused-swiglu bench`` and ``accuracy``.
 
-Usage: ``python3 scripts/results_table.py --accuracy accuracy.json bench.json [bench_cuda_graph.json ...]
-> README.md`` in docs/results/<gpu>/. Every number in the output is read from the given files.
+Usage: ``python3 scripts/results_table.py bench.json [bench_cuda_graph.json ...] --accuracy accuracy.json
+[accuracy_fp16.json ...] > README.md`` in docs/results/<gpu>/ (the bench files come first: ``--accuracy``
+takes every file after it). Every number in the output is read from the given files.
 """
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def main() -> None:
     out = [f"# Results: {meta.get('gpu', '?')}", ""]
     out.append("Produced by `scripts/results_table.py` from the JSON files in this folder, written by "
                "`fused-swiglu bench --out bench.json`, `fused-swiglu bench --cuda-graph --out "
-               "bench_cuda_graph.json` and `fused-swiglu accuracy --out accuracy.json`.")
+               "bench_cuda_graph.json`, `fused-swiglu accuracy --out accuracy.json` and `fused-swiglu accuracy "
+               "--dtype fp16 --out accuracy_fp16.json`.")
     keys = ["gpu", "sm_count", "driver_version", "torch_version", "cuda_version", "fused_swiglu_version",
             "nvcc_version", "timestamp"]
     out.append("")

@@ -109,9 +109,10 @@ QWEN25_32B = (27648, 5120)
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
 #   M <= 128: memory-bound weight read; 64x128 tiles give the most CTAs.
-#   M <= 512: few tiles per SM, so the tile count's last wave decides (entry 11): per-shape rows where
-#     a tile fills whole waves on 132 SMs and beat the general row by more than 1 % (3B, 14B: 64x192;
-#     32B: 128x192); else 64x128 on small weights and 128x128 with cluster 2x1.
+#   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
+#     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
+#     sweep (packed 3B, 14B: 64x192; packed 32B: 128x192; dual 3B: 64x128 rasterised along M); else
+#     64x128 rasterised along M on small weights and 128x128 with cluster 2x1.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2.
 TABLE: list[Row] = [
@@ -157,9 +158,9 @@ class Choice:
     epilogue_math: int = 0
 
 
-# Below this K the SwiGLU epilogue, not the mainloop, sets a Pingpong tile's pace, and its
-# branch-free form wins; at and above it the branch-free form slows the other warpgroup's MMAs
-# (docs/perf-notes.md, entries 8 and 10).
+# Below this K the SwiGLU epilogue, not the mainloop, sets a tile's pace, and its branch-free form
+# wins; at and above it the branch-free form slowed the mainloops (docs/perf-notes.md, entries 8 and
+# 10; measured on Pingpong tiles, applied to every config whose library entry has the path).
 BRANCH_FREE_EPILOGUE_K_MAX = 1024
 
 

@@ -73,9 +73,10 @@ def parse_positive_int(text: str, rule: str) -> int:
 
 
 def verbose() -> bool:
-    """Whether ``FUSED_SWIGLU_VERBOSE`` asks for build logging (any value but ``0``/empty)."""
+    """Whether ``FUSED_SWIGLU_VERBOSE`` asks for build logging: any value but empty, ``0``, ``false``,
+    ``no`` or ``off`` (case-insensitive)."""
     value = _get("VERBOSE")
-    return value is not None and value not in ("0", "false", "False", "no")
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def config_override() -> list[str]:

@@ -30,6 +30,17 @@ def test_non_tensor_arguments_are_named(backend):
         swiglu_packed(torch.zeros(2, 32, dtype=BF), "w", layout="interleaved", backend=backend)
 
 
+def test_sparse_tensors_are_refused_by_name(backend):
+    wg, wu = _w()
+    x = torch.randn(2, 32).to(BF)
+    with pytest.raises(TypeError, match="x must be a dense \\(strided\\) tensor; got layout torch.sparse_coo"):
+        swiglu(x.to_sparse(), wg, wu, backend=backend)
+    with pytest.raises(TypeError, match="w_gate must be a dense"):
+        swiglu(x, wg.to_sparse(), wu, backend=backend)
+    with pytest.raises(TypeError, match="w_packed must be a dense"):
+        swiglu_packed(x, torch.cat([wg, wu]).to_sparse(), layout="interleaved", backend=backend)
+
+
 def test_dtypes(backend):
     wg, wu = _w()
     x = torch.zeros(2, 32, dtype=BF)

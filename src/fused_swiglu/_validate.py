@@ -25,6 +25,8 @@ def check_tensors(**named: object) -> None:
     for arg, t in named.items():
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{arg} must be a torch.Tensor; got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise TypeError(f"{arg} must be a dense (strided) tensor; got layout {t.layout}")
 
 
 def check_dtypes(**named: torch.Tensor) -> torch.dtype:

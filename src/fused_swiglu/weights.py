@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import torch
 
+from ._validate import check_choice, check_tensors
+
 BLOCK = 8  # rows of W_gate (and of W_up) per interleaved block
 LAYOUTS = ("interleaved", "concatenated")
 
 
 def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
+    check_tensors(w_gate=w_gate, w_up=w_up)
     for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{arg} must be a torch.Tensor; got {type(t).__name__}")
         if t.dim() != 2:
             raise ValueError(f"{arg} must be 2-D (I, H); got shape {tuple(t.shape)}")
     if w_gate.shape != w_up.shape:
@@ -46,8 +47,7 @@ def _check_block(I: int, what: str) -> None:
 
 
 def _check_packed(w_packed: torch.Tensor) -> tuple[int, int]:
-    if not isinstance(w_packed, torch.Tensor):
-        raise TypeError(f"w_packed must be a torch.Tensor; got {type(w_packed).__name__}")
+    check_tensors(w_packed=w_packed)
     if w_packed.dim() != 2:
         raise ValueError(f"w_packed must be 2-D (2I, H); got shape {tuple(w_packed.shape)}")
     rows, H = w_packed.shape
@@ -107,10 +107,9 @@ def unpack_gate_up(
             multiple of 8.
     """
     I, H = _check_packed(w_packed)
+    check_choice("layout", layout, LAYOUTS)
     if layout == "concatenated":
         return w_packed[:I].contiguous(), w_packed[I:].contiguous()
-    if layout != "interleaved":
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got layout={layout!r}")
     _check_block(I, "I (half the rows of w_packed)")
     blocks = w_packed.reshape(I // BLOCK, 2, BLOCK, H)  # (I/8, gate|up, 8, H)
     return blocks[:, 0].reshape(I, H).contiguous(), blocks[:, 1].reshape(I, H).contiguous()

@@ -75,6 +75,16 @@ def test_table_launch_parameters_follow_the_row():
     assert (dual.name, dual.raster, dual.swizzle) == ("dual_pingpong_128x128x64_2x1_bf16", 2, 8)
 
 
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_no_128_row_tiles_up_to_m_384(kernel):
+    # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13)
+    for n, h in [(11008, 2048), (13824, 5120), (27648, 5120), (29568, 8192)]:
+        for M in (129, 192, 256, 320, 384):
+            assert select(kernel, M, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
+        assert select(kernel, 385, n, h, torch.bfloat16, ALL).name != f"{kernel}_pingpong_64x128x64_1x1_bf16" or (
+            kernel == "dual" and n == 11008)
+
+
 def test_shape_rows_match_their_shape_only():
     # 3B and 14B at M <= 512 have 64x192 rows of their own; a hidden size off by 8 gets the general row
     assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"

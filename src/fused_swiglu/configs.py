@@ -108,15 +108,17 @@ QWEN25_32B = (27648, 5120)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
-#   M <= 128: memory-bound weight read; 64x128 tiles give the most CTAs.
+#   M <= 384: 64x128 tiles: the most CTAs for the memory-bound weight read at small M, and no half-empty
+#     128-row tiles at M = 192 or 320 (entry 13: at least 0.91 of the best measured config's speed at
+#     every M in 192..384 on five shapes, where the M = 512 rows had fallen to 0.45-0.79 of cuBLAS).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
-#     sweep (packed 3B, 14B: 64x192; packed 32B: 128x192; dual 3B: 64x128 rasterised along M); else
-#     64x128 rasterised along M on small weights and 128x128 with cluster 2x1.
+#     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192; dual 3B: 64x128 rasterised along
+#     M); else 64x128 rasterised along M on small weights and 128x128 with cluster 2x1.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2.
 TABLE: list[Row] = [
-    Row("packed", 128, _pp("packed", 64, 128, 1, 1)),
+    Row("packed", 384, _pp("packed", 64, 128, 1, 1)),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_32B),
@@ -125,7 +127,7 @@ TABLE: list[Row] = [
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2)),
-    Row("dual", 128, _pp("dual", 64, 128, 1, 1)),
+    Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),

@@ -27,13 +27,15 @@ _AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
 
 def _plan_key(fn: str, choice: tuple, backend: str, x, *weights) -> tuple | None:
     """Key of a call's validation outcome, or None where it must not be cached (tracing under
-    torch.compile, non-tensors, tensor subclasses, 0-d x)."""
+    torch.compile, non-tensors, tensor subclasses, non-strided layouts, 0-d x)."""
     if torch.compiler.is_compiling() or type(x) is not torch.Tensor or x.dim() == 0:
         return None
     if not all(type(c) is str for c in (*choice, backend)):
         return None  # validate() names the bad argument
     if any(type(w) is not torch.Tensor for w in weights):
         return None
+    if x.layout != torch.strided or any(w.layout != torch.strided for w in weights):
+        return None  # validate() refuses sparse (and other) layouts by name
     return (fn, choice, backend, x.dtype, x.device, x.shape[-1],
             *((w.dtype, w.device, w.shape) for w in weights))
 
@@ -122,7 +124,8 @@ def swiglu(
         returns an empty tensor without a launch.
 
     Raises:
-        TypeError: an argument is not a tensor; a dtype is not bf16/fp16 or the dtypes differ.
+        TypeError: an argument is not a dense (strided) tensor; a dtype is not bf16/fp16 or the
+            dtypes differ.
         ValueError: w_gate/w_up not 2-D or of different shapes; ``x.shape[-1] != H``; tensors on
             different devices; unknown backend, kernel or accumulation; with the CUDA kernels, H or
             I not a multiple of 8 (16-byte TMA rows) or H = 0.
@@ -174,8 +177,8 @@ def swiglu_packed(
         ``(..., I)`` tensor of x's dtype on x's device, contiguous.
 
     Raises:
-        TypeError: layout missing; an argument is not a tensor; a dtype is not bf16/fp16 or the
-            dtypes differ.
+        TypeError: layout missing; an argument is not a dense (strided) tensor; a dtype is not
+            bf16/fp16 or the dtypes differ.
         ValueError: unknown layout, backend or accumulation; w_packed not 2-D or with an odd row count;
             ``x.shape[-1] != H``; different devices; with the CUDA kernels, H or I not a multiple
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.

@@ -76,7 +76,7 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
         write of both weights).
 
     Raises:
-        TypeError: an argument is not a tensor, or the dtypes differ.
+        TypeError: an argument is not a dense (strided) tensor, or the dtypes differ.
         ValueError: not 2-D, shapes differ, devices differ, or ``I`` is not a multiple of 8.
     """
     I, H = _check_pair(w_gate, w_up)
@@ -102,7 +102,7 @@ def unpack_gate_up(
         to them writes to ``w_packed``); for ``"interleaved"`` they are new tensors.
 
     Raises:
-        TypeError: ``w_packed`` is not a tensor.
+        TypeError: ``w_packed`` is not a dense (strided) tensor.
         ValueError: not 2-D, odd row count, unknown ``layout``, or (interleaved) ``I`` not a
             multiple of 8.
     """

@@ -52,6 +52,11 @@ def main() -> int:
 
     lib = _lib.library()
     infos = {c.name: c for c in lib.configs}
+    for name in args.configs:
+        if name not in infos:
+            ap.error(f"--configs: {name} is not in the kernel library")
+        if args.epilogue_math == "1" and not infos[name].branch_free_math:
+            ap.error(f"--epilogue-math 1: {name} has no branch-free epilogue (see fsw_config_info.branch_free_math)")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     M, N = args.m, args.n
@@ -77,10 +82,13 @@ def main() -> int:
             cub = next(q["ms"] for q in rows if q["config"] == "cublas_gemm" and q["K"] == r["K"])
             extra = f"  {r['us_per_tile_per_sm']:.3f} us/tile/SM" if "tiles" in r else ""
             print(f"  K={r['K']:5d} {r['ms']:.4f} ms  cuBLAS/this {cub / r['ms']:.2f}{extra}")
-        pts = [(r["k_tiles"], r["us_per_tile_per_sm"]) for r in rows if r["config"] == name and "tiles" in r]
-        if len(pts) >= 2:
-            a, b = fit(pts)
-            print(f"  fit: {b:.4f} us per k-tile, {a:.3f} us fixed per tile")
+        # one fit per epilogue form: with --epilogue-math auto the form changes at K = 1024
+        for em in sorted({r["epilogue_math"] for r in rows if r["config"] == name and "tiles" in r}):
+            pts = [(r["k_tiles"], r["us_per_tile_per_sm"]) for r in rows
+                   if r["config"] == name and "tiles" in r and r["epilogue_math"] == em]
+            if len(pts) >= 2:
+                a, b = fit(pts)
+                print(f"  fit (epilogue_math {em}): {b:.4f} us per k-tile, {a:.3f} us fixed per tile")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), M=M, N=N, rows=rows), f, indent=1)

@@ -6,12 +6,15 @@ All are read when used (not at import), so a process can change them between cal
 ``FUSED_SWIGLU_CACHE_DIR``  Where built libraries are cached. Default ``~/.cache/fused_swiglu``.
 ``FUSED_SWIGLU_LIBRARY``    Path of a prebuilt ``libfused_swiglu.so`` to load as is, skipping the
                             cache and nvcc. Its ABI version is still checked.
-``FUSED_SWIGLU_NVCC``       Path of the nvcc to use (first in the search order).
+``FUSED_SWIGLU_NVCC``       Path of the nvcc to use (first in the search order; an error if it is not
+                            nvcc >= 12.3).
 ``FUSED_SWIGLU_JOBS``       Parallel nvcc jobs when building. Default: ``os.cpu_count()``.
-``FUSED_SWIGLU_VERBOSE``    ``1`` prints each nvcc command and build step to stderr.
+``FUSED_SWIGLU_VERBOSE``    ``1`` prints each nvcc command and build step to stderr (empty, ``0``,
+                            ``false``, ``no``, ``off``, any case: quiet).
 ``FUSED_SWIGLU_CONFIG``     Comma-separated kernel config names that override the heuristic, e.g.
-                            ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel and
-                            dtype its name spells (for benchmarking and tuning).
+                            ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel,
+                            dtype and accumulation its name spells (for benchmarking and tuning);
+                            names not in the library are ignored with one warning each.
 =========================  ==========================================================================
 """
 

@@ -155,6 +155,16 @@ def test_explicit_nvcc_that_is_not_a_usable_nvcc_is_an_error(monkeypatch, tmp_pa
     monkeypatch.setenv("FUSED_SWIGLU_NVCC", _script(tmp_path / "true", "exit 0\n").as_posix())
     with pytest.raises(BuildError, match=r"FUSED_SWIGLU_NVCC points at .*true, which is not nvcc >= 12.3 \(unreadable version\)"):
         toolchain.find_nvcc()
+    monkeypatch.setenv("FUSED_SWIGLU_NVCC", _script(tmp_path / "false", "exit 3\n").as_posix())
+    with pytest.raises(BuildError, match=r"FUSED_SWIGLU_NVCC points at .*false, which does not run as nvcc: .*status 3"):
+        toolchain.find_nvcc()
+    # a broken nvcc that was only found (not named) is skipped: the one on PATH is used
+    monkeypatch.delenv("FUSED_SWIGLU_NVCC")
+    broken = tmp_path / "broken" / "bin"
+    broken.mkdir(parents=True)
+    _script(broken / "nvcc", "exit 1\n")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "broken"))
+    assert toolchain.find_nvcc().nvcc == new / "nvcc"
 
 
 def test_explicit_nvcc_must_exist(monkeypatch, tmp_path):

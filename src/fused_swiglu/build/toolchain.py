@@ -104,7 +104,13 @@ def find_nvcc() -> Toolchain:
             if source == "FUSED_SWIGLU_NVCC":
                 raise BuildError(f"FUSED_SWIGLU_NVCC points at {path}, which is not a file.")
             continue
-        text = version_text(path)
+        try:
+            text = version_text(path)
+        except BuildError as e:
+            if source == "FUSED_SWIGLU_NVCC":
+                raise BuildError(f"FUSED_SWIGLU_NVCC points at {path}, which does not run as nvcc: {e}") from e
+            too_old.append(f"{path} (does not run)")
+            continue
         version = parse_version(text)
         if version is None or version < MIN_VERSION:
             found = "unreadable version" if version is None else f"{version[0]}.{version[1]}"

@@ -24,7 +24,14 @@ def launches(monkeypatch):
 
     monkeypatch.setattr(_lib, "run", fake_run)
     monkeypatch.setattr(_lib, "config_names", lambda: AVAILABLE)
+    # the library's branch_free_math flags, without loading (or building) a library
+    monkeypatch.setattr(_lib, "branch_free_names", lambda: frozenset(n for n in AVAILABLE if "_128x192x" not in n))
+    monkeypatch.setattr(_lib, "library", _no_library)
     return calls
+
+
+def _no_library():
+    raise AssertionError("these tests must not load the kernel library")
 
 
 def test_dual_impl_passes_tma_ready_operands(launches):

@@ -76,6 +76,17 @@ def test_table_launch_parameters_follow_the_row():
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_half_width_tiles_at_small_m_on_1_5b_and_3b(kernel):
+    half, full = f"{kernel}_pingpong_64x64x64_1x1_bf16", f"{kernel}_pingpong_64x128x64_1x1_bf16"
+    assert select(kernel, 1, 8960, 1536, torch.bfloat16, ALL).name == half
+    assert select(kernel, 128, 8960, 1536, torch.bfloat16, ALL).name == half
+    assert select(kernel, 129, 8960, 1536, torch.bfloat16, ALL).name == full
+    assert select(kernel, 64, 11008, 2048, torch.bfloat16, ALL).name == half
+    assert select(kernel, 65, 11008, 2048, torch.bfloat16, ALL).name == full
+    assert select(kernel, 1, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_no_128_row_tiles_up_to_m_384(kernel):
     # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13)
     for n, h in [(11008, 2048), (13824, 5120), (27648, 5120), (29568, 8192)]:

@@ -17,11 +17,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 # spills registers (52 bytes with nvcc 13.0), and 128x160 cannot be tiled by the epilogue's 16-column
 # stmatrix fragments; see docs/perf-notes.md.
 CONFIGS = [
+    ("packed", "pingpong", 64, 64, 64, 1, 1, 0),     # small M where 2I/128 tiles leave most of a wave idle
     ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # M <= 384, and M <= 512 on small weights
     ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048 (and 384 < M <= 512 by default)
     ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
     ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # M <= 512 where its tile count fills whole waves
+    ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),

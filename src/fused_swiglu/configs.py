@@ -102,12 +102,15 @@ SMALL = 20_000_000  # I*H below this: Qwen2.5-0.5B (4.4M) and 1.5B (13.8M)
 LARGE = 50_000_000  # I*H from this on: 7B (67.9M), 14B (70.8M), 32B (141.6M), 72B (242.2M)
 
 # Qwen2.5 MLP shapes (I, H) that have rows of their own.
+QWEN25_1_5B = (8960, 1536)
 QWEN25_3B = (11008, 2048)
 QWEN25_14B = (13824, 5120)
 QWEN25_32B = (27648, 5120)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
+#   Small M on 1.5B (M <= 128) and 3B (M <= 64): 64x64 tiles. 2I/128 = 140 and 172 tiles leave most
+#     of a second wave of 132 SMs idle; 280 and 344 half-width tiles fill it better (entry 14).
 #   M <= 384: 64x128 tiles: the most CTAs for the memory-bound weight read at small M, and no half-empty
 #     128-row tiles at M = 192 or 320 (entry 13: at least 0.91 of the best measured config's speed at
 #     every M in 192..384 on five shapes, where the M = 512 rows had fallen to 0.45-0.79 of cuBLAS).
@@ -118,6 +121,8 @@ QWEN25_32B = (27648, 5120)
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2.
 TABLE: list[Row] = [
+    Row("packed", 128, _pp("packed", 64, 64, 1, 1), shape=QWEN25_1_5B),
+    Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("packed", 384, _pp("packed", 64, 128, 1, 1)),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
@@ -127,6 +132,8 @@ TABLE: list[Row] = [
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2)),
+    Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
+    Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from pathlib import Path
 
 ORDER = ["eager", "cublas_gemm", "torch_compile", "fused_evt", "fused_dual", "fused_evt_promoted",
          "fused_dual_promoted"]
@@ -64,7 +65,12 @@ def main() -> None:
     keys = ["gpu", "sm_count", "driver_version", "torch_version", "cuda_version", "fused_swiglu_version",
             "nvcc_version", "timestamp"]
     out.append("")
-    out.append(" · ".join(f"{k}: {meta[k]}" for k in keys if k in meta))
+    out.append(" · ".join(f"{k}: {meta[k]}" for k in keys if k != "timestamp" and k in meta))
+    out.append("")
+    # each file's own run: they may come from different runs (docs/perf-notes.md says why)
+    files = [*zip(args.bench, benches), *zip(args.accuracy, accs)]
+    out.append("Runs: " + " · ".join(
+        f"{Path(path).name} {d['meta'].get('timestamp', '?')}" for path, d in files) + ".")
     out.append("")
     for bench in benches:
         out += bench_section(bench)

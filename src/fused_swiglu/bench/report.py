@@ -117,8 +117,7 @@ def write_results(path: Path, meta: dict, rows: Sequence[dict], fields: Sequence
     Raises:
         ValueError: see :func:`check_out_path`.
     """
-    path = check_out_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_out_path(path)  # also creates the folder
     path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=2) + "\n")
     csv_path = path.with_suffix(".csv")
     with csv_path.open("w", newline="") as f:

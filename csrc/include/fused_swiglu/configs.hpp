@@ -14,11 +14,9 @@
 
 namespace fused_swiglu {
 
-// Pingpong and Cooperative use CUTLASS's persistent data-parallel tile scheduler. StreamK is the
-// Cooperative kernel with CUTLASS's stream-K scheduler: the tiles of the last, partial wave are split
-// along K across all SMs, and the partial fp32 accumulators are reduced through the workspace before
-// the epilogue, so a nonlinear epilogue still sees whole sums (docs/perf-notes.md, entry 15).
-enum class Schedule { Pingpong, Cooperative, StreamK };
+// Both schedules use CUTLASS's persistent data-parallel tile scheduler (a stream-K variant was
+// measured slower at every size, docs/perf-notes.md).
+enum class Schedule { Pingpong, Cooperative };
 
 // PromoteKTiles: 0 = GMMA accumulates the whole K; p > 0 = GMMA accumulates p k-tiles at a time, each
 // partial then added into a main fp32 accumulator (collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp).
@@ -33,9 +31,7 @@ struct SwiGLUConfig {
   static constexpr Schedule schedule = Schedule_;
   static constexpr bool kPingpong = Schedule_ == Schedule::Pingpong;
 
-  static constexpr bool kStreamK = Schedule_ == Schedule::StreamK;
-  using TileScheduler = cute::conditional_t<kStreamK,
-      cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
+  using TileScheduler = cutlass::gemm::PersistentScheduler;
   using KernelSchedule = cute::conditional_t<kPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedPingpong,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;

@@ -94,15 +94,6 @@ struct Launcher {
     using Raster = decltype(args->scheduler.raster_order);
     args->scheduler.raster_order = p.raster == 1 ? Raster::AlongM : p.raster == 2 ? Raster::AlongN : Raster::Heuristic;
     args->scheduler.max_swizzle_size = p.swizzle > 0 ? p.swizzle : 1;
-    if constexpr (cute::is_same_v<typename Gemm::GemmKernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>) {
-      // CUTLASS's heuristic keeps a tail wave that is at least half full data-parallel; the point of
-      // this schedule is to split exactly that wave, so stream-K is asked for explicitly. The
-      // deterministic reduction adds the partials of a tile in a fixed order: same inputs, same bits.
-      using Decomposition = decltype(args->scheduler.decomposition_mode);
-      using Reduction = decltype(args->scheduler.reduction_mode);
-      args->scheduler.decomposition_mode = Decomposition::StreamK;
-      args->scheduler.reduction_mode = Reduction::Deterministic;
-    }
     return FSW_SUCCESS;
   }
 

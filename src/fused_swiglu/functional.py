@@ -1,8 +1,9 @@
 """Public functions: fused SwiGLU ``y = silu(x @ W_gate^T) * (x @ W_up^T)``.
 
 Both functions accept ``x`` of shape ``(..., H)`` and return ``(..., I)`` in ``x.dtype``, computed
-with fp32 accumulation and one rounding to the output dtype. The CUDA kernels are forward only
-(backward through them raises); the torch backend is differentiable.
+with fp32 accumulation and one rounding to the output dtype. Both are differentiable: with the CUDA
+kernels the backward recomputes the gate and up products with PyTorch GEMMs
+(:mod:`fused_swiglu.autograd`); the torch backend is differentiated by autograd.
 """
 
 from __future__ import annotations
@@ -59,27 +60,33 @@ def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
 def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     """Call a custom op of :mod:`fused_swiglu.ops`.
 
-    Plain eager calls on tensors that need no autograd run the op's CUDA implementation directly:
-    the dispatcher round trip of a Python custom op costs tens of microseconds per call, more than
-    the kernel itself at small M. Under torch.compile, with tensor subclasses (fake tensors) or
-    with autograd inputs, the call goes through the registered op, whose fake implementation and
-    error for missing autograd support then apply.
+    Plain eager calls that record no autograd graph (no input requires grad, or grad mode is off,
+    as under ``torch.no_grad()`` / ``torch.inference_mode()`` with ``nn.Parameter`` weights) run the
+    op's CUDA implementation directly: the dispatcher round trip of a Python custom op costs tens of
+    microseconds per call, more than the kernel itself at small M. Under torch.compile, with tensor
+    subclasses (fake tensors) or when autograd records the call, it goes through the registered op,
+    whose fake implementation and backward then apply.
     """
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    records_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     if (
         not torch.compiler.is_compiling()
-        and all(type(t) is torch.Tensor and not t.requires_grad for t in tensors)
+        and not records_grad
+        and all(type(t) is torch.Tensor for t in tensors)
     ):
         return ops.IMPLS[op](*args)
     return op(*args)
 
 
-def _run_2d(x: torch.Tensor, I: int, H: int, launch) -> torch.Tensor:
-    """Reshape x (..., H) to (M, H), launch unless empty, reshape the (M, I) result back."""
+def _run_2d(x: torch.Tensor, I: int, H: int, launch, *weights: torch.Tensor) -> torch.Tensor:
+    """Reshape x (..., H) to (M, H), launch, reshape the (M, I) result back. An empty problem
+    returns at once, unless autograd records the call (then the op returns the empty result, and
+    its backward gives zero weight gradients, as eager PyTorch does)."""
     lead = x.shape[:-1]
     x2d = x.reshape(-1, H)  # (M, H); a view when strides allow, else a copy
     if x2d.shape[0] == 0 or I == 0:
-        return x.new_empty((*lead, I))
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, *weights))):
+            return x.new_empty((*lead, I))
     return launch(x2d).view(*lead, I)
 
 
@@ -122,7 +129,9 @@ def swiglu(
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)
-        returns an empty tensor without a launch.
+        returns an empty tensor without a launch. Differentiable with respect to x and the
+        weights: the backward recomputes ``x @ w_gate.T`` and ``x @ w_up.T`` with PyTorch GEMMs
+        in the input dtype and evaluates the SwiGLU derivative in fp32 (:mod:`fused_swiglu.autograd`).
 
     Raises:
         TypeError: an argument is not a dense (strided) tensor; a dtype is not bf16/fp16 or the
@@ -149,8 +158,8 @@ def swiglu(
     config = _AUTO[accumulation]
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
-        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config))
-    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config), w_packed)
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config), w_gate, w_up)
 
 
 def swiglu_packed(
@@ -175,7 +184,8 @@ def swiglu_packed(
         accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
 
     Returns:
-        ``(..., I)`` tensor of x's dtype on x's device, contiguous.
+        ``(..., I)`` tensor of x's dtype on x's device, contiguous; differentiable with respect
+        to x and w_packed, as in :func:`swiglu` (the interleaved layout's gradient is interleaved).
 
     Raises:
         TypeError: layout missing; an argument is not a dense (strided) tensor; a dtype is not
@@ -200,6 +210,6 @@ def swiglu_packed(
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
     config = _AUTO[accumulation]
     if layout == "interleaved":
-        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config))
+        return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_packed, x2d, w_packed, config), w_packed)
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
-    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config))
+    return _run_2d(x, I, H, lambda x2d: _call(ops.swiglu_dual, x2d, w_gate, w_up, config), w_gate, w_up)

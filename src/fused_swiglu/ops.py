@@ -10,13 +10,16 @@ traceable by torch.compile). M == 0 returns at once without a launch.
 The CPU registrations compute the same result with fp32 PyTorch matrix products and one rounding
 (:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`), so the ops can be traced and checked
 on machines without a GPU.
+
+Both ops are differentiable: their backward (:mod:`fused_swiglu.autograd`) recomputes the gate and
+up products with PyTorch GEMMs and returns gradients for x and the weights (none for ``config``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _lib, configs
+from . import _lib, autograd, configs
 from ._validate import tma_ready
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
@@ -79,6 +82,24 @@ def _swiglu_dual_fake(x, w_gate, w_up, config):
 @swiglu_dual.register_kernel("cpu")
 def _swiglu_dual_cpu(x, w_gate, w_up, config):
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:-1])  # x and the weight(s); config is not a tensor
+
+
+def _swiglu_packed_backward(ctx, dy):
+    x, w_packed = ctx.saved_tensors
+    return (*autograd.packed_backward(dy, x, w_packed, ctx.needs_input_grad[:2]), None)
+
+
+def _swiglu_dual_backward(ctx, dy):
+    x, w_gate, w_up = ctx.saved_tensors
+    return (*autograd.dual_backward(dy, x, w_gate, w_up, ctx.needs_input_grad[:3]), None)
+
+
+swiglu_packed.register_autograd(_swiglu_packed_backward, setup_context=_setup_context)
+swiglu_dual.register_autograd(_swiglu_dual_backward, setup_context=_setup_context)
 
 
 # The CUDA implementation behind each op, for eager calls that skip the dispatcher

@@ -109,17 +109,24 @@ def test_opcheck_with_gradients(contiguous):
     torch.library.opcheck(torch.ops.fused_swiglu.swiglu_packed.default, (xp, wp, ""))
 
 
-def test_backward_under_torch_compile_matches_eager():
+@pytest.mark.parametrize("op", ["dual", "packed"])
+def test_backward_under_torch_compile_matches_eager(op):
     x, wg, wu, dy = _inputs(8, 16, 32, torch.bfloat16)
+    if op == "dual":
+        weights = (wg, wu)
+        fn = ops.swiglu_dual
+    else:
+        weights = (pack_gate_up(wg, wu),)
+        fn = ops.swiglu_packed
 
-    def loss(x, wg, wu):
-        return (ops.swiglu_dual(x, wg, wu, "").float() * dy.float()).sum()
+    def loss(x, *w):
+        return (fn(x, *w, "").float() * dy.float()).sum()
 
     compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
     grads = []
-    for fn in (loss, compiled):
-        leaves = [t.clone().requires_grad_() for t in (x, wg, wu)]
-        fn(*leaves).backward()
+    for f in (loss, compiled):
+        leaves = [t.clone().requires_grad_() for t in (x, *weights)]
+        f(*leaves).backward()
         grads.append([t.grad for t in leaves])
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -2,50 +2,51 @@
 
 The forward kernels never write the gate and up products ``g = x W_gate^T`` and ``u = x W_up^T``
 (not writing them is what fusing buys), so the backward recomputes them with cuBLAS GEMMs in the
-input dtype (fp32 accumulation, one rounding, as PyTorch's own eager backward has them), evaluates
-the SwiGLU derivatives in fp32, and forms the input and weight gradients with GEMMs:
+input dtype and then follows PyTorch's eager autograd of ``F.silu(g) * u`` step by step, with the
+same fused elementwise kernels (``silu``, ``silu_backward``) and the same roundings:
 
     y  = silu(g) * u,          silu(v) = v * sigmoid(v)
-    dg = dy * u * silu'(g),    silu'(v) = sigmoid(v) * (1 + v * (1 - sigmoid(v)))
     du = dy * silu(g)
+    dg = silu_backward(dy * u, g) = (dy * u) * sigmoid(g) * (1 + g * (1 - sigmoid(g)))
     dx = dg @ W_gate + du @ W_up,   dW_gate = dg^T @ x,   dW_up = du^T @ x
 
-(silu' is the derivative of v * sigmoid(v) with sigmoid' = sigmoid * (1 - sigmoid).) The packed
-op keeps the interleaved layout of :func:`fused_swiglu.weights.pack_gate_up` throughout: one GEMM
-recomputes ``[g | u]`` interleaved, one GEMM gives ``dx`` and one gives ``dW_packed`` already in the
-packed layout. Only the gradients an input needs are computed (``ctx.needs_input_grad``).
+(the derivative of v * sigmoid(v), with sigmoid' = sigmoid * (1 - sigmoid)). So the gradients equal
+those of eager PyTorch on the same inputs, up to the order of the GEMMs' fp32 sums. The packed op
+keeps the interleaved layout of :func:`fused_swiglu.weights.pack_gate_up` throughout: one GEMM
+recomputes ``[g | u]`` interleaved, the elementwise steps write ``[dg | du]`` interleaved, one GEMM
+gives ``dx`` and one gives ``dW_packed`` already in the packed layout. Only the gradients an input
+needs are computed (``ctx.needs_input_grad``).
 
-Cost: recomputing g and u is one extra forward's worth of GEMM FLOPs (4·M·H·I), and the backward
-holds two ``(M, I)`` products and two ``(M, I)`` gradients at a time.
+Cost: eager autograd's backward plus the recomputation of g and u, i.e. one extra forward's worth
+of GEMM FLOPs (4·M·H·I); it holds two ``(M, I)`` products and two ``(M, I)`` gradients at a time.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .weights import BLOCK
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """fp32 for 16-bit inputs, float64 for float64 (the reference checks)."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-def swiglu_input_grads(dy: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradients of ``y = silu(g) * u`` with respect to g and u.
+def swiglu_input_grads(
+    dy: torch.Tensor, g: torch.Tensor, u: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of ``y = silu(g) * u`` with respect to g and u, as eager autograd computes them.
 
     Args:
-        dy, g, u: tensors of one shape and dtype (g, u as recomputed in the input dtype).
+        dy, g, u: tensors of one shape and dtype (any strides).
+        out: optional ``(dg, du)`` tensors (e.g. strided views of one buffer) to write into.
 
     Returns:
-        ``(dg, du)`` in that dtype, computed in fp32 (float64 for float64 inputs) and rounded once.
+        ``(dg, du)`` in that dtype.
     """
-    acc = _compute_dtype(g.dtype)
-    gf, uf, dyf = g.to(acc), u.to(acc), dy.to(acc)
-    s = torch.sigmoid(gf)
-    dg = dyf * uf * s * (1 + gf * (1 - s))
-    du = dyf * gf * s
-    return dg.to(g.dtype), du.to(g.dtype)
+    dg, du = out if out is not None else (None, None)
+    du = torch.mul(dy, F.silu(g), out=du) if du is not None else dy * F.silu(g)
+    dyu = dy * u
+    if dg is not None:
+        return torch.ops.aten.silu_backward.grad_input(dyu, g, grad_input=dg), du
+    return torch.ops.aten.silu_backward(dyu, g), du
 
 
 def dual_backward(
@@ -89,8 +90,10 @@ def packed_backward(
     M = x.shape[0]
     I = w_packed.shape[0] // 2
     gu = (x @ w_packed.T).view(M, I // BLOCK, 2, BLOCK)  # (M, I/8, gate|up, 8)
-    dg, du = swiglu_input_grads(dy.reshape(M, I // BLOCK, BLOCK), gu[:, :, 0], gu[:, :, 1])
-    dgu = torch.stack([dg, du], dim=2).view(M, 2 * I)  # (M, 2I) interleaved like w_packed's rows
+    dgu = torch.empty((M, 2 * I), dtype=gu.dtype, device=gu.device)  # interleaved like w_packed's rows
+    halves = dgu.view(M, I // BLOCK, 2, BLOCK)
+    swiglu_input_grads(dy.reshape(M, I // BLOCK, BLOCK), gu[:, :, 0], gu[:, :, 1],
+                       out=(halves[:, :, 0], halves[:, :, 1]))
     dx = dgu @ w_packed if needs[0] else None  # (M, H)
     dw_packed = dgu.T @ x if needs[1] else None  # (2I, H)
     return dx, dw_packed

@@ -131,7 +131,7 @@ def swiglu(
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)
         returns an empty tensor without a launch. Differentiable with respect to x and the
         weights: the backward recomputes ``x @ w_gate.T`` and ``x @ w_up.T`` with PyTorch GEMMs
-        in the input dtype and evaluates the SwiGLU derivative in fp32 (:mod:`fused_swiglu.autograd`).
+        in the input dtype, then follows eager PyTorch's autograd (:mod:`fused_swiglu.autograd`).
 
     Raises:
         TypeError: an argument is not a dense (strided) tensor; a dtype is not bf16/fp16 or the

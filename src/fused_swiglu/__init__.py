@@ -5,6 +5,10 @@
 
 from ._version import __version__
 from .functional import swiglu, swiglu_packed
+from .modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from .weights import pack_gate_up, unpack_gate_up
 
-__all__ = ["__version__", "swiglu", "swiglu_packed", "pack_gate_up", "unpack_gate_up"]
+__all__ = [
+    "__version__", "swiglu", "swiglu_packed", "pack_gate_up", "unpack_gate_up",
+    "fuse_swiglu_mlps", "unfuse_swiglu_mlps",
+]

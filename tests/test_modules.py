@@ -1,0 +1,133 @@
+"""fuse_swiglu_mlps / unfuse_swiglu_mlps on toy models written like Hugging Face's SwiGLU MLPs."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fused_swiglu.modules as modules
+from fused_swiglu import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from fused_swiglu.reference import swiglu_float64
+
+
+class MLP(nn.Module):
+    """The shape of transformers' Qwen2MLP / LlamaMLP / MistralMLP."""
+
+    def __init__(self, H=64, I=96, bias=False, act=None):
+        super().__init__()
+        self.gate_proj = nn.Linear(H, I, bias=bias)
+        self.up_proj = nn.Linear(H, I, bias=bias)
+        self.down_proj = nn.Linear(I, H, bias=bias)
+        self.act_fn = act if act is not None else nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.mlp = MLP(**kw)
+
+    def forward(self, x):
+        return x + self.mlp(x)
+
+
+def _model():
+    return nn.Sequential(Block(), Block(), Block(bias=True), Block(act=nn.GELU()))
+
+
+def _count_calls(monkeypatch):
+    calls = []
+    real = modules.swiglu
+
+    def counting(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(modules, "swiglu", counting)
+    return calls
+
+
+def test_patches_only_swiglu_blocks_and_undoes():
+    model = _model()
+    assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # bias and GELU blocks are not SwiGLU MLPs
+    assert fuse_swiglu_mlps(model) == []  # already patched
+    assert sorted(unfuse_swiglu_mlps(model)) == ["0.mlp", "1.mlp"]
+    assert "forward" not in vars(model[0].mlp)  # the class's forward again
+    assert unfuse_swiglu_mlps(model) == []
+
+
+def test_fp32_model_runs_its_original_forward(monkeypatch):
+    model = _model()
+    x = torch.randn(3, 5, 64)
+    want = model(x)
+    calls = _count_calls(monkeypatch)
+    fuse_swiglu_mlps(model)
+    torch.testing.assert_close(model(x), want, rtol=0, atol=0)
+    assert calls == []
+
+
+def test_bf16_model_calls_swiglu_and_matches_float64(monkeypatch):
+    torch.manual_seed(0)
+    mlp = MLP(H=64, I=96).to(torch.bfloat16)
+    x = torch.randn(4, 7, 64, dtype=torch.bfloat16, requires_grad=True)
+    calls = _count_calls(monkeypatch)
+    fuse_swiglu_mlps(mlp, backend="torch", accumulation="promoted")
+    y = mlp(x)
+    assert calls == [{"kernel": "dual", "accumulation": "promoted", "backend": "torch"}]
+    hidden = swiglu_float64(x.detach(), mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach())
+    want = hidden @ mlp.down_proj.weight.detach().double().T
+    assert ((y.double() - want).norm() / want.norm()).item() < 1e-2
+    y.sum().backward()
+    assert x.grad is not None and mlp.gate_proj.weight.grad is not None and mlp.up_proj.weight.grad is not None
+
+
+def test_an_instance_forward_from_before_is_restored():
+    mlp = MLP()
+    sentinel = lambda x: x  # noqa: E731
+    mlp.forward = sentinel
+    fuse_swiglu_mlps(mlp)
+    assert mlp.forward is not sentinel
+    unfuse_swiglu_mlps(mlp)
+    assert mlp.forward is sentinel
+
+
+def test_blocks_with_accelerate_hooks_are_left_alone():
+    mlp = MLP()
+    mlp._hf_hook = object()
+    assert fuse_swiglu_mlps(mlp) == []
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        fuse_swiglu_mlps("model")
+    for kw, arg in (({"kernel": "auto2"}, "kernel"), ({"accumulation": "exact"}, "accumulation"),
+                    ({"backend": "cuda"}, "backend")):
+        with pytest.raises(ValueError, match=arg):
+            fuse_swiglu_mlps(MLP(), **kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["dual", "packed"])
+def test_qwen_sized_block_on_the_gpu(kernel, monkeypatch):
+    mlp = MLP(H=896, I=4864).to("cuda", torch.bfloat16)
+    x = torch.randn(2, 33, 896, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        original = mlp(x)
+    calls = _count_calls(monkeypatch)
+    fuse_swiglu_mlps(mlp, kernel=kernel, backend="cutlass")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning: the kernels ran
+        with torch.no_grad():
+            fused = mlp(x)
+        y = mlp(x)
+    y.float().square().mean().backward()
+    assert len(calls) == 2 and mlp.gate_proj.weight.grad is not None
+    hidden = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight)
+    want = hidden @ mlp.down_proj.weight.double().T
+    err = lambda t: ((t.double() - want).norm() / want.norm()).item()  # noqa: E731
+    assert err(fused) <= err(original) * 1.05 + 1e-4, (err(fused), err(original))

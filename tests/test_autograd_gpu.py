@@ -78,8 +78,14 @@ def test_prepacked_weight_gradient_is_interleaved(seed):
         assert _rel(got, want) < 1e-2, f"{name}: {_rel(got, want):.3e}, seed={seed}"
 
 
-def test_parameters_under_inference_mode_take_the_direct_path(seed):
-    """nn.Parameter weights under inference_mode / no_grad: no graph, same bits as plain tensors."""
+def test_parameters_under_inference_mode_take_the_direct_path(seed, monkeypatch):
+    """nn.Parameter weights under inference_mode / no_grad: the op's implementation is called
+    directly (no dispatcher), no graph, same bits as plain tensors."""
+    from fused_swiglu import ops
+
+    direct = []
+    spies = {op: (lambda impl: lambda *a: (direct.append(1), impl(*a))[1])(impl) for op, impl in ops.IMPLS.items()}
+    monkeypatch.setattr(ops, "IMPLS", spies)
     H, I = 896, 4864
     x, wg, wu, _ = _inputs((16,), H, I, torch.bfloat16)
     pg, pu = torch.nn.Parameter(wg), torch.nn.Parameter(wu)
@@ -88,6 +94,7 @@ def test_parameters_under_inference_mode_take_the_direct_path(seed):
         y1 = swiglu(x, pg, pu, backend="cutlass")
     with torch.no_grad():
         y2 = swiglu(x, pg, pu, backend="cutlass")
+    assert len(direct) == 3
     assert y1.grad_fn is None and y2.grad_fn is None
     assert torch.equal(y1, plain) and torch.equal(y2, plain)
 

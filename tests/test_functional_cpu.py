@@ -85,3 +85,43 @@ def test_fallback_warning_points_at_the_callers_line(monkeypatch):
         warnings.simplefilter("always")
         swiglu(x, w, w)
     assert len(caught) == 1 and caught[0].filename == __file__
+
+
+@pytest.fixture
+def kernel_path_on_cpu(monkeypatch):
+    """Pretend the CPU is a Hopper GPU: the kernel path's Python layer runs, and the ops' direct
+    implementations are replaced by spies that record the call and run the registered op's CPU
+    kernel instead of the library. The validation cache is private to the test."""
+    import fused_swiglu._validate as validate
+    import fused_swiglu.functional as functional
+    from fused_swiglu import ops
+
+    monkeypatch.setattr(validate, "hopper_status", lambda device: None)
+    monkeypatch.setattr(functional, "_PLANS", {})
+    direct = []
+    spies = {op: (lambda op: lambda *a: (direct.append(op), op(*a))[1])(op) for op in ops.IMPLS}
+    monkeypatch.setattr(ops, "IMPLS", spies)
+    return direct
+
+
+def test_parameter_weights_take_the_direct_path_when_no_graph_is_recorded(kernel_path_on_cpu):
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    wg = torch.nn.Parameter(torch.randn(8, 16, dtype=torch.bfloat16))
+    wu = torch.nn.Parameter(torch.randn(8, 16, dtype=torch.bfloat16))
+    with torch.inference_mode():
+        y1 = swiglu(x, wg, wu, backend="cutlass")
+    with torch.no_grad():
+        y2 = swiglu(x, wg, wu, backend="cutlass")
+    assert len(kernel_path_on_cpu) == 2 and y1.grad_fn is None and y2.grad_fn is None
+    y3 = swiglu(x, wg, wu, backend="cutlass")  # grad mode on, weights require grad: through the op
+    assert len(kernel_path_on_cpu) == 2 and y3.grad_fn is not None
+    assert torch.equal(y1, y3.detach()) and torch.equal(y2, y1)
+
+
+def test_nested_tensors_are_refused_by_name():
+    nt = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)]).to(torch.bfloat16)
+    w = torch.randn(8, 16, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="x must be a dense"):
+        swiglu(nt, w, w)
+    with pytest.raises(TypeError, match="w_gate must be a dense"):
+        pack_gate_up(torch.nested.nested_tensor([w, w]), w)

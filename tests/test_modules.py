@@ -103,12 +103,53 @@ def test_blocks_with_accelerate_hooks_are_left_alone():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
-        fuse_swiglu_mlps("model")
+    for fn in (fuse_swiglu_mlps, unfuse_swiglu_mlps):
+        with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+            fn(42)
     for kw, arg in (({"kernel": "auto2"}, "kernel"), ({"accumulation": "exact"}, "accumulation"),
                     ({"backend": "cuda"}, "backend")):
         with pytest.raises(ValueError, match=arg):
             fuse_swiglu_mlps(MLP(), **kw)
+    assert fuse_swiglu_mlps(MLP(), kernel="auto") == [""]
+
+
+def test_blocks_whose_gate_or_up_have_hooks_are_left_alone():
+    mlp = MLP()
+    mlp.up_proj.register_forward_pre_hook(lambda module, args: None)
+    assert fuse_swiglu_mlps(mlp) == []
+
+
+@pytest.mark.parametrize("how", ["torch.save", "deepcopy"])
+def test_a_patched_model_stays_patched_through_save_load_and_deepcopy(how, monkeypatch):
+    import copy
+    import io
+
+    model = nn.Sequential(Block(), Block()).to(torch.bfloat16)
+    fuse_swiglu_mlps(model, backend="torch")
+    if how == "torch.save":
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        buf.seek(0)
+        copied = torch.load(buf, weights_only=False)
+    else:
+        copied = copy.deepcopy(model)
+    calls = _count_calls(monkeypatch)
+    x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    torch.testing.assert_close(copied(x), model(x), rtol=0, atol=0)
+    assert len(calls) == 4  # both blocks of both models ran fused
+    assert copied[0].mlp.forward.module is copied[0].mlp  # bound to the copy, not the original
+    assert sorted(unfuse_swiglu_mlps(copied)) == ["0.mlp", "1.mlp"]
+    assert fuse_swiglu_mlps(copied, backend="torch") == ["0.mlp", "1.mlp"]
+
+
+def test_patched_model_compiles_fullgraph_and_backpropagates():
+    model = nn.Sequential(Block(), Block()).to(torch.bfloat16)
+    fuse_swiglu_mlps(model, backend="torch")
+    x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+    compiled(x).float().sum().backward()
+    assert model[0].mlp.gate_proj.weight.grad is not None
 
 
 @pytest.mark.gpu

@@ -27,6 +27,8 @@ def check_tensors(**named: object) -> None:
             raise TypeError(f"{arg} must be a torch.Tensor; got {type(t).__name__}")
         if t.layout != torch.strided:
             raise TypeError(f"{arg} must be a dense (strided) tensor; got layout {t.layout}")
+        if t.is_nested:
+            raise TypeError(f"{arg} must be a dense (strided) tensor; got a nested tensor")
 
 
 def check_dtypes(**named: torch.Tensor) -> torch.dtype:

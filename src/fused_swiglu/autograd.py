@@ -34,13 +34,20 @@ def swiglu_input_grads(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of ``y = silu(g) * u`` with respect to g and u, as eager autograd computes them.
 
+    With grad mode on (a backward with ``create_graph=True``) the same quantities are formed from
+    differentiable operations instead (``aten.silu_backward`` has no derivative, and ``out=``
+    writes are not recorded), so second derivatives work; ``out`` is then ignored.
+
     Args:
         dy, g, u: tensors of one shape and dtype (any strides).
         out: optional ``(dg, du)`` tensors (e.g. strided views of one buffer) to write into.
 
     Returns:
-        ``(dg, du)`` in that dtype.
+        ``(dg, du)`` in that dtype (written into ``out`` when given and grad mode is off).
     """
+    if torch.is_grad_enabled():
+        s = torch.sigmoid(g)
+        return dy * u * (s * (1 + g * (1 - s))), dy * (g * s)
     dg, du = out if out is not None else (None, None)
     du = torch.mul(dy, F.silu(g), out=du) if du is not None else dy * F.silu(g)
     dyu = dy * u
@@ -90,10 +97,13 @@ def packed_backward(
     M = x.shape[0]
     I = w_packed.shape[0] // 2
     gu = (x @ w_packed.T).view(M, I // BLOCK, 2, BLOCK)  # (M, I/8, gate|up, 8)
-    dgu = torch.empty((M, 2 * I), dtype=gu.dtype, device=gu.device)  # interleaved like w_packed's rows
-    halves = dgu.view(M, I // BLOCK, 2, BLOCK)
-    swiglu_input_grads(dy.reshape(M, I // BLOCK, BLOCK), gu[:, :, 0], gu[:, :, 1],
-                       out=(halves[:, :, 0], halves[:, :, 1]))
+    dy3 = dy.reshape(M, I // BLOCK, BLOCK)
+    if torch.is_grad_enabled():  # create_graph=True: no out= writes, so autograd records every step
+        dgu = torch.stack(swiglu_input_grads(dy3, gu[:, :, 0], gu[:, :, 1]), dim=2).view(M, 2 * I)
+    else:
+        dgu = torch.empty((M, 2 * I), dtype=gu.dtype, device=gu.device)  # interleaved like w_packed
+        halves = dgu.view(M, I // BLOCK, 2, BLOCK)
+        swiglu_input_grads(dy3, gu[:, :, 0], gu[:, :, 1], out=(halves[:, :, 0], halves[:, :, 1]))
     dx = dgu @ w_packed if needs[0] else None  # (M, H)
     dw_packed = dgu.T @ x if needs[1] else None  # (2I, H)
     return dx, dw_packed

@@ -26,14 +26,20 @@ _PLANS_MAX = 1024
 _AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
 
 
+# Tensor types the fast paths take: plain tensors and nn.Parameter (model weights); other subclasses
+# (fake and functional tensors under tracing, user subclasses) always go through validation and the
+# registered op.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def _plan_key(fn: str, choice: tuple, backend: str, x, *weights) -> tuple | None:
     """Key of a call's validation outcome, or None where it must not be cached (tracing under
-    torch.compile, non-tensors, tensor subclasses, non-strided layouts, 0-d x)."""
-    if torch.compiler.is_compiling() or type(x) is not torch.Tensor or x.dim() == 0:
+    torch.compile, non-tensors, tensor subclasses, nested or non-strided layouts, 0-d x)."""
+    if torch.compiler.is_compiling() or type(x) not in _PLAIN or x.is_nested or x.dim() == 0:
         return None
     if not all(type(c) is str for c in (*choice, backend)):
         return None  # validate() names the bad argument
-    if any(type(w) is not torch.Tensor for w in weights):
+    if any(type(w) not in _PLAIN or w.is_nested for w in weights):
         return None
     if x.layout != torch.strided or any(w.layout != torch.strided for w in weights):
         return None  # validate() refuses sparse (and other) layouts by name
@@ -60,9 +66,9 @@ def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
 def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     """Call a custom op of :mod:`fused_swiglu.ops`.
 
-    Plain eager calls that record no autograd graph (no input requires grad, or grad mode is off,
-    as under ``torch.no_grad()`` / ``torch.inference_mode()`` with ``nn.Parameter`` weights) run the
-    op's CUDA implementation directly: the dispatcher round trip of a Python custom op costs tens of
+    Plain eager calls (tensors and ``nn.Parameter`` weights) that record no autograd graph (no input
+    requires grad, or grad mode is off, as under ``torch.no_grad()`` / ``torch.inference_mode()``)
+    run the op's CUDA implementation directly: the dispatcher round trip of a Python custom op costs tens of
     microseconds per call, more than the kernel itself at small M. Under torch.compile, with tensor
     subclasses (fake tensors) or when autograd records the call, it goes through the registered op,
     whose fake implementation and backward then apply.
@@ -72,7 +78,7 @@ def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     if (
         not torch.compiler.is_compiling()
         and not records_grad
-        and all(type(t) is torch.Tensor for t in tensors)
+        and all(type(t) in _PLAIN for t in tensors)
     ):
         return ops.IMPLS[op](*args)
     return op(*args)

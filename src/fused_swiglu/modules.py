@@ -15,8 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import types
-
 import torch
 from torch import nn
 
@@ -24,8 +22,11 @@ from . import _validate as v
 from .configs import ACCUMULATIONS
 from .functional import swiglu
 
-_ORIGINAL = "_fused_swiglu_original_forward"
 _SILU_CLASS_NAMES = ("SiLU", "SiLUActivation")  # torch.nn.SiLU; older transformers' own class
+
+
+def _has_hooks(layer: nn.Module) -> bool:
+    return bool(layer._forward_hooks or layer._forward_pre_hooks)
 
 
 def _is_swiglu_mlp(module: nn.Module) -> bool:
@@ -38,9 +39,29 @@ def _is_swiglu_mlp(module: nn.Module) -> bool:
     return gate.weight.shape == up.weight.shape and type(act).__name__ in _SILU_CLASS_NAMES
 
 
-def _fused_forward(kernel: str, accumulation: str, backend: str):
-    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        wg, wu = self.gate_proj.weight, self.up_proj.weight
+class FusedSwiGLUForward:
+    """The ``forward`` that :func:`fuse_swiglu_mlps` installs on an MLP block (an instance attribute).
+
+    A plain object rather than a closure, so that a patched model survives ``torch.save`` /
+    ``torch.load`` and ``copy.deepcopy`` still patched, and :func:`unfuse_swiglu_mlps` still finds it.
+
+    Attributes:
+        module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.
+        previous: the instance ``forward`` the block had before (None: its class's forward).
+    """
+
+    def __init__(self, module: nn.Module, kernel: str, accumulation: str, backend: str, previous=None):
+        self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
+        self.previous = previous
+
+    def original(self, x: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            return self.previous(x)
+        return type(self.module).forward(self.module, x)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        m = self.module
+        wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
             x.dtype in v.DTYPES
             and wg.dtype == x.dtype and wu.dtype == x.dtype
@@ -48,11 +69,14 @@ def _fused_forward(kernel: str, accumulation: str, backend: str):
             and wg.shape[0] % v.ALIGN == 0 and wg.shape[1] % v.ALIGN == 0
         )
         if not usable:  # fp32 models, mixed dtypes or devices, H or I not a multiple of 8
-            return getattr(self, _ORIGINAL)(x)
-        y = swiglu(x, wg, wu, kernel=kernel, accumulation=accumulation, backend=backend)
-        return self.down_proj(y)
+            return self.original(x)
+        y = swiglu(x, wg, wu, kernel=self.kernel, accumulation=self.accumulation, backend=self.backend)
+        return m.down_proj(y)
 
-    return forward
+
+def _patch(module: nn.Module) -> FusedSwiGLUForward | None:
+    f = vars(module).get("forward")
+    return f if isinstance(f, FusedSwiGLUForward) else None
 
 
 def fuse_swiglu_mlps(
@@ -69,12 +93,17 @@ def fuse_swiglu_mlps(
     runs :func:`swiglu`'s PyTorch fallback (fp32 products, one rounding; one warning per process).
     Blocks already patched are left as they are, and so are blocks carrying an accelerate hook
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
-    between devices. The result is differentiable (see :func:`swiglu`).
+    between devices, and blocks whose ``gate_proj`` or ``up_proj`` has forward hooks or pre-hooks:
+    the fused forward reads their weights without calling them, so such hooks (including any added
+    after patching) do not run; ``down_proj`` is still called as a module. The result is
+    differentiable (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
+    ``torch.load`` of the whole model and ``copy.deepcopy``.
 
     Args:
         model: any ``nn.Module``; it is modified in place (instance ``forward`` attributes).
-        kernel: ``"dual"`` (default; reads the weights as they are) or ``"packed"`` (packs both
-            weights on every call: a copy of 2·I·H elements per call, rarely worth it here).
+        kernel: ``"dual"`` (default; reads the weights as they are), ``"auto"`` (the same) or
+            ``"packed"`` (packs both weights on every call: a copy of 2·I·H elements per call,
+            rarely worth it here).
         accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
 
@@ -87,15 +116,18 @@ def fuse_swiglu_mlps(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    v.check_choice("kernel", kernel, ("dual", "packed"))
+    v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
     patched = []
     for name, module in model.named_modules():
-        if _is_swiglu_mlp(module) and not hasattr(module, _ORIGINAL) and not hasattr(module, "_hf_hook"):
-            setattr(module, _ORIGINAL, module.forward)
-            module.forward = types.MethodType(_fused_forward(kernel, accumulation, backend), module)
-            patched.append(name)
+        if not _is_swiglu_mlp(module) or _patch(module) is not None or hasattr(module, "_hf_hook"):
+            continue
+        if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
+            continue  # their hooks would no longer run
+        previous = vars(module).get("forward")  # an instance forward set by someone else, or None
+        module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous)
+        patched.append(name)
     return patched
 
 
@@ -104,15 +136,20 @@ def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
 
     Returns:
         The qualified names of the blocks restored.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     restored = []
     for name, module in model.named_modules():
-        if hasattr(module, _ORIGINAL):
-            original = getattr(module, _ORIGINAL)
-            delattr(module, _ORIGINAL)
-            if getattr(original, "__func__", None) is type(module).forward:
-                del module.forward  # the class's forward again
-            else:
-                module.forward = original  # an instance forward that was there before
-            restored.append(name)
+        patch = _patch(module)
+        if patch is None:
+            continue
+        if patch.previous is None:
+            del module.forward  # the class's forward again
+        else:
+            module.forward = patch.previous
+        restored.append(name)
     return restored

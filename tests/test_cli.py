@@ -43,6 +43,10 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
     (["bench", "--out", "/proc/version/x.json"], "--out: cannot create the folder /proc/version"),
     (["accuracy", "--out", "/"], "--out must be a file path, not a directory"),
     (["accuracy", "--seed", str(2**64)], "--seed must be an integer in [0, 2**63)"),
+    (["bench", "--models", ","], "--models names nothing; got ','"),
+    (["bench", "--methods", ","], "--methods names nothing"),
+    (["bench", "--tokens", ",,"], "--tokens names nothing"),
+    (["accuracy", "--models", ","], "--models names nothing"),
 ])
 def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1

@@ -12,11 +12,14 @@ from pathlib import Path
 EXIT_NO_GPU = 2
 
 
-def _split(values: list[str] | None) -> list[str] | None:
-    """Accept both ``--x a b`` and ``--x a,b``."""
+def _split(values: list[str] | None, option: str = "the option") -> list[str] | None:
+    """Accept both ``--x a b`` and ``--x a,b``; a given option that names nothing is an error."""
     if values is None:
         return None
-    return [v for item in values for v in item.split(",") if v]
+    out = [v for item in values for v in item.split(",") if v]
+    if not out:
+        raise ValueError(f"{option} names nothing; got {' '.join(values)!r}")
+    return out
 
 
 def _tokens(values: list[str]) -> list[int]:
@@ -27,7 +30,7 @@ def _tokens(values: list[str]) -> list[int]:
     """
     from .env import parse_positive_int
 
-    return [parse_positive_int(v, "--tokens must be integers >= 1") for v in _split(values) or []]
+    return [parse_positive_int(v, "--tokens must be integers >= 1") for v in _split(values, "--tokens") or []]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,9 +85,9 @@ def _cmd_bench(args, console) -> int:
     from .bench.run import BenchOptions, run_bench
 
     # arguments first, so that a typo is reported on any machine
-    shapes.find(_split(args.models))
+    shapes.find(_split(args.models, "--models"))
     tokens = _tokens(args.tokens) if args.tokens else None
-    methods = _split(args.methods) if args.methods else None
+    methods = _split(args.methods, "--methods") if args.methods else None
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -97,7 +100,7 @@ def _cmd_bench(args, console) -> int:
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(
-        models=_split(args.models),
+        models=_split(args.models, "--models"),
         dtype=args.dtype,
         out=args.out,
         config=args.config,
@@ -118,14 +121,14 @@ def _cmd_accuracy(args, console) -> int:
     from .bench.accuracy_run import run_accuracy
     from .bench.report import check_out_path
 
-    shapes.find(_split(args.models))  # a typo is reported on any machine
+    shapes.find(_split(args.models, "--models"))  # a typo is reported on any machine
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
     if args.out is not None:
         check_out_path(args.out)
     if (code := _no_hopper("accuracy")) is not None:
         return code
-    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models))
+    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models, "--models"))
     return 0
 
 

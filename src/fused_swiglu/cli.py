@@ -85,7 +85,8 @@ def _cmd_bench(args, console) -> int:
     from .bench.run import BenchOptions, run_bench
 
     # arguments first, so that a typo is reported on any machine
-    shapes.find(_split(args.models, "--models"))
+    models = _split(args.models, "--models")
+    shapes.find(models)
     tokens = _tokens(args.tokens) if args.tokens else None
     methods = _split(args.methods, "--methods") if args.methods else None
     for method in methods or []:
@@ -100,7 +101,7 @@ def _cmd_bench(args, console) -> int:
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(
-        models=_split(args.models, "--models"),
+        models=models,
         dtype=args.dtype,
         out=args.out,
         config=args.config,
@@ -121,14 +122,15 @@ def _cmd_accuracy(args, console) -> int:
     from .bench.accuracy_run import run_accuracy
     from .bench.report import check_out_path
 
-    shapes.find(_split(args.models, "--models"))  # a typo is reported on any machine
+    models = _split(args.models, "--models")
+    shapes.find(models)  # a typo is reported on any machine
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
     if args.out is not None:
         check_out_path(args.out)
     if (code := _no_hopper("accuracy")) is not None:
         return code
-    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=_split(args.models, "--models"))
+    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=models)
     return 0
 
 

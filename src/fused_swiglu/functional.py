@@ -63,6 +63,11 @@ def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
     return plan
 
 
+def _records_grad(tensors) -> bool:
+    """Whether autograd records a call on ``tensors``: grad mode on and some input requires grad."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     """Call a custom op of :mod:`fused_swiglu.ops`.
 
@@ -74,10 +79,9 @@ def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     whose fake implementation and backward then apply.
     """
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    records_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     if (
         not torch.compiler.is_compiling()
-        and not records_grad
+        and not _records_grad(tensors)
         and all(type(t) in _PLAIN for t in tensors)
     ):
         return ops.IMPLS[op](*args)
@@ -91,7 +95,7 @@ def _run_2d(x: torch.Tensor, I: int, H: int, launch, *weights: torch.Tensor) -> 
     lead = x.shape[:-1]
     x2d = x.reshape(-1, H)  # (M, H); a view when strides allow, else a copy
     if x2d.shape[0] == 0 or I == 0:
-        if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, *weights))):
+        if not _records_grad((x, *weights)):
             return x.new_empty((*lead, I))
     return launch(x2d).view(*lead, I)
 

@@ -96,6 +96,15 @@ def test_no_128_row_tiles_up_to_m_384(kernel):
             kernel == "dual" and n == 11008)
 
 
+def test_dual_128_row_tiles_on_1_5b_and_3b_only_above_m_448():
+    # a 128-row tile is at least 7/8 full above M = 448; at 448 the last one is half empty (entry 22)
+    for n, h in [(8960, 1536), (11008, 2048)]:
+        assert select("dual", 448, n, h, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"
+        assert select("dual", 449, n, h, torch.bfloat16, ALL).name == "dual_pingpong_128x128x64_2x1_bf16"
+        assert select("dual", 512, n, h, torch.bfloat16, ALL).raster == 1
+    assert select("dual", 512, 4864, 896, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"  # 0.5B
+
+
 def test_shape_rows_match_their_shape_only():
     # 3B and 14B at M <= 512 have 64x192 rows of their own; a hidden size off by 8 gets the general row
     assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"

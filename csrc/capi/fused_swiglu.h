@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 3
+#define FSW_ABI_VERSION 4
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -73,6 +73,8 @@ typedef struct fsw_config_info {
   int32_t stages;     // mainloop pipeline stages
   int32_t promote_k_tiles;  // 0: GMMA accumulates all of K; p > 0: partials of p k-tiles promoted to fp32
   int32_t branch_free_math; // 1: accepts epilogue_math = FSW_EPILOGUE_MATH_RCP; 0: IEEE division only
+  int32_t smem_bytes;       // shared memory per CTA in bytes (mainloop stages + epilogue + barriers)
+  int32_t epilogue_smem_bytes;  // of which the collective epilogue, the SwiGLU node's output buffers included
 } fsw_config_info;
 
 int fsw_abi_version(void);

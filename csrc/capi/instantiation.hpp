@@ -27,6 +27,8 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
   e.info.promote_k_tiles = Config::kPromoteKTiles;
   e.info.branch_free_math = GemmT::kBranchFreeMath ? 1 : 0;
+  e.info.smem_bytes = GemmT::GemmKernel::SharedStorageSize;
+  e.info.epilogue_smem_bytes = int(sizeof(typename GemmT::CollectiveEpilogue::SharedStorage));
   return e;
 }
 

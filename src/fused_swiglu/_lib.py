@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 3  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 4  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -79,6 +79,8 @@ class _ConfigInfo(ctypes.Structure):
         ("stages", ctypes.c_int32),
         ("promote_k_tiles", ctypes.c_int32),
         ("branch_free_math", ctypes.c_int32),
+        ("smem_bytes", ctypes.c_int32),
+        ("epilogue_smem_bytes", ctypes.c_int32),
     ]
 
 
@@ -89,7 +91,9 @@ class ConfigInfo:
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
-    ``branch_free_math``: the config accepts ``epilogue_math=1``.
+    ``branch_free_math``: the config accepts ``epilogue_math=1``; ``stages``: mainloop pipeline
+    stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
+    the collective epilogue (with the SwiGLU node's output buffers).
     """
 
     index: int
@@ -105,6 +109,8 @@ class ConfigInfo:
     stages: int
     promote_k_tiles: int = 0
     branch_free_math: bool = False
+    smem_bytes: int = 0
+    epilogue_smem_bytes: int = 0
 
 
 _SIGNATURES = {
@@ -199,6 +205,8 @@ class Library:
                     stages=info.stages,
                     promote_k_tiles=info.promote_k_tiles,
                     branch_free_math=bool(info.branch_free_math),
+                    smem_bytes=info.smem_bytes,
+                    epilogue_smem_bytes=info.epilogue_smem_bytes,
                 )
             )
         return out

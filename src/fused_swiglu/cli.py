@@ -179,7 +179,10 @@ def _cmd_info(args, console) -> int:
         return 1
     console.print(f"configs ({len(lib.configs)}):")
     for c in lib.configs:
-        console.print(f"  {c.name}  stages={c.stages}")
+        console.print(
+            f"  {c.name}  stages={c.stages}  smem={c.smem_bytes / 1024:.1f} KiB"
+            f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)"
+        )
     return 0
 
 

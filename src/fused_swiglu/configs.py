@@ -116,8 +116,10 @@ QWEN25_32B = (27648, 5120)
 #     every M in 192..384 on five shapes, where the M = 512 rows had fallen to 0.45-0.79 of cuBLAS).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
-#     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192; dual 3B: 64x128 rasterised along
-#     M); else 64x128 rasterised along M on small weights and 128x128 with cluster 2x1.
+#     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
+#     small weights and 128x128 with cluster 2x1. Dual 1.5B and 3B: 128x128 2x1 rasterised along M
+#     once M > 448, where its 128-row tiles are at least 7/8 full (+3-4 % over 64x128 at M = 512 since
+#     the dual tile has its sixth stage, entry 22); at M <= 448 64x128 (1.2-1.5x faster at M = 448).
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2; on
 #     small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 % on 0.5B,
@@ -138,7 +140,10 @@ TABLE: list[Row] = [
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
-    Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
+    Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
+    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1, swizzle=2), shape=QWEN25_3B),
+    Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
+    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1), shape=QWEN25_1_5B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),

@@ -259,3 +259,53 @@ def test_library_serves_every_table_row():
         per_thread = c.tile_m * c.tile_n // (128 if c.schedule == "pingpong" else 256)
         per_thread *= 2 if c.promote_k_tiles else 1
         assert c.branch_free_math == (per_thread <= 128), c.name
+
+
+SM90_SMEM_PER_CTA = 232448  # 227 KiB: the most shared memory one CTA may opt in to on sm_90
+
+
+@pytest.mark.build
+def test_shared_memory_budget():
+    """Every config fits one CTA's shared memory, and its mainloop takes all stages that fit; the
+    collective epilogue's unused D reservation (ElementD = void) no longer costs Kernel-1 a stage:
+    dual and packed tiles of one TileShape run the same number of stages (perf-notes entry 22)."""
+    from fused_swiglu._lib import Library
+    from fused_swiglu.build import ensure_built
+
+    lib = Library(ensure_built())
+    by_shape = {}
+    for c in lib.configs:
+        stage = (c.tile_m + c.tile_n) * c.tile_k * 2  # one A and one B tile of 16-bit elements
+        assert 0 < c.epilogue_smem_bytes < c.smem_bytes <= SM90_SMEM_PER_CTA, c
+        assert c.stages * stage + c.epilogue_smem_bytes <= c.smem_bytes, c
+        assert SM90_SMEM_PER_CTA - c.smem_bytes < stage, f"{c.name}: room for another mainloop stage"
+        by_shape.setdefault((c.tile_m, c.tile_n, c.schedule, c.promote_k_tiles, c.dtype), {})[c.kernel] = c.stages
+    pairs = [s for s in by_shape.values() if len(s) == 2]
+    assert pairs, "no TileShape is compiled for both kernels"
+    for stages in pairs:
+        assert stages["dual"] == stages["packed"], by_shape
+
+
+@pytest.mark.build
+def test_sass_of_every_kernel():
+    """The SASS of every kernel in the library issues GMMA (HGMMA), loads and stores through TMA
+    (UTMALDG, UTMASTG) and touches no local memory (no LDL/STL: nothing spilled)."""
+    import re
+
+    from fused_swiglu._lib import Library
+    from fused_swiglu.build import ensure_built
+
+    cuobjdump = toolchain.find_nvcc().nvcc.parent / "cuobjdump"
+    if not cuobjdump.is_file():
+        pytest.skip(f"no cuobjdump beside nvcc ({cuobjdump})")
+    lib = ensure_built()
+    sass = subprocess.run([str(cuobjdump), "-sass", str(lib)], capture_output=True, text=True, check=True).stdout
+    kernels = re.split(r"\n\s*Function : ", sass)[1:]
+    assert len(kernels) >= len(Library(lib).configs), "fewer kernels in the SASS than configs in the library"
+    for body in kernels:
+        name = body.split("\n", 1)[0].strip()
+        if "device_kernel" not in name:
+            continue  # not a GEMM kernel
+        for op in ("HGMMA", "UTMALDG", "UTMASTG"):
+            assert op in body, f"{op} missing from the SASS of {name[:120]}"
+        assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {name[:120]}"

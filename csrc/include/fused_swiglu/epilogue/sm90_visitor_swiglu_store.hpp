@@ -122,7 +122,12 @@ template <
   bool BranchFreeMath    // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
 >
 struct Sm90SwiGLUStore {
-  using ElementAux = Element;  // names the output element for a collective whose ElementD is void
+  // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
+  // reserves its smem_D buffer: EpilogueTile x StagesD elements of the type named here, taken from the
+  // shared memory left to the mainloop's stages. This node writes Y through its own buffer
+  // (SharedStorage below), so it names the narrowest element a TMA descriptor accepts: 8 bits halve
+  // the unused buffer, which gives the dual 128x128 Pingpong tile a sixth stage (perf-notes entry 22).
+  using ElementAux = uint8_t;
 
   static constexpr int EpiM = int(size<0>(EpilogueTile{}));
   static constexpr int EpiN = int(size<1>(EpilogueTile{}));

@@ -28,8 +28,8 @@ ALL = frozenset(
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_table_heuristic(kernel):
-    # M <= 128: 64x128 everywhere; M <= 512 on small weights (0.5B: I*H = 4.4M) too
-    assert select(kernel, 1, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
+    # M <= 128: 64x128 everywhere (Kernel-2 at decode sizes: swap-AB); M <= 512 on small weights too
+    assert select(kernel, 17, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
     assert select(kernel, 128, 18944, 3584, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
     assert select(kernel, 512, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
     # M <= 2048: 128x128 tiles
@@ -78,12 +78,27 @@ def test_table_launch_parameters_follow_the_row():
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_half_width_tiles_at_small_m_on_1_5b_and_3b(kernel):
     half, full = f"{kernel}_pingpong_64x64x64_1x1_bf16", f"{kernel}_pingpong_64x128x64_1x1_bf16"
-    assert select(kernel, 1, 8960, 1536, torch.bfloat16, ALL).name == half
+    assert select(kernel, 17 if kernel == "packed" else 1, 8960, 1536, torch.bfloat16, ALL).name == half
     assert select(kernel, 128, 8960, 1536, torch.bfloat16, ALL).name == half
     assert select(kernel, 129, 8960, 1536, torch.bfloat16, ALL).name == full
     assert select(kernel, 64, 11008, 2048, torch.bfloat16, ALL).name == half
     assert select(kernel, 65, 11008, 2048, torch.bfloat16, ALL).name == full
-    assert select(kernel, 1, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
+    assert select(kernel, 33 if kernel == "packed" else 1, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
+
+
+def test_swap_ab_kernel_2_at_decode_sizes():
+    # Kernel-2 at M <= 16 on every shape, up to M = 32 from 3B on, runs the swap-AB tile (entry 25);
+    # Kernel-1 and promoted accumulation keep their rows
+    swap = "packed_swapab_pingpong_128x16x64_1x1_bf16"
+    for n, h in [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (29568, 8192)]:
+        assert select("packed", 1, n, h, torch.bfloat16, ALL).name == swap
+        assert select("packed", 16, n, h, torch.bfloat16, ALL).name == swap
+        assert (select("packed", 32, n, h, torch.bfloat16, ALL).name == swap) == (n * h >= configs.SMALL)
+        assert select("packed", 33, n, h, torch.bfloat16, ALL).name != swap
+        assert "swapab" not in select("dual", 1, n, h, torch.bfloat16, ALL).name
+        assert "swapab" not in select("packed", 1, n, h, torch.bfloat16, ALL, accumulation="promoted").name
+    assert configs.KernelConfig("packed", "pingpong", 128, 16, 64, 1, 1, swap_ab=True).name(torch.float16) == (
+        "packed_swapab_pingpong_128x16x64_1x1_fp16")
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])

@@ -39,9 +39,9 @@ def test_struct_layouts_match_the_header():
     # fsw_problem: 3 int64, 4 int32, then 4 (pointer, int64) pairs = 24 + 16 + 64 bytes
     assert ctypes.sizeof(_lib.Problem) == 104
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
-    # fsw_config_info: a pointer then 13 int32 (padded to 8 bytes)
+    # fsw_config_info: a pointer then 14 int32
     assert ctypes.sizeof(_lib._ConfigInfo) == 64
-    assert _lib._ConfigInfo.smem_bytes.offset == 52
+    assert _lib._ConfigInfo.smem_bytes.offset == 52 and _lib._ConfigInfo.swap_ab.offset == 60
 
 
 def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):

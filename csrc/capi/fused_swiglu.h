@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 4
+#define FSW_ABI_VERSION 5
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -75,6 +75,7 @@ typedef struct fsw_config_info {
   int32_t branch_free_math; // 1: accepts epilogue_math = FSW_EPILOGUE_MATH_RCP; 0: IEEE division only
   int32_t smem_bytes;       // shared memory per CTA in bytes (mainloop stages + epilogue + barriers)
   int32_t epilogue_smem_bytes;  // of which the collective epilogue, the SwiGLU node's output buffers included
+  int32_t swap_ab;          // 1: swap-AB GEMM (weights as GMMA's A, tile_m weight rows by tile_n tokens)
 } fsw_config_info;
 
 int fsw_abi_version(void);

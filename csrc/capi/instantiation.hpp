@@ -29,6 +29,7 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.branch_free_math = GemmT::kBranchFreeMath ? 1 : 0;
   e.info.smem_bytes = GemmT::GemmKernel::SharedStorageSize;
   e.info.epilogue_smem_bytes = int(sizeof(typename GemmT::CollectiveEpilogue::SharedStorage));
+  e.info.swap_ab = GemmT::kSwapAB ? 1 : 0;
   return e;
 }
 

@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 4  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 5  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -81,6 +81,7 @@ class _ConfigInfo(ctypes.Structure):
         ("branch_free_math", ctypes.c_int32),
         ("smem_bytes", ctypes.c_int32),
         ("epilogue_smem_bytes", ctypes.c_int32),
+        ("swap_ab", ctypes.c_int32),
     ]
 
 
@@ -93,7 +94,8 @@ class ConfigInfo:
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
     ``branch_free_math``: the config accepts ``epilogue_math=1``; ``stages``: mainloop pipeline
     stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
-    the collective epilogue (with the SwiGLU node's output buffers).
+    the collective epilogue (with the SwiGLU node's output buffers); ``swap_ab``: the GEMM takes the
+    weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M).
     """
 
     index: int
@@ -111,6 +113,7 @@ class ConfigInfo:
     branch_free_math: bool = False
     smem_bytes: int = 0
     epilogue_smem_bytes: int = 0
+    swap_ab: bool = False
 
 
 _SIGNATURES = {
@@ -207,6 +210,7 @@ class Library:
                     branch_free_math=bool(info.branch_free_math),
                     smem_bytes=info.smem_bytes,
                     epilogue_smem_bytes=info.epilogue_smem_bytes,
+                    swap_ab=bool(info.swap_ab),
                 )
             )
         return out

@@ -31,12 +31,15 @@ DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 class KernelConfig:
     """One kernel configuration (CUTLASS names: TileShape, ClusterShape, schedule).
 
-    tile_m, tile_n, tile_k: CTA TileShape in elements (tile_n counts gate + up columns).
+    tile_m, tile_n, tile_k: CTA TileShape in elements (tile_n counts gate + up columns; with
+        swap_ab, tile_m counts weight rows, gate + up, and tile_n tokens).
     cluster_m, cluster_n: ClusterShape in CTAs.
     raster: tile rasterisation, 0 heuristic, 1 along M, 2 along N (launch parameter, not in the name).
     swizzle: tile scheduler max swizzle, 1/2/4/8 (launch parameter, not in the name).
     promote: k-tiles per GMMA partial sum before it is added into the fp32 main accumulator;
         0 = GMMA accumulates all of K.
+    swap_ab: the GEMM takes the weights as GMMA's A operand and the tokens as B (packed kernel,
+        decode sizes; perf-notes entry 25).
     """
 
     kernel: Literal["packed", "dual"]
@@ -49,6 +52,7 @@ class KernelConfig:
     raster: int = 0
     swizzle: int = 1
     promote: int = 0
+    swap_ab: bool = False
 
     def name(self, dtype: torch.dtype) -> str:
         """The library's config name for ``dtype`` (torch.bfloat16 or torch.float16).
@@ -59,7 +63,7 @@ class KernelConfig:
         if dtype not in DTYPE_SUFFIX:
             raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
         return (
-            f"{self.kernel}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
+            f"{self.kernel}{'_swapab' if self.swap_ab else ''}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
             f"{self.cluster_m}x{self.cluster_n}{f'_promote{self.promote}' if self.promote else ''}_"
             f"{DTYPE_SUFFIX[dtype]}"
         )
@@ -90,8 +94,8 @@ class Row:
         )
 
 
-def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0) -> KernelConfig:
-    return KernelConfig(kernel, "pingpong", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle, promote)
+def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0, swap_ab=False) -> KernelConfig:
+    return KernelConfig(kernel, "pingpong", tile_m, tile_n, 64, cluster_m, cluster_n, raster, swizzle, promote, swap_ab)
 
 
 def _co(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0) -> KernelConfig:
@@ -109,6 +113,9 @@ QWEN25_32B = (27648, 5120)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
+#   Decode sizes, Kernel-2: the swap-AB form (128 weight rows by 16 tokens) keeps the weight stream in
+#     flight that a 64-token-row tile wastes on X (entries 24, 25): 0.93-1.05x cuBLAS at M <= 16 where
+#     the normal form ran at 0.74-0.95x; up to M = 32 (two token tiles) on weights of 3B and up.
 #   Small M on 1.5B (M <= 128) and 3B (M <= 64): 64x64 tiles. 2I/128 = 140 and 172 tiles leave most
 #     of a second wave of 132 SMs idle; 280 and 344 half-width tiles fill it better (entry 14).
 #   M <= 384: 64x128 tiles: the most CTAs for the memory-bound weight read at small M, and no half-empty
@@ -125,6 +132,8 @@ QWEN25_32B = (27648, 5120)
 #     small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 % on 0.5B,
 #     within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %).
 TABLE: list[Row] = [
+    Row("packed", 16, _pp("packed", 128, 16, 1, 1, swap_ab=True)),
+    Row("packed", 32, _pp("packed", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("packed", 128, _pp("packed", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("packed", 384, _pp("packed", 64, 128, 1, 1)),

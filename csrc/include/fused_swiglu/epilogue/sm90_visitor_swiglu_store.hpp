@@ -11,6 +11,10 @@
 //   Kernel-2 (packed weights):  P = 8, matching the interleaved layout of weights.py (8 gate rows, then
 //                               the 8 matching up rows, repeated).
 //   Kernel-1 (dual GEMM):       P = CTA_N / 2 (gate tile in the first half of the B tile, up in the second).
+// With PairsAlongM the roles of rows and columns swap: the swap-AB form of Kernel-2 (weights as the GMMA's
+// A operand, tokens as B) pairs accumulator row r with row r + P, yields a (CTA_M / 2, CTA_N) output tile,
+// and writes Y transposed (Y^T is M-major in that GEMM). GMMA's accumulator layout gives every thread rows
+// r and r + 8 of each 16-row group, so with P = 8 a thread holds both elements of each of its pairs.
 //
 // Data path per epilogue subtile (EPI_M, EPI_N) of the collective epilogue:
 //   visit()      registers: fp32 accumulators -> SwiGLU -> packed pairs of output elements
@@ -72,12 +76,15 @@ template <int F>
 struct PairTable {
   int gate[F / 2];
   int up[F / 2];
-  int dm[F / 2];       // row offset of the pair from the thread's first element
-  int dn_out[F / 2];   // output-column offset (relative to the output column of the first element)
+  int out_m[F / 2];    // output-row offset of the pair (relative to the output row of the first element)
+  int out_n[F / 2];    // output-column offset (relative to the output column of the first element)
   bool ok;
 };
 
-template <class CrdLayout, int P, int F = int(decltype(size(CrdLayout{}))::value)>
+// Output index of accumulator index c along the paired dimension: (c / 2P) * P + c % P.
+constexpr int paired_out(int c, int P) { return (c / (2 * P)) * P + c % P; }
+
+template <class CrdLayout, int P, bool PairsAlongM, int F = int(decltype(size(CrdLayout{}))::value)>
 constexpr PairTable<F> make_pair_table() {
   PairTable<F> t{};
   int dm[F] = {};
@@ -90,23 +97,26 @@ constexpr PairTable<F> make_pair_table() {
   t.ok = true;
   int pairs = 0;
   for (int i = 0; i < F; ++i) {
-    if ((dn[i] / P) % 2 != 0) continue;   // an up element: found through its gate partner
+    int along = PairsAlongM ? dm[i] : dn[i];
+    if ((along / P) % 2 != 0) continue;   // an up element: found through its gate partner
     int partner = -1;
     for (int j = 0; j < F; ++j) {
-      if (dm[j] == dm[i] && dn[j] == dn[i] + P) partner = j;
+      bool is_partner = PairsAlongM ? (dn[j] == dn[i] && dm[j] == dm[i] + P) : (dm[j] == dm[i] && dn[j] == dn[i] + P);
+      if (is_partner) partner = j;
     }
     if (partner < 0 || pairs >= F / 2) { t.ok = false; return t; }
     t.gate[pairs] = i;
     t.up[pairs] = partner;
-    t.dm[pairs] = dm[i];
-    t.dn_out[pairs] = (dn[i] / (2 * P)) * P + dn[i] % P;
+    t.out_m[pairs] = PairsAlongM ? paired_out(dm[i], P) : dm[i];
+    t.out_n[pairs] = PairsAlongM ? dn[i] : paired_out(dn[i], P);
     ++pairs;
   }
   t.ok = t.ok && pairs == F / 2;
-  // Results are written to shared memory two at a time (32-bit stores): pairs 2q and 2q+1 must be
-  // neighbouring output columns of one row, the first at an even column.
-  for (int q = 0; t.ok && q + 1 < pairs; q += 2) {
-    t.ok = t.dm[q] == t.dm[q + 1] && t.dn_out[q + 1] == t.dn_out[q] + 1 && t.dn_out[q] % 2 == 0;
+  // Row-major results are written to shared memory two at a time (32-bit stores): pairs 2q and 2q+1
+  // must be neighbouring output columns of one row, the first at an even column. (PairsAlongM: one
+  // element at a time; its neighbours along the contiguous M belong to other threads.)
+  for (int q = 0; !PairsAlongM && t.ok && q + 1 < pairs; q += 2) {
+    t.ok = t.out_m[q] == t.out_m[q + 1] && t.out_n[q + 1] == t.out_n[q] + 1 && t.out_n[q] % 2 == 0;
   }
   return t;
 }
@@ -117,9 +127,11 @@ template <
   int Stages,            // smem buffers; must be >= the collective epilogue's StagesD
   class EpilogueTile,    // (EPI_M, EPI_N) subtile of the accumulator tile, in accumulator columns
   class Element,         // output element (bfloat16_t or half_t)
-  class StrideMNL,       // stride of Y (M, N/2, L): (ldy, _1, batch)
+  class StrideMNL,       // stride of Y in the GEMM's frame: (M, N/2, L) as (ldy, _1, batch), or with
+                         // PairsAlongM (M/2, N, L) as (_1, ldy, batch)
   int PairStride,        // P above
-  bool BranchFreeMath    // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
+  bool BranchFreeMath,   // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
+  bool PairsAlongM = false  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
 >
 struct Sm90SwiGLUStore {
   // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
@@ -131,18 +143,21 @@ struct Sm90SwiGLUStore {
 
   static constexpr int EpiM = int(size<0>(EpilogueTile{}));
   static constexpr int EpiN = int(size<1>(EpilogueTile{}));
-  static_assert(EpiN % (2 * PairStride) == 0,
-                "each epilogue subtile must hold whole gate/up pairs: EPI_N % (2 * PairStride) == 0");
+  static_assert((PairsAlongM ? EpiM : EpiN) % (2 * PairStride) == 0,
+                "each epilogue subtile must hold whole gate/up pairs: EPI_N (PairsAlongM: EPI_M) % 2P == 0");
   static_assert(PairStride % 2 == 0, "output elements are stored in pairs: PairStride must be even");
-  static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<1>(StrideMNL{}))>, cute::_1>,
-                "Y must be row-major (unit stride along N)");
+  static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<PairsAlongM ? 0 : 1>(StrideMNL{}))>, cute::_1>,
+                "Y must have unit stride along the paired dimension (row-major Y; its transpose with PairsAlongM)");
 
-  using OutTile = Shape<Int<EpiM>, Int<EpiN / 2>>;                                 // (EPI_M, EPI_N/2)
+  // (EPI_M, EPI_N/2), or (EPI_M/2, EPI_N) with PairsAlongM
+  using OutTile = Shape<Int<PairsAlongM ? EpiM / 2 : EpiM>, Int<PairsAlongM ? EpiN : EpiN / 2>>;
+  using OutStep = cute::conditional_t<PairsAlongM, Step<_2, _1>, Step<_1, _2>>;  // contiguous mode first
   using SmemLayoutAtom = decltype(cutlass::epilogue::collective::detail::
       sm90_get_epilogue_smem_swizzle_layout_atom<StrideMNL, Element, OutTile>());
-  using SmemLayoutTma = decltype(tile_to_shape(SmemLayoutAtom{}, OutTile{}, Step<_1, _2>{}));
-  using SmemLayout = decltype(tile_to_shape(                                       // (EPI_M,EPI_N/2,PIPE)
-      SmemLayoutTma{}, make_shape(Int<EpiM>{}, Int<EpiN / 2>{}, Int<Stages>{}), Step<_1, _2, _3>{}));
+  using SmemLayoutTma = decltype(tile_to_shape(SmemLayoutAtom{}, OutTile{}, OutStep{}));
+  using SmemLayout = decltype(tile_to_shape(                                         // (OUT_M,OUT_N,PIPE)
+      SmemLayoutTma{}, make_shape(size<0>(OutTile{}), size<1>(OutTile{}), Int<Stages>{}),
+      cute::conditional_t<PairsAlongM, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
 
   struct SharedStorage {
     alignas(cutlass::detail::alignment_for_swizzle(SmemLayout{}))
@@ -169,7 +184,8 @@ struct Sm90SwiGLUStore {
   static constexpr Params
   to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
-    Tensor tensor_out = make_tensor(args.ptr_out, make_layout(make_shape(M, N / 2, L), args.dOut));
+    auto out_shape = PairsAlongM ? make_shape(M / 2, N, L) : make_shape(M, N / 2, L);
+    Tensor tensor_out = make_tensor(args.ptr_out, make_layout(out_shape, args.dOut));
     return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{}), args.branch_free_math};
   }
 
@@ -179,9 +195,10 @@ struct Sm90SwiGLUStore {
     // N = 2I accumulator columns with I a multiple of 8. Packed weights (P = 8) then hold whole 16-row
     // pairs; for the dual GEMM (P = BLK_N/2) a partial last tile is fine: its gate and up halves are
     // loaded from separate tensors and TMA fills rows past I with zeros and clips the stores.
-    return N % 16 == 0 &&
+    // PairsAlongM: the same for M = 2I accumulator rows.
+    return (PairsAlongM ? M : N) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(args.ptr_out) % 16 == 0 &&
-           (get<0>(args.dOut) * int64_t(sizeof(Element))) % 16 == 0;
+           (get<PairsAlongM ? 1 : 0>(args.dOut) * int64_t(sizeof(Element))) % 16 == 0;
   }
 
   template <class ProblemShape>
@@ -212,22 +229,22 @@ struct Sm90SwiGLUStore {
   template <class CrdLayout, class STensor, class STensorS2G, class GTensorS2G>
   struct ConsumerStoreCallbacks : EmptyConsumerStoreCallbacks {
     static constexpr int F = int(size(CrdLayout{}));   // accumulator elements per thread per subtile
-    static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride>(); }
-    static_assert(pair_table().ok, "the accumulator partition does not hold both columns of every gate/up pair");
+    static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride, PairsAlongM>(); }
+    static_assert(pair_table().ok, "the accumulator partition does not hold both elements of every gate/up pair");
     static constexpr int NumPairs = F / 2;
-    static_assert(NumPairs % 2 == 0, "output elements are written two at a time");
+    static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
 
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
-                                          int thr_m, int thr_n, Params const* params_ptr)
+                                          int thr_m_out, int thr_n_out, Params const* params_ptr)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
-          thr_m(thr_m), thr_n_out(thr_n), params_ptr(params_ptr) {}
+          thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr) {}
 
-    STensor sOut;          // (EPI_M,EPI_N/2,PIPE)
+    STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
     GTensorS2G bSG_gOut;   // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    int thr_m;             // row of this thread's first element inside the subtile
+    int thr_m_out;         // output row of this thread's first element inside the subtile
     int thr_n_out;         // output column of this thread's first element inside the subtile
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
@@ -260,15 +277,23 @@ struct Sm90SwiGLUStore {
     CUTLASS_DEVICE void postreduce(int epi_m, int epi_n, int store_iteration, bool issue_smem_store) {
       if (!issue_smem_store) return;
       int pipe = store_iteration % Stages;
-      // Pairs 2q and 2q+1 are adjacent output columns of one row (make_pair_table checks it).
-      cute::for_each(make_int_sequence<NumPairs / 2>{}, [&](auto q) {
-        constexpr int p = 2 * decltype(q)::value;
-        constexpr auto t = pair_table();
-        Element* dst = &sOut(thr_m + t.dm[p], thr_n_out + t.dn_out[p], pipe);
-        Element lo = out[p];
-        Element hi = out[p + 1];
-        *reinterpret_cast<uint32_t*>(dst) = uint32_t(lo.raw()) | (uint32_t(hi.raw()) << 16);
-      });
+      if constexpr (PairsAlongM) {
+        cute::for_each(make_int_sequence<NumPairs>{}, [&](auto q) {
+          constexpr int p = decltype(q)::value;
+          constexpr auto t = pair_table();
+          sOut(thr_m_out + t.out_m[p], thr_n_out + t.out_n[p], pipe) = out[p];
+        });
+      } else {
+        // Pairs 2q and 2q+1 are adjacent output columns of one row (make_pair_table checks it).
+        cute::for_each(make_int_sequence<NumPairs / 2>{}, [&](auto q) {
+          constexpr int p = 2 * decltype(q)::value;
+          constexpr auto t = pair_table();
+          Element* dst = &sOut(thr_m_out + t.out_m[p], thr_n_out + t.out_n[p], pipe);
+          Element lo = out[p];
+          Element hi = out[p + 1];
+          *reinterpret_cast<uint32_t*>(dst) = uint32_t(lo.raw()) | (uint32_t(hi.raw()) << 16);
+        });
+      }
     }
 
     CUTLASS_DEVICE void tma_store(int epi_m, int epi_n, int store_iteration, bool issue_tma_store) {
@@ -283,12 +308,20 @@ struct Sm90SwiGLUStore {
   CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
     auto [M, N, K, L] = args.problem_shape_mnkl;
     auto [m, n, k, l] = args.tile_coord_mnkl;
-    auto out_cta_tile = make_shape(size<0>(args.tile_shape_mnk), size<1>(args.tile_shape_mnk) / _2{});
-    Tensor mOut = params_ptr->tma_store_out.get_tma_tensor(make_shape(M, N / 2, L));       // (M,N/2,L)
-    Tensor gOut = local_tile(mOut, out_cta_tile, make_coord(m, n, l));                 // (CTA_M,CTA_N/2)
-    Tensor gOut_epi = flat_divide(gOut, OutTile{});                // (EPI_M,EPI_N/2,EPI_M_CNT,EPI_N_CNT)
+    // Output tile of this CTA: (CTA_M, CTA_N/2), or (CTA_M/2, CTA_N) with PairsAlongM.
+    auto out_cta_tile = [&] {
+      if constexpr (PairsAlongM) return make_shape(size<0>(args.tile_shape_mnk) / _2{}, size<1>(args.tile_shape_mnk));
+      else return make_shape(size<0>(args.tile_shape_mnk), size<1>(args.tile_shape_mnk) / _2{});
+    }();
+    auto out_shape = [&] {
+      if constexpr (PairsAlongM) return make_shape(M / 2, N, L);
+      else return make_shape(M, N / 2, L);
+    }();
+    Tensor mOut = params_ptr->tma_store_out.get_tma_tensor(out_shape);                      // (OUT_M,OUT_N,L)
+    Tensor gOut = local_tile(mOut, out_cta_tile, make_coord(m, n, l));              // (CTA_OUT_M,CTA_OUT_N)
+    Tensor gOut_epi = flat_divide(gOut, OutTile{});                // (OUT_M,OUT_N,EPI_M_CNT,EPI_N_CNT)
     Tensor sOut_epi = cute::as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(smem_out), SmemLayout{}));                        // (EPI_M,EPI_N/2,PIPE)
+        make_tensor(make_smem_ptr(smem_out), SmemLayout{}));                          // (OUT_M,OUT_N,PIPE)
 
     ThrCopy thrblk_s2g = params_ptr->tma_store_out.get_slice(_0{});
     Tensor bSG_sOut = thrblk_s2g.partition_S(sOut_epi);                              // (TMA,TMA_M,TMA_N,PIPE)
@@ -302,11 +335,13 @@ struct Sm90SwiGLUStore {
     // Inside a subtile (the thread pattern repeats in every subtile).
     int thr_m = thr_m_cta % EpiM;
     int thr_n = thr_n_cta % EpiN;
-    // The first element is always a gate column (thread column offsets stay below PairStride).
-    int thr_n_out = (thr_n / (2 * PairStride)) * PairStride + thr_n % PairStride;
+    // The first element is always a gate element (thread offsets along the paired dimension stay
+    // below PairStride).
+    int thr_m_out = PairsAlongM ? detail::paired_out(thr_m, PairStride) : thr_m;
+    int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
-        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m, thr_n_out, params_ptr);
+        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
   }
 };
 

@@ -32,6 +32,11 @@ using StrideRowMajor = cute::Stride<int64_t, cute::_1, int64_t>;
 
 inline StrideRowMajor row_major(int64_t ld) { return cute::make_stride(ld, cute::_1{}, int64_t(0)); }
 
+// Column-major (M, N, L) strides: Y^T in the swap-AB GEMM, whose M runs along Y's rows.
+using StrideColMajor = cute::Stride<cute::_1, int64_t, int64_t>;
+
+inline StrideColMajor col_major(int64_t ld) { return cute::make_stride(cute::_1{}, ld, int64_t(0)); }
+
 template <class Mainloop>
 using UnchangedMainloop = Mainloop;
 
@@ -40,16 +45,21 @@ using UnchangedMainloop = Mainloop;
 // PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
 // MainloopAdaptor: wraps the CollectiveBuilder's mainloop (UnchangedMainloop for one B operand), after
 // Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
-template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor>
+// SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
+// and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
+template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor,
+          bool SwapAB = false>
 struct SwiGLUGemmBase {
   using Element = typename Config::Element;
+  static constexpr bool kSwapAB = SwapAB;
+  using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
 
   // Both silu evaluations (fsw_epilogue_math) are compiled only up to 128 accumulator registers per
   // thread: with 192 (128x192 Pingpong), the second code path spills registers (28 bytes, nvcc 13.0).
   static constexpr bool kBranchFreeMath = Config::kAccumulatorsPerThread <= 128;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
-          /*Stages=*/2, EpilogueTile, Element, StrideRowMajor, PairStride, kBranchFreeMath>,
+          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -81,14 +91,18 @@ struct SwiGLUGemmBase {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   // fsw_problem (already validated) -> CUTLASS arguments around the kernel's own mainloop arguments.
-  // The GEMM is (M, 2N, K): gate and up accumulator columns together.
+  // The GEMM is (M, 2N, K): gate and up accumulator columns together; (2N, M, K) with SwapAB.
   static typename Gemm::Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
                                             typename CollectiveMainloop::Arguments mainloop) {
+    StrideOut d_out;
+    if constexpr (SwapAB) d_out = col_major(p.ldy);
+    else d_out = row_major(p.ldy);
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
-        {int(p.m), int(2 * p.n), int(p.k), 1},
+        SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
+               : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
-        {{{}, {static_cast<Element*>(p.y), row_major(p.ldy), p.epilogue_math}},
+        {{{}, {static_cast<Element*>(p.y), d_out, p.epilogue_math}},
          nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
         hw_info};
     return args;

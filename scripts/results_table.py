@@ -53,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("bench", nargs="+", help="bench JSON files")
     ap.add_argument("--accuracy", required=True, nargs="+", help="accuracy JSON files (one per dtype)")
+    ap.add_argument("--note", action="append", default=[], help="a sentence printed under the runs (repeatable)")
     args = ap.parse_args()
     benches = [json.load(open(p)) for p in args.bench]
     accs = [json.load(open(p)) for p in args.accuracy]
@@ -69,9 +70,15 @@ def main() -> None:
     out.append("")
     # each file's own run: they may come from different runs (docs/perf-notes.md says why)
     files = [*zip(args.bench, benches), *zip(args.accuracy, accs)]
-    out.append("Runs: " + " · ".join(
-        f"{Path(path).name} {d['meta'].get('timestamp', '?')}" for path, d in files) + ".")
+    def run(path: str, d: dict) -> str:
+        lib = d["meta"].get("kernel_library") or {}
+        return f"{Path(path).name} {d['meta'].get('timestamp', '?')}" + (
+            f" (kernel library {lib['sha256_16']})" if lib.get("sha256_16") else "")
+
+    out.append("Runs: " + " · ".join(run(path, d) for path, d in files) + ".")
     out.append("")
+    for note in args.note:
+        out += [note, ""]
     for bench in benches:
         out += bench_section(bench)
     for acc in accs:

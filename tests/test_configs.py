@@ -78,25 +78,34 @@ def test_table_launch_parameters_follow_the_row():
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_half_width_tiles_at_small_m_on_1_5b_and_3b(kernel):
     half, full = f"{kernel}_pingpong_64x64x64_1x1_bf16", f"{kernel}_pingpong_64x128x64_1x1_bf16"
-    assert select(kernel, 17 if kernel == "packed" else 1, 8960, 1536, torch.bfloat16, ALL).name == half
+    assert select(kernel, 17, 8960, 1536, torch.bfloat16, ALL).name == half
     assert select(kernel, 128, 8960, 1536, torch.bfloat16, ALL).name == half
     assert select(kernel, 129, 8960, 1536, torch.bfloat16, ALL).name == full
     assert select(kernel, 64, 11008, 2048, torch.bfloat16, ALL).name == half
     assert select(kernel, 65, 11008, 2048, torch.bfloat16, ALL).name == full
-    assert select(kernel, 33 if kernel == "packed" else 1, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
+    assert select(kernel, 33, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
 
 
-def test_swap_ab_kernel_2_at_decode_sizes():
-    # Kernel-2 at M <= 16 on every shape, up to M = 32 from 3B on, runs the swap-AB tile (entry 25);
-    # Kernel-1 and promoted accumulation keep their rows
-    swap = "packed_swapab_pingpong_128x16x64_1x1_bf16"
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_swap_ab_at_decode_sizes(kernel):
+    # M <= 16 on every shape, up to M = 32 from 3B on, runs the swap-AB tile (entries 25, 26);
+    # promoted accumulation keeps its rows
+    swap = f"{kernel}_swapab_pingpong_128x16x64_1x1_bf16"
     for n, h in [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (29568, 8192)]:
-        assert select("packed", 1, n, h, torch.bfloat16, ALL).name == swap
-        assert select("packed", 16, n, h, torch.bfloat16, ALL).name == swap
-        assert (select("packed", 32, n, h, torch.bfloat16, ALL).name == swap) == (n * h >= configs.SMALL)
-        assert select("packed", 33, n, h, torch.bfloat16, ALL).name != swap
-        assert "swapab" not in select("dual", 1, n, h, torch.bfloat16, ALL).name
-        assert "swapab" not in select("packed", 1, n, h, torch.bfloat16, ALL, accumulation="promoted").name
+        assert select(kernel, 1, n, h, torch.bfloat16, ALL).name == swap
+        assert select(kernel, 16, n, h, torch.bfloat16, ALL).name == swap
+        assert (select(kernel, 32, n, h, torch.bfloat16, ALL).name == swap) == (n * h >= configs.SMALL)
+        assert select(kernel, 33, n, h, torch.bfloat16, ALL).name != swap
+        assert "swapab" not in select(kernel, 1, n, h, torch.bfloat16, ALL, accumulation="promoted").name
+
+
+def test_explicit_config_must_match_the_op_kernel_and_dtype():
+    with pytest.raises(ValueError, match="config must name a dual kernel"):
+        configs.resolve("dual", "packed_swapab_pingpong_128x16x64_1x1_bf16", 1, 64, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match="config must name a packed kernel"):
+        configs.resolve("packed", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match="ending with '_fp16'"):
+        configs.resolve("packed", "packed_pingpong_64x128x64_1x1_bf16", 1, 64, 896, torch.float16)
     assert configs.KernelConfig("packed", "pingpong", 128, 16, 64, 1, 1, swap_ab=True).name(torch.float16) == (
         "packed_swapab_pingpong_128x16x64_1x1_fp16")
 

@@ -12,7 +12,7 @@ import pathlib
 HERE = pathlib.Path(__file__).resolve().parent
 
 # (kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote_k_tiles); tile_n counts gate + up
-# columns (packed_swapab: tile_m counts them, tile_n tokens); promote_k_tiles 0 = GMMA accumulates all of K
+# columns (*_swapab: tile_m counts them, tile_n tokens); promote_k_tiles 0 = GMMA accumulates all of K
 # (see configs.hpp).
 # dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile next to 192 accumulators per thread
 # spills registers (52 bytes with nvcc 13.0), and 128x160 cannot be tiled by the epilogue's 16-column
@@ -28,8 +28,9 @@ CONFIGS = [
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
-    # swap-AB Kernel-2 for decode sizes: 128 weight rows by 16 tokens (perf-notes entry 25)
+    # swap-AB forms for decode sizes: 128 weight rows by 16 tokens (perf-notes entries 25, 26)
     ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
+    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     # accumulation="promoted": a second fp32 accumulator doubles the accumulator registers, so a
     # warpgroup's share of the tile is at most 64 x 192 (Pingpong 128-row tiles would need 256).
     ("packed", "pingpong", 64, 128, 64, 1, 1, 4),    # M <= 128, and M <= 512 on small weights
@@ -51,6 +52,8 @@ KERNELS = {
     # Kernel-2 with weights and tokens exchanged (tile_m weight rows, tile_n tokens): decode sizes
     "packed_swapab": ("::fused_swiglu::kernel::PackedSwapABSwiGLUGemm", "FSW_KERNEL_PACKED",
                       "fused_swiglu/kernel/sm90_gemm_swiglu_packed_swapab.hpp"),
+    "dual_swapab": ("::fused_swiglu::kernel::DualSwapABSwiGLUGemm", "FSW_KERNEL_DUAL",
+                    "fused_swiglu/kernel/sm90_gemm_swiglu_dual_swapab.hpp"),
 }
 
 

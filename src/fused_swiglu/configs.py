@@ -113,9 +113,10 @@ QWEN25_32B = (27648, 5120)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
-#   Decode sizes, Kernel-2: the swap-AB form (128 weight rows by 16 tokens) keeps the weight stream in
-#     flight that a 64-token-row tile wastes on X (entries 24, 25): 0.93-1.05x cuBLAS at M <= 16 where
-#     the normal form ran at 0.74-0.95x; up to M = 32 (two token tiles) on weights of 3B and up.
+#   Decode sizes: the swap-AB forms (128 weight rows by 16 tokens) keep the weight stream in flight
+#     that a 64-token-row tile wastes on X (entries 24-26): Kernel-2 0.87-1.05x cuBLAS at M <= 16 in
+#     the sweep where the normal form ran at 0.74-0.95x, Kernel-1 0.86-1.04x where it ran at
+#     0.68-0.95x; up to M = 32 (two token tiles) on weights of 3B and up.
 #   Small M on 1.5B (M <= 128) and 3B (M <= 64): 64x64 tiles. 2I/128 = 140 and 172 tiles leave most
 #     of a second wave of 132 SMs idle; 280 and 344 half-width tiles fill it better (entry 14).
 #   M <= 384: 64x128 tiles: the most CTAs for the memory-bound weight read at small M, and no half-empty
@@ -146,6 +147,8 @@ TABLE: list[Row] = [
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2, raster=1, swizzle=2), weight_max=SMALL),
     Row("packed", None, _pp("packed", 128, 128, 1, 2)),
+    Row("dual", 16, _pp("dual", 128, 16, 1, 1, swap_ab=True)),
+    Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
@@ -308,9 +311,20 @@ AUTO_CONFIG = {"": "fast", "promoted": "promoted"}
 
 def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype) -> Choice:
     """The ops' ``config`` argument to a launch: ``""`` = the table's choice with fast accumulation,
-    ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is."""
+    ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is.
+
+    Raises:
+        ValueError: a config name of the other kernel (a packed config reads 2I weight rows, a dual
+            config two I-row weights), or of another dtype.
+    """
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
+    suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
+    if not (config.startswith(kernel + "_") and config.endswith(suffix)):
+        raise ValueError(
+            f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
+            f"ending with {suffix!r}), '' or 'promoted'; got config={config!r}"
+        )
     from . import _lib
 
     return Choice(config, epilogue_math=epilogue_math_for(K, config in _lib.branch_free_names()))

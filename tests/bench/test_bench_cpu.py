@@ -73,3 +73,20 @@ def test_build_calls_cpu_methods_and_rejects_unknown():
     assert calls["eager"][0]().shape == (4, 8) and calls["cublas_gemm"][0]().shape == (4, 16)
     with pytest.raises(ValueError, match="unknown method 'triton'"):
         methods.build_calls(["triton"], [s])
+
+
+def test_meta_names_the_loaded_kernel_library(tmp_path, monkeypatch):
+    import hashlib
+    import types
+
+    from fused_swiglu import _lib
+    from fused_swiglu.bench import report
+
+    monkeypatch.setattr(_lib, "_library", None)
+    assert report.kernel_library() is None
+    so = tmp_path / "libfused_swiglu.so"
+    so.write_bytes(b"not really a library")
+    monkeypatch.setattr(_lib, "_library", types.SimpleNamespace(path=so, configs=[1, 2, 3]))
+    assert report.kernel_library() == {
+        "path": str(so), "sha256_16": hashlib.sha256(so.read_bytes()).hexdigest()[:16], "configs": 3}
+    assert report.machine_meta()["kernel_library"]["configs"] == 3

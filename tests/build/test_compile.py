@@ -309,3 +309,28 @@ def test_sass_of_every_kernel():
         for op in ("HGMMA", "UTMALDG", "UTMASTG"):
             assert op in body, f"{op} missing from the SASS of {name[:120]}"
         assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {name[:120]}"
+
+
+@pytest.mark.build
+def test_c_abi_checks_every_dual_operand():
+    """fsw_can_implement refuses a misaligned or too-short W_up with a sentence naming it, before any
+    CUDA call (so it runs without a GPU); the packed kernels ignore w_up."""
+    from fused_swiglu._lib import Library, Problem, Status
+    from fused_swiglu.build import ensure_built
+
+    lib = Library(ensure_built())
+    dual = lib.index["dual_swapab_pingpong_128x16x64_1x1_bf16"]
+    base = dict(m=16, n=64, k=64, dtype=0, raster=0, swizzle=1, epilogue_math=0,
+                x=0x10000, ldx=64, w=0x20000, ldw=64, w_up=0x30000, ldw_up=64, y=0x40000, ldy=64)
+    for bad, needle in [(dict(w_up=0x30002), "w_up must be 16-byte aligned"),
+                        (dict(ldw_up=32), "row stride of w_up"),
+                        (dict(w_up=None), "w_up must not be NULL")]:
+        p = Problem(**{**base, **bad})
+        status = lib._dll.fsw_can_implement(dual, ctypes.byref(p))
+        assert status == Status.INVALID_ARGUMENT, (bad, status)
+        assert needle in lib._dll.fsw_last_error().decode(), (bad, lib._dll.fsw_last_error())
+    packed = lib.index["packed_swapab_pingpong_128x16x64_1x1_bf16"]
+    p = Problem(**{**base, "w_up": None, "ldw_up": 0})
+    status = lib._dll.fsw_can_implement(packed, ctypes.byref(p))
+    if status != Status.SUCCESS:  # without a GPU: the device query fails after the operand checks
+        assert "w_up" not in lib._dll.fsw_last_error().decode()

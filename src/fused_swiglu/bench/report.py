@@ -52,6 +52,21 @@ def git_commit() -> str | None:
     return commit
 
 
+def kernel_library() -> dict[str, object] | None:
+    """The kernel library this process loaded: path, the first 16 hex digits of its SHA-256 and its
+    config count (None if none is loaded). It names the kernels that ran even where ``git_commit``
+    cannot, e.g. on a machine that received the sources without their repository history."""
+    import hashlib
+
+    from .. import _lib
+
+    if not _lib.is_loaded():
+        return None
+    lib = _lib.library()
+    digest = hashlib.sha256(lib.path.read_bytes()).hexdigest()[:16]
+    return {"path": str(lib.path), "sha256_16": digest, "configs": len(lib.configs)}
+
+
 def nvcc_version() -> str:
     from ..build import toolchain
     from ..errors import BuildError
@@ -76,6 +91,7 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
         "git_commit": git_commit(),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "nvcc_version": nvcc_version(),
+        "kernel_library": kernel_library(),
     }
     if torch.cuda.is_available():
         device = device or torch.device("cuda", torch.cuda.current_device())

@@ -61,8 +61,11 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     return fail(FSW_ERROR_INVALID_ARGUMENT, "M, 2N and K must each be < 2^31; got M=%lld N=%lld K=%lld",
                 (long long)p.m, (long long)p.n, (long long)p.k);
   }
+  // w_up is read by the dual kernels only (packed: unused, may be NULL)
+  bool dual = info.kind == FSW_KERNEL_DUAL;
   struct { const char* name; const void* ptr; int64_t ld; int64_t min_ld; } ops[] = {
-      {"x", p.x, p.ldx, p.k}, {"w", p.w, p.ldw, p.k}, {"y", p.y, p.ldy, p.n}};
+      {"x", p.x, p.ldx, p.k}, {"w", p.w, p.ldw, p.k}, {"y", p.y, p.ldy, p.n},
+      {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k}};
   for (auto const& op : ops) {
     if (op.ptr == nullptr) return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must not be NULL", op.name);
     if (!aligned16(op.ptr)) {

@@ -15,6 +15,9 @@
 // A operand, tokens as B) pairs accumulator row r with row r + P, yields a (CTA_M / 2, CTA_N) output tile,
 // and writes Y transposed (Y^T is M-major in that GEMM). GMMA's accumulator layout gives every thread rows
 // r and r + 8 of each 16-row group, so with P = 8 a thread holds both elements of each of its pairs.
+// With PairsAcrossSubtiles (and P = EPI_M) the gate rows fill one epilogue subtile and their up rows the
+// next (Kernel-1's swap-AB form: W_gate in the first 64 rows of a 128-row tile, W_up in the next 64):
+// the node keeps the gate subtile's accumulators in registers and writes the pairs with the up subtile.
 //
 // Data path per epilogue subtile (EPI_M, EPI_N) of the collective epilogue:
 //   visit()      registers: fp32 accumulators -> SwiGLU -> packed pairs of output elements
@@ -131,7 +134,8 @@ template <
                          // PairsAlongM (M/2, N, L) as (_1, ldy, batch)
   int PairStride,        // P above
   bool BranchFreeMath,   // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
-  bool PairsAlongM = false  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
+  bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
+  bool PairsAcrossSubtiles = false  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
 >
 struct Sm90SwiGLUStore {
   // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
@@ -143,14 +147,17 @@ struct Sm90SwiGLUStore {
 
   static constexpr int EpiM = int(size<0>(EpilogueTile{}));
   static constexpr int EpiN = int(size<1>(EpilogueTile{}));
-  static_assert((PairsAlongM ? EpiM : EpiN) % (2 * PairStride) == 0,
+  static_assert(PairsAcrossSubtiles || (PairsAlongM ? EpiM : EpiN) % (2 * PairStride) == 0,
                 "each epilogue subtile must hold whole gate/up pairs: EPI_N (PairsAlongM: EPI_M) % 2P == 0");
+  static_assert(!PairsAcrossSubtiles || (PairsAlongM && PairStride == EpiM),
+                "PairsAcrossSubtiles pairs rows of consecutive subtiles: PairsAlongM and PairStride == EPI_M");
   static_assert(PairStride % 2 == 0, "output elements are stored in pairs: PairStride must be even");
   static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<PairsAlongM ? 0 : 1>(StrideMNL{}))>, cute::_1>,
                 "Y must have unit stride along the paired dimension (row-major Y; its transpose with PairsAlongM)");
 
   // (EPI_M, EPI_N/2), or (EPI_M/2, EPI_N) with PairsAlongM
-  using OutTile = Shape<Int<PairsAlongM ? EpiM / 2 : EpiM>, Int<PairsAlongM ? EpiN : EpiN / 2>>;
+  // (EPI_M, EPI_N) with PairsAcrossSubtiles: each up subtile writes one whole output subtile
+  using OutTile = Shape<Int<PairsAlongM && !PairsAcrossSubtiles ? EpiM / 2 : EpiM>, Int<PairsAlongM ? EpiN : EpiN / 2>>;
   using OutStep = cute::conditional_t<PairsAlongM, Step<_2, _1>, Step<_1, _2>>;  // contiguous mode first
   using SmemLayoutAtom = decltype(cutlass::epilogue::collective::detail::
       sm90_get_epilogue_smem_swizzle_layout_atom<StrideMNL, Element, OutTile>());
@@ -230,8 +237,10 @@ struct Sm90SwiGLUStore {
   struct ConsumerStoreCallbacks : EmptyConsumerStoreCallbacks {
     static constexpr int F = int(size(CrdLayout{}));   // accumulator elements per thread per subtile
     static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride, PairsAlongM>(); }
-    static_assert(pair_table().ok, "the accumulator partition does not hold both elements of every gate/up pair");
-    static constexpr int NumPairs = F / 2;
+    static_assert(PairsAcrossSubtiles || pair_table().ok,
+                  "the accumulator partition does not hold both elements of every gate/up pair");
+    // PairsAcrossSubtiles: every element of the up subtile pairs with the same element of the gate subtile
+    static constexpr int NumPairs = PairsAcrossSubtiles ? F : F / 2;
     static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
 
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
@@ -248,6 +257,7 @@ struct Sm90SwiGLUStore {
     int thr_n_out;         // output column of this thread's first element inside the subtile
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
+    Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
 
     // The collective hands over the whole subtile at once (its FragmentSize is the subtile size per
     // thread), so epi_v is always 0 and frg_acc holds all F elements.
@@ -255,6 +265,25 @@ struct Sm90SwiGLUStore {
     CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,
                               int epi_n, Array<ElementInput, FragmentSize> const& frg_input) {
       static_assert(FragmentSize == F, "the collective must visit the whole subtile in one fragment");
+      if constexpr (PairsAcrossSubtiles) {
+        if (epi_m % 2 == 0) {  // a gate subtile: keep it for the up subtile that follows
+          cute::for_each(make_int_sequence<F>{}, [&](auto i) { gate[i] = static_cast<float>(frg_input[i]); });
+          return frg_input;
+        }
+        auto all_elements = [&](auto swiglu) {
+          cute::for_each(make_int_sequence<F>{}, [&](auto i) {
+            out[i] = static_cast<Element>(swiglu(gate[i], static_cast<float>(frg_input[i])));
+          });
+        };
+        if constexpr (BranchFreeMath) {
+          if (params_ptr->branch_free_math) {
+            all_elements([](float g, float u) { return detail::swiglu_branch_free(g, u); });
+            return frg_input;
+          }
+        }
+        all_elements([](float g, float u) { return detail::swiglu(g, u); });
+        return frg_input;
+      }
       auto all_pairs = [&](auto swiglu) {
         cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
           constexpr auto t = pair_table();
@@ -277,7 +306,13 @@ struct Sm90SwiGLUStore {
     CUTLASS_DEVICE void postreduce(int epi_m, int epi_n, int store_iteration, bool issue_smem_store) {
       if (!issue_smem_store) return;
       int pipe = store_iteration % Stages;
-      if constexpr (PairsAlongM) {
+      if constexpr (PairsAcrossSubtiles) {
+        if (epi_m % 2 == 0) return;  // gate subtile: nothing to write yet
+        cute::for_each(make_int_sequence<F>{}, [&](auto i) {
+          constexpr auto c = CrdLayout{}(decltype(i)::value);
+          sOut(thr_m_out + int(get<0>(c)), thr_n_out + int(get<1>(c)), pipe) = out[i];
+        });
+      } else if constexpr (PairsAlongM) {
         cute::for_each(make_int_sequence<NumPairs>{}, [&](auto q) {
           constexpr int p = decltype(q)::value;
           constexpr auto t = pair_table();
@@ -297,7 +332,12 @@ struct Sm90SwiGLUStore {
     }
 
     CUTLASS_DEVICE void tma_store(int epi_m, int epi_n, int store_iteration, bool issue_tma_store) {
-      if (issue_tma_store) {
+      if constexpr (PairsAcrossSubtiles) {
+        if (issue_tma_store && epi_m % 2 == 1) {  // the up subtile writes output subtile epi_m / 2
+          int pipe = store_iteration % Stages;
+          copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m / 2, epi_n));
+        }
+      } else if (issue_tma_store) {
         int pipe = store_iteration % Stages;
         copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n));
       }
@@ -337,7 +377,7 @@ struct Sm90SwiGLUStore {
     int thr_n = thr_n_cta % EpiN;
     // The first element is always a gate element (thread offsets along the paired dimension stay
     // below PairStride).
-    int thr_m_out = PairsAlongM ? detail::paired_out(thr_m, PairStride) : thr_m;
+    int thr_m_out = PairsAlongM && !PairsAcrossSubtiles ? detail::paired_out(thr_m, PairStride) : thr_m;
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(

@@ -47,8 +47,9 @@ using UnchangedMainloop = Mainloop;
 // Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
 // SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
 // and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
+// PairsAcrossSubtiles (SwapAB only): gate rows fill one epilogue subtile and their up rows the next.
 template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor,
-          bool SwapAB = false>
+          bool SwapAB = false, bool PairsAcrossSubtiles = false>
 struct SwiGLUGemmBase {
   using Element = typename Config::Element;
   static constexpr bool kSwapAB = SwapAB;
@@ -59,7 +60,8 @@ struct SwiGLUGemmBase {
   static constexpr bool kBranchFreeMath = Config::kAccumulatorsPerThread <= 128;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
-          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB>,
+          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB,
+          PairsAcrossSubtiles>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,

@@ -1,0 +1,39 @@
+// Kernel-1, swap-AB form for decode sizes: the dual GEMM with the operands exchanged.
+//
+//   Acc[0 : 64, :]    = W_gate[m-tile] @ X^T    gate accumulator rows           (DualACollectiveMma)
+//   Acc[64 : 128, :]  = W_up[m-tile]   @ X^T    up accumulator rows
+//   Y^T[I, M]         = Sm90SwiGLUStore(Acc), the gate subtile paired with the up subtile that follows
+//
+// As in the packed swap-AB kernel, the tokens sit on GMMA's N side so that a stage carries weight bytes
+// (docs/perf-notes.md, entries 24-26). CUTLASS's Pingpong epilogue visits 64-row subtiles, so the gate
+// rows and their up rows arrive in consecutive visits, in the same threads; the node keeps the gate
+// subtile in registers (PairsAcrossSubtiles).
+#pragma once
+
+#include "fused_swiglu/collective/sm90_mma_dual_a_tma_gmma_ss_warpspecialized.hpp"
+#include "fused_swiglu/kernel/sm90_gemm_swiglu_common.hpp"
+
+namespace fused_swiglu::kernel {
+
+template <class Config>
+using DualSwapABEpilogueTile = cute::Shape<cute::_64, cute::Int<Config::kTileN>>;
+
+template <class Config>
+struct DualSwapABSwiGLUGemm
+    : SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, /*PairStride=*/64,
+                     fused_swiglu::collective::DualACollectiveMma, /*SwapAB=*/true, /*PairsAcrossSubtiles=*/true> {
+  static_assert(Config::kPingpong, "swap-AB kernel: Pingpong schedule only");
+  static_assert(Config::kTileM == 128, "dual swap-AB kernel: TileM = 128 (a 64-row gate subtile, then its up subtile)");
+  using Base = SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, 64,
+                              fused_swiglu::collective::DualACollectiveMma, true, true>;
+  using typename Base::Element;
+  using typename Base::Gemm;
+
+  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+    return Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), row_major(p.ldw),
+                                        static_cast<Element const*>(p.w_up), row_major(p.ldw_up),
+                                        static_cast<Element const*>(p.x), row_major(p.ldx)});
+  }
+};
+
+}  // namespace fused_swiglu::kernel

@@ -86,7 +86,10 @@ def fuse_swiglu_mlps(
 
     A submodule is patched when it has ``gate_proj``, ``up_proj`` and ``down_proj`` attributes that
     are ``nn.Linear`` without bias, gate and up weights of one shape ``(I, H)``, and an ``act_fn``
-    that is SiLU (``torch.nn.SiLU``, which is what Hugging Face's ``ACT2FN["silu"]`` returns). Its
+    that is SiLU (``torch.nn.SiLU``, which is what Hugging Face's ``ACT2FN["silu"]`` returns). Blocks
+    are recognised by these attributes only, so the block's own forward must be
+    ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``, as in Hugging Face's Llama, Qwen2 and Mistral MLPs;
+    a block with the same attributes that computes something else would be replaced wrongly. Its
     forward then computes ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. At call time,
     inputs the kernels cannot take (x not bf16/fp16, weights of another dtype or device, H or I not
     a multiple of 8) run the original forward instead. On a CPU or a non-Hopper GPU, ``backend="auto"``

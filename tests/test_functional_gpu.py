@@ -68,7 +68,7 @@ def test_qwen_shapes(model, M, dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
-@pytest.mark.parametrize("M", [3, 129, 4097])
+@pytest.mark.parametrize("M", [3, 29, 129, 4097])  # 7B at M = 29: two swap-AB token tiles, the last partial
 @pytest.mark.parametrize("model", ["0.5B", "7B"])
 def test_ragged_token_counts(model, M, dtype, seed):
     H, I = QWEN[model]

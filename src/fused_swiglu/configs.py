@@ -265,6 +265,12 @@ def select(
     )
 
 
+def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
+    """``name`` is a config of ``kernel`` ("packed" or "dual", swap-AB forms included) for the dtype
+    whose name suffix is ``suffix`` ("_bf16" or "_fp16")."""
+    return name.startswith(kernel + "_") and name.endswith(suffix)
+
+
 @functools.lru_cache(maxsize=4096)
 def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_free) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
@@ -273,7 +279,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
     promoted = accumulation == "promoted"
 
     def fits(n: str) -> bool:
-        return n.startswith(kernel + "_") and n.endswith(suffix) and is_promoted(n) == promoted
+        return _names_kernel(n, kernel, suffix) and is_promoted(n) == promoted
 
     cfg = table_config(kernel, M, N, K, accumulation)
     table_name = cfg.name(dtype)
@@ -320,7 +326,7 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    if not (config.startswith(kernel + "_") and config.endswith(suffix)):
+    if not _names_kernel(config, kernel, suffix):
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
             f"ending with {suffix!r}), '' or 'promoted'; got config={config!r}"

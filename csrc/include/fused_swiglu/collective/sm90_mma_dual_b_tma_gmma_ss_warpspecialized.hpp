@@ -19,6 +19,8 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 
+#include "fused_swiglu/collective/sm90_tma_cluster_multicast.hpp"
+
 namespace fused_swiglu::collective {
 
 using namespace cute;
@@ -143,12 +145,11 @@ struct DualBCollectiveMma : Base {
     Tensor sBg = sB_halves(make_coord(_, _0{}), _, _);                                   // (BLK_N/2,BLK_K,PIPE)
     Tensor sBu = sB_halves(make_coord(_, _1{}), _, _);                                   // (BLK_N/2,BLK_K,PIPE)
 
-    constexpr uint32_t cluster_shape_x = get<0>(ClusterShape{});
-    uint2 cluster_local_block_id = {block_rank_in_cluster % cluster_shape_x, block_rank_in_cluster / cluster_shape_x};
+    auto const mc = cluster_multicast<ClusterShape, GmemTiledCopyA, GmemTiledCopyB>(block_rank_in_cluster);
 
-    auto block_tma_a = params.tma_load_a.get_slice(cluster_local_block_id.y);
-    auto block_tma_bg = params.tma_load_b_gate.get_slice(cluster_local_block_id.x);
-    auto block_tma_bu = params.tma_load_b_up.get_slice(cluster_local_block_id.x);
+    auto block_tma_a = params.tma_load_a.get_slice(mc.block_id.y);
+    auto block_tma_bg = params.tma_load_b_gate.get_slice(mc.block_id.x);
+    auto block_tma_bu = params.tma_load_b_up.get_slice(mc.block_id.x);
 
     auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
     Tensor gA = get<0>(load_inputs)(_, _, m_coord, _, l_coord);                                // (BLK_M,BLK_K,k)
@@ -162,30 +163,15 @@ struct DualBCollectiveMma : Base {
     Tensor tBgBu = block_tma_bu.partition_S(gBu);                                          // (TMA,TMA_N,TMA_K,k)
     Tensor tBsBu = block_tma_bu.partition_D(sBu);                                       // (TMA,TMA_N,TMA_K,PIPE)
 
-    // Multicast masks: A goes to the CTAs of this cluster row, B to those of this cluster column.
-    uint16_t mcast_mask_a = 0;
-    uint16_t mcast_mask_b = 0;
-    auto block_layout = Layout<ClusterShape>{};  // (m,n) -> block_id
-    if constexpr (cute::is_same_v<GmemTiledCopyA, SM90_TMA_LOAD_MULTICAST>) {
-      for (int n = 0; n < size<1>(block_layout); ++n) {
-        mcast_mask_a |= (uint16_t(1) << block_layout(cluster_local_block_id.x, n, Int<0>{}));
-      }
-    }
-    if constexpr (cute::is_same_v<GmemTiledCopyB, SM90_TMA_LOAD_MULTICAST>) {
-      for (int m = 0; m < size<0>(block_layout); ++m) {
-        mcast_mask_b |= (uint16_t(1) << block_layout(m, cluster_local_block_id.y, Int<0>{}));
-      }
-    }
-
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
       pipeline.producer_acquire(smem_pipe_write);
       using BarrierType = typename MainloopPipeline::ProducerBarrierType;
       BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
       int stage = smem_pipe_write.index();
-      copy(params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, *k_tile_iter), tAsA(_, _, _, stage));
-      copy(params.tma_load_b_gate.with(*tma_barrier, mcast_mask_b), tBgBg(_, _, _, *k_tile_iter), tBsBg(_, _, _, stage));
-      copy(params.tma_load_b_up.with(*tma_barrier, mcast_mask_b), tBgBu(_, _, _, *k_tile_iter), tBsBu(_, _, _, stage));
+      copy(params.tma_load_a.with(*tma_barrier, mc.mask_a), tAgA(_, _, _, *k_tile_iter), tAsA(_, _, _, stage));
+      copy(params.tma_load_b_gate.with(*tma_barrier, mc.mask_b), tBgBg(_, _, _, *k_tile_iter), tBsBg(_, _, _, stage));
+      copy(params.tma_load_b_up.with(*tma_barrier, mc.mask_b), tBgBu(_, _, _, *k_tile_iter), tBsBu(_, _, _, stage));
       ++k_tile_iter;
       ++smem_pipe_write;
     }

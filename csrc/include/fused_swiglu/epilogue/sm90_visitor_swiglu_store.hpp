@@ -270,36 +270,30 @@ struct Sm90SwiGLUStore {
           cute::for_each(make_int_sequence<F>{}, [&](auto i) { gate[i] = static_cast<float>(frg_input[i]); });
           return frg_input;
         }
-        auto all_elements = [&](auto swiglu) {
+      }
+      // every output of this subtile, from its gate and up accumulators
+      auto all_outputs = [&](auto swiglu) {
+        if constexpr (PairsAcrossSubtiles) {  // element i of the up subtile pairs with element i kept above
           cute::for_each(make_int_sequence<F>{}, [&](auto i) {
             out[i] = static_cast<Element>(swiglu(gate[i], static_cast<float>(frg_input[i])));
           });
-        };
-        if constexpr (BranchFreeMath) {
-          if (params_ptr->branch_free_math) {
-            all_elements([](float g, float u) { return detail::swiglu_branch_free(g, u); });
-            return frg_input;
-          }
+        } else {
+          cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
+            constexpr auto t = pair_table();
+            float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
+            float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
+            out[decltype(p)::value] = static_cast<Element>(swiglu(g, u));
+          });
         }
-        all_elements([](float g, float u) { return detail::swiglu(g, u); });
-        return frg_input;
-      }
-      auto all_pairs = [&](auto swiglu) {
-        cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
-          constexpr auto t = pair_table();
-          float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
-          float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
-          out[decltype(p)::value] = static_cast<Element>(swiglu(g, u));
-        });
       };
       // one uniform branch per subtile, outside the per-element code
       if constexpr (BranchFreeMath) {
         if (params_ptr->branch_free_math) {
-          all_pairs([](float g, float u) { return detail::swiglu_branch_free(g, u); });
+          all_outputs([](float g, float u) { return detail::swiglu_branch_free(g, u); });
           return frg_input;
         }
       }
-      all_pairs([](float g, float u) { return detail::swiglu(g, u); });
+      all_outputs([](float g, float u) { return detail::swiglu(g, u); });
       return frg_input;
     }
 

@@ -120,23 +120,40 @@ def test_no_128_row_tiles_up_to_m_384(kernel):
             kernel == "dual" and n == 11008)
 
 
-def test_dual_128_row_tiles_on_1_5b_and_3b_only_above_m_448():
-    # a 128-row tile is at least 7/8 full above M = 448; at 448 the last one is half empty (entry 22)
+def test_128_row_tiles_at_m_512_only_above_m_448():
+    # a 128-row tile is at least 7/8 full above M = 448; at 448 the last one is half empty (entries 22, 27)
     for n, h in [(8960, 1536), (11008, 2048)]:
         assert select("dual", 448, n, h, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"
-        assert select("dual", 449, n, h, torch.bfloat16, ALL).name == "dual_pingpong_128x128x64_2x1_bf16"
-        assert select("dual", 512, n, h, torch.bfloat16, ALL).raster == 1
+        assert select("dual", 449, n, h, torch.bfloat16, ALL).name == "dual_pingpong_128x96x64_1x1_bf16"
+    assert select("packed", 448, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_64x128x64_1x1_bf16"
+    assert select("packed", 449, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_128x96x64_1x1_bf16"
+    assert select("packed", 448, 13824, 5120, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
+    assert select("packed", 512, 13824, 5120, torch.bfloat16, ALL).raster == 1
     assert select("dual", 512, 4864, 896, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"  # 0.5B
 
 
 def test_shape_rows_match_their_shape_only():
-    # 3B and 14B at M <= 512 have 64x192 rows of their own; a hidden size off by 8 gets the general row
+    # 3B at M <= 512 and 14B at M <= 448 have 64x192 rows of their own; 14B at 448 < M <= 512 a 128x96
+    # row; a hidden size off by 8 gets the general row
     assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
-    assert select("packed", 512, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_64x192x64_1x1_fp16"
+    assert select("packed", 448, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_64x192x64_1x1_fp16"
+    assert select("packed", 512, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_128x96x64_1x1_fp16"
     assert select("packed", 512, 11008, 2056, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
     assert select("packed", 513, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
     assert configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 64, 32)
     assert not configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 32, 64)
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_128x160_rows_where_its_tile_count_fills_waves(kernel):
+    # entry 27: 1.5B and 32B at 512 < M <= 1024, 14B at 512 < M <= 2048; elsewhere the general rows
+    wide = f"{kernel}_pingpong_128x160x64_2x1_bf16"
+    for (n, h), m_max in [((8960, 1536), 1024), ((27648, 5120), 1024), ((13824, 5120), 2048)]:
+        assert select(kernel, 513, n, h, torch.bfloat16, ALL).name == wide
+        assert select(kernel, m_max, n, h, torch.bfloat16, ALL).name == wide
+        assert select(kernel, m_max + 1, n, h, torch.bfloat16, ALL).name != wide
+    assert select(kernel, 1024, 18944, 3584, torch.bfloat16, ALL).name != wide  # 7B
+    assert select(kernel, 1024, 13824, 5128, torch.bfloat16, ALL).name != wide  # not a 14B shape
 
 
 def test_every_table_row_is_reachable():

@@ -24,10 +24,14 @@ CONFIGS = [
     ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
     ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # M <= 512 where its tile count fills whole waves
+    ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 448 < M <= 512 where its tile count fills waves
+    ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 512 < M <= 2048 where its tile count fills waves
     ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
+    ("dual", "pingpong", 128, 96, 64, 1, 1, 0),      # gate 48 + up 48 columns; as packed 128x96
+    ("dual", "pingpong", 128, 160, 64, 2, 1, 0),     # gate 80 + up 80 columns; as packed 128x160
     # swap-AB forms for decode sizes: 128 weight rows by 16 tokens (perf-notes entries 25, 26)
     ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
@@ -40,7 +44,8 @@ CONFIGS = [
 ]
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
 # promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1, dual
-# 64x192; tile widths that are not a multiple of 64 (packed 112, 144, 160; entry 11).
+# 64x192; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 2-12 % slower per FLOP
+# than 128x128, which their fuller last wave at M = 512 did not make up; dual 128x176 spills).
 CANDIDATES: list[tuple] = []
 
 DTYPES = {"bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16"), "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16")}

@@ -125,10 +125,14 @@ QWEN25_32B = (27648, 5120)
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
-#     small weights and 128x128 with cluster 2x1. Dual 1.5B and 3B: 128x128 2x1 rasterised along M
-#     once M > 448, where its 128-row tiles are at least 7/8 full (+3-4 % over 64x128 at M = 512 since
-#     the dual tile has its sixth stage, entry 22); at M <= 448 64x128 (1.2-1.5x faster at M = 448).
+#     small weights and 128x128 with cluster 2x1. Once M > 448, where 128-row tiles are at least 7/8
+#     full, 128x96 (cluster 1x1; 2I/96 tiles fill the last wave on 1.5B, 3B, 14B and 32B) where it beat
+#     the previous row by 1.6-7.4 % (entry 27): packed 1.5B and 14B, dual 1.5B, 3B, 14B and 32B; at
+#     M = 448 it runs 0.6-0.8x (3.5 token tiles), so those shapes keep their M <= 448 rows.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
+#     Per-shape rows of 128x160 (one 160-wide GMMA, gate 80 + up 80 in the dual kernel) where its tile
+#     count fills the last wave better and it beat the general row by 1.4-3.7 % (entry 27): 1.5B and
+#     32B at M <= 1024, 14B at M <= 2048.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2; on
 #     small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 % on 0.5B,
 #     within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %).
@@ -139,10 +143,16 @@ TABLE: list[Row] = [
     Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("packed", 384, _pp("packed", 64, 128, 1, 1)),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
-    Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
+    Row("packed", 448, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
+    Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_32B),
+    Row("packed", 448, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
+    Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
+    Row("packed", 1024, _pp("packed", 128, 160, 2, 1), shape=QWEN25_1_5B),
+    Row("packed", 1024, _pp("packed", 128, 160, 2, 1), shape=QWEN25_32B),
+    Row("packed", 2048, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2, raster=1, swizzle=2), weight_max=SMALL),
@@ -153,11 +163,17 @@ TABLE: list[Row] = [
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
-    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1, swizzle=2), shape=QWEN25_3B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
-    Row("dual", 512, _pp("dual", 128, 128, 2, 1, raster=1), shape=QWEN25_1_5B),
+    Row("dual", 448, _pp("dual", 128, 128, 2, 1)),
+    Row("dual", 512, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
+    Row("dual", 512, _pp("dual", 128, 96, 1, 1), shape=QWEN25_3B),
+    Row("dual", 512, _pp("dual", 128, 96, 1, 1), shape=QWEN25_14B),
+    Row("dual", 512, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
+    Row("dual", 1024, _pp("dual", 128, 160, 2, 1), shape=QWEN25_1_5B),
+    Row("dual", 1024, _pp("dual", 128, 160, 2, 1), shape=QWEN25_32B),
+    Row("dual", 2048, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
     Row("dual", None, _pp("dual", 128, 128, 1, 2)),

@@ -258,16 +258,31 @@ struct Sm90SwiGLUStore {
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
     Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
+    Array<float, F> acc;   // the subtile's accumulators, gathered when it arrives in several fragments
 
-    // The collective hands over the whole subtile at once (its FragmentSize is the subtile size per
-    // thread), so epi_v is always 0 and frg_acc holds all F elements.
+    // The collective hands over each subtile in F / FragmentSize fragments of consecutive elements
+    // (epi_v = 0, 1, ...; its loop is unrolled, so every register index below is a constant). Most
+    // configurations visit the whole subtile at once (FragmentSize == F); tile widths whose per-thread
+    // fragment does not vectorize as one array (SwiGLUGemmBase::kFragmentSize) visit it 8 elements at a
+    // time, and the node gathers them before it pairs gate with up.
     template <class ElementAccumulator, class ElementInput, int FragmentSize>
     CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,
                               int epi_n, Array<ElementInput, FragmentSize> const& frg_input) {
-      static_assert(FragmentSize == F, "the collective must visit the whole subtile in one fragment");
+      static_assert(F % FragmentSize == 0, "the collective must visit the subtile in whole fragments");
+      constexpr bool kWhole = FragmentSize == F;
+      if constexpr (!kWhole) {
+        cute::for_each(make_int_sequence<FragmentSize>{}, [&](auto i) {
+          acc[epi_v * FragmentSize + decltype(i)::value] = static_cast<float>(frg_input[i]);
+        });
+        if (epi_v != F / FragmentSize - 1) return frg_input;
+      }
+      auto value = [&](int i) {
+        if constexpr (kWhole) return static_cast<float>(frg_input[i]);
+        else return acc[i];
+      };
       if constexpr (PairsAcrossSubtiles) {
         if (epi_m % 2 == 0) {  // a gate subtile: keep it for the up subtile that follows
-          cute::for_each(make_int_sequence<F>{}, [&](auto i) { gate[i] = static_cast<float>(frg_input[i]); });
+          cute::for_each(make_int_sequence<F>{}, [&](auto i) { gate[i] = value(i); });
           return frg_input;
         }
       }
@@ -275,13 +290,13 @@ struct Sm90SwiGLUStore {
       auto all_outputs = [&](auto swiglu) {
         if constexpr (PairsAcrossSubtiles) {  // element i of the up subtile pairs with element i kept above
           cute::for_each(make_int_sequence<F>{}, [&](auto i) {
-            out[i] = static_cast<Element>(swiglu(gate[i], static_cast<float>(frg_input[i])));
+            out[i] = static_cast<Element>(swiglu(gate[i], value(i)));
           });
         } else {
           cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
             constexpr auto t = pair_table();
-            float g = static_cast<float>(frg_input[t.gate[decltype(p)::value]]);
-            float u = static_cast<float>(frg_input[t.up[decltype(p)::value]]);
+            float g = value(t.gate[decltype(p)::value]);
+            float u = value(t.up[decltype(p)::value]);
             out[decltype(p)::value] = static_cast<Element>(swiglu(g, u));
           });
         }

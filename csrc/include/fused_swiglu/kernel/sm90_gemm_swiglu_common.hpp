@@ -40,6 +40,25 @@ inline StrideColMajor col_major(int64_t ld) { return cute::make_stride(cute::_1{
 template <class Mainloop>
 using UnchangedMainloop = Mainloop;
 
+// The CollectiveBuilder's epilogue visits each subtile as one fragment of EPI_M * EPI_N / 128 elements
+// per thread (Pingpong). That fragment must vectorize as one array over the register-to-smem copy's
+// layout, which holds only when EPI_N / 16 is a power of two; other full-width subtiles (EPI_N = 112,
+// 144, 160, 176) are visited in fragments of 8 elements (one stmatrix atom per thread) instead.
+template <class CollectiveEpilogue, int FragmentSize>
+struct WithFragmentSize;
+
+template <int StagesC, int StagesD, int Fragment, bool ReuseSmemC, bool DelayTmaStore, class... Rest,
+          int FragmentSize>
+struct WithFragmentSize<
+    cutlass::epilogue::collective::CollectiveEpilogue<
+        cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragment, ReuseSmemC, DelayTmaStore>, Rest...>,
+    FragmentSize> {
+  using type = cutlass::epilogue::collective::CollectiveEpilogue<
+      cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, Rest...>;
+};
+
+constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
 // Config: a SwiGLUConfig. EpilogueTile: (EPI_M, EPI_N) subtile in accumulator columns; EPI_M must be a
 // multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
 // PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
@@ -63,7 +82,7 @@ struct SwiGLUGemmBase {
           /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB,
           PairsAcrossSubtiles>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape, EpilogueTile,
       typename Config::ElementAccumulator, /*ElementCompute=*/float,
@@ -71,6 +90,10 @@ struct SwiGLUGemmBase {
       /*ElementD=*/void, cutlass::layout::RowMajor, 8,
       typename Config::EpilogueSchedule,
       FusionCallbacks>::CollectiveOp;
+  static constexpr int kEpiN = int(cute::size<1>(EpilogueTile{}));
+  static constexpr bool kWholeSubtileFragment = is_power_of_two(kEpiN / 16) && kEpiN % 16 == 0;
+  using CollectiveEpilogue = cute::conditional_t<kWholeSubtileFragment, BuiltEpilogue,
+                                                 typename WithFragmentSize<BuiltEpilogue, 8>::type>;
   static_assert(CollectiveEpilogue::DispatchPolicy::StagesD <= 2,
                 "Sm90SwiGLUStore keeps 2 smem buffers: the store pipeline must not run deeper");
 
@@ -87,6 +110,11 @@ struct SwiGLUGemmBase {
   using AccumulatingMainloop = typename fused_swiglu::collective::PromotedAccumulation<
       Config::kPromoteKTiles>::template apply<BuiltMainloop>;
   using CollectiveMainloop = MainloopAdaptor<AccumulatingMainloop>;
+  // CUTLASS's collective epilogue visits only the first fragment of each MMA tile when a subtile spans
+  // several MMA tiles, so a subtile visited in fragments must lie inside one GMMA atom's N.
+  static_assert(kWholeSubtileFragment ||
+                    int(cute::size<1>(typename CollectiveMainloop::TiledMma::AtomShape_MNK{})) % kEpiN == 0,
+                "an epilogue subtile visited in several fragments must lie inside one GMMA atom (N)");
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;

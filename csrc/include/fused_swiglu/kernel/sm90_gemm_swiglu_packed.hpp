@@ -11,16 +11,17 @@
 
 namespace fused_swiglu::kernel {
 
-// EPI_N = 64 accumulator columns write 32 output columns (64 bytes) per TMA store.
+// EPI_N = 64 accumulator columns write 32 output columns (64 bytes) per TMA store. A TileN that is not
+// a multiple of 64 (112, 144, 160, 176: widths whose tile count fills whole waves at M = 512) takes one
+// full-width subtile instead: narrower subtiles (32 or 16 columns) ran 1.3-2.3x slower than 64x128 /
+// 64x192 tiles, one store-pipeline wait per small TMA store (docs/perf-notes.md, entries 11 and 27).
 template <class Config>
-using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>, cute::_64>;
+using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>,
+                                       cute::Int<Config::kTileN % 64 == 0 ? 64 : Config::kTileN>>;
 
-// TileN must be a multiple of EPI_N: narrower subtiles (32 or 16 columns, for TileN = 112, 144 or 160)
-// compiled but ran 1.3-2.3x slower than 64x128 / 64x192 tiles (docs/perf-notes.md, entry 11).
 template <class Config>
 struct PackedSwiGLUGemm
     : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop> {
-  static_assert(Config::kTileN % 64 == 0, "packed kernel: TileN must be a multiple of the 64-column epilogue subtile");
   using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, UnchangedMainloop>;
   using typename Base::Element;
   using typename Base::Gemm;

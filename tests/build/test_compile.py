@@ -289,7 +289,8 @@ def test_shared_memory_budget():
 @pytest.mark.build
 def test_sass_of_every_kernel():
     """The SASS of every kernel in the library issues GMMA (HGMMA), loads and stores through TMA
-    (UTMALDG, UTMASTG) and touches no local memory (no LDL/STL: nothing spilled)."""
+    (UTMALDG, UTMASTG) and touches no local memory (no LDL/STL: nothing spilled); some GMMA spans
+    each Pingpong config's full tile width."""
     import re
 
     from fused_swiglu._lib import Library
@@ -309,6 +310,12 @@ def test_sass_of_every_kernel():
         for op in ("HGMMA", "UTMALDG", "UTMASTG"):
             assert op in body, f"{op} missing from the SASS of {name[:120]}"
         assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {name[:120]}"
+    # one GMMA spans each tile's width (tokens in the swap-AB forms): CuTe's default atom selector
+    # would run a 160-wide tile as five N = 32 GMMAs (perf-notes entry 27)
+    widths = {int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)}
+    for c in Library(lib).configs:
+        if c.schedule == "pingpong":
+            assert c.tile_n in widths, f"{c.name}: no HGMMA.64x{c.tile_n}x16 in the library's SASS"
 
 
 @pytest.mark.build

@@ -31,9 +31,6 @@ NVCC_FLAGS: tuple[str, ...] = (
     "-std=c++17",
     "-O3",
     "-DNDEBUG",  # without it nvcc 13.0 reported C7510 (wgmma serialized) on CUTLASS sm90 GEMMs
-    # GMMA widths that are not a multiple of 32 (N = 112, 144, 160, 176, ...): without it CuTe's atom
-    # selector falls back to several N = 16 or 32 GMMAs per k-step for such tiles (perf-notes entry 27)
-    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
     "-gencode=arch=compute_90a,code=sm_90a",
     "--expt-relaxed-constexpr",
     "--expt-extended-lambda",

@@ -1,0 +1,42 @@
+"""csrc/instantiations: the generated translation units agree with generate.py."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[2] / "csrc" / "instantiations"
+
+
+@pytest.fixture(scope="module")
+def generate():
+    spec = importlib.util.spec_from_file_location("generate", HERE / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_extended_gmma_shapes_only_for_widths_the_default_selector_lacks(generate):
+    for n in (8, 16, 32, 64, 96, 128, 192, 256):
+        assert not generate.needs_extended_gmma_shapes(n)
+    for n in (112, 144, 160, 176, 224):  # default: several N = 16 or 32 GMMAs per k-step
+        assert generate.needs_extended_gmma_shapes(n)
+
+
+def test_every_translation_unit_matches_its_config(generate):
+    names = set()
+    for (kernel, schedule, tm, tn, tk, cm, cn, promote) in generate.CONFIGS:
+        for dtype in generate.DTYPES:
+            name = generate.name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype)
+            names.add(name)
+            text = (HERE / f"{name}.cu").read_text()
+            args = re.search(r"FSW_INSTANTIATE\(([^)]*)\)", text).group(1).split(", ")
+            assert args[0] == name and [int(a) for a in args[5:10]] == [tm, tn, tk, cm, cn], name
+            defines = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in text
+            assert defines == generate.needs_extended_gmma_shapes(tn), name
+            if defines:  # before any CuTe header
+                assert text.index("#define CUTE_SM90_EXTENDED") < text.index("#include"), name
+    assert names == {p.stem for p in HERE.glob("*.cu")}, "stale or missing generated sources: run generate.py"
+    registry = (HERE.parent / "capi" / "registry.inc").read_text()
+    assert set(re.findall(r"FSW_CONFIG\((\w+)\)", registry)) == names

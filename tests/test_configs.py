@@ -111,13 +111,13 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
-def test_no_128_row_tiles_up_to_m_384(kernel):
-    # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13)
+def test_no_half_empty_128_row_tiles_up_to_m_320(kernel):
+    # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13); 64-row
+    # tiles up to M = 320 (entry 28: 64x192 on large weights for packed above M = 256)
     for n, h in [(11008, 2048), (13824, 5120), (27648, 5120), (29568, 8192)]:
-        for M in (129, 192, 256, 320, 384):
-            assert select(kernel, M, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
-        assert select(kernel, 385, n, h, torch.bfloat16, ALL).name != f"{kernel}_pingpong_64x128x64_1x1_bf16" or (
-            kernel == "dual" and n == 11008)
+        for M in (129, 192, 256, 320):
+            assert "_pingpong_64x" in select(kernel, M, n, h, torch.bfloat16, ALL).name, (n, M)
+        assert select(kernel, 256, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
 
 
 def test_128_row_tiles_at_m_512_only_above_m_448():
@@ -142,6 +142,24 @@ def test_shape_rows_match_their_shape_only():
     assert select("packed", 513, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
     assert configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 64, 32)
     assert not configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 32, 64)
+
+
+def test_rows_between_m_256_and_384():
+    # entry 28: large weights take 64x192 (packed) up to M = 352 and 128x96 up to 384; 1.5B 128x96
+    # above M = 320; 0.5B and 3B keep 64x128
+    large, small = (18944, 3584), (8960, 1536)  # 7B, 1.5B
+    expect = {
+        ("packed", large, 256): "packed_pingpong_64x128x64_1x1", ("packed", large, 257): "packed_pingpong_64x192x64_1x1",
+        ("packed", large, 352): "packed_pingpong_64x192x64_1x1", ("packed", large, 353): "packed_pingpong_128x96x64_1x1",
+        ("packed", large, 384): "packed_pingpong_128x96x64_1x1", ("dual", large, 320): "dual_pingpong_64x128x64_1x1",
+        ("dual", large, 321): "dual_pingpong_128x96x64_1x1", ("dual", large, 384): "dual_pingpong_128x96x64_1x1",
+        ("packed", small, 320): "packed_pingpong_64x128x64_1x1", ("packed", small, 321): "packed_pingpong_128x96x64_1x1",
+        ("dual", small, 384): "dual_pingpong_128x96x64_1x1",
+        ("packed", (11008, 2048), 352): "packed_pingpong_64x128x64_1x1",  # 3B
+        ("dual", (4864, 896), 352): "dual_pingpong_64x128x64_1x1",  # 0.5B
+    }
+    for (kernel, (n, h), M), name in expect.items():
+        assert select(kernel, M, n, h, torch.bfloat16, ALL).name == name + "_bf16", (kernel, n, h, M)
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])

@@ -122,6 +122,9 @@ QWEN25_32B = (27648, 5120)
 #   M <= 384: 64x128 tiles: the most CTAs for the memory-bound weight read at small M, and no half-empty
 #     128-row tiles at M = 192 or 320 (entry 13: at least 0.91 of the best measured config's speed at
 #     every M in 192..384 on five shapes, where the M = 512 rows had fallen to 0.45-0.79 of cuBLAS).
+#     Entry 28 (M = 257..384): on weights of 7B and up, packed 64x192 at 256 < M <= 352 (+4-41 %) and
+#     128x96 at 352 < M <= 384 for packed and 320 < M <= 384 for dual (+1-27 %); on 1.5B 128x96 for
+#     both at 320 < M <= 384 (+1-18 %); 0.5B and 3B keep 64x128 (128x96 within -4..+13 %, mixed).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
@@ -141,6 +144,11 @@ TABLE: list[Row] = [
     Row("packed", 32, _pp("packed", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("packed", 128, _pp("packed", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_3B),
+    Row("packed", 256, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
+    Row("packed", 352, _pp("packed", 64, 192, 1, 1), weight_min=LARGE),
+    Row("packed", 384, _pp("packed", 128, 96, 1, 1), weight_min=LARGE),
+    Row("packed", 320, _pp("packed", 64, 128, 1, 1), shape=QWEN25_1_5B),
+    Row("packed", 384, _pp("packed", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 384, _pp("packed", 64, 128, 1, 1)),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
     Row("packed", 448, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
@@ -161,6 +169,10 @@ TABLE: list[Row] = [
     Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
+    Row("dual", 320, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
+    Row("dual", 384, _pp("dual", 128, 96, 1, 1), weight_min=LARGE),
+    Row("dual", 320, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
+    Row("dual", 384, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),

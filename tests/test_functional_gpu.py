@@ -76,6 +76,16 @@ def test_ragged_token_counts(model, M, dtype, seed):
     _check_all(x, wg, wu, f"{model} M={M} {_dt(dtype)} seed={seed}")
 
 
+@pytest.mark.parametrize(("model", "M"), [("1.5B", 345), ("7B", 300), ("7B", 360), ("14B", 500), ("14B", 1000),
+                                         ("32B", 700)])
+def test_mid_token_counts(model, M, seed):
+    """Token counts that the table serves with 64x192, 128x96 or 128x160 tiles (perf-notes entries
+    27, 28), each with a partial last token tile."""
+    H, I = QWEN[model]
+    x, wg, wu = _inputs(M, H, I, torch.bfloat16)
+    _check_all(x, wg, wu, f"{model} M={M} seed={seed}")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
 def test_batched_and_non_contiguous_x(dtype, seed):
     x, wg, wu = _inputs(0, 896, 4864, dtype, lead=(3, 7))

@@ -15,16 +15,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 # columns (*_swapab: tile_m counts them, tile_n tokens); promote_k_tiles 0 = GMMA accumulates all of K
 # (see configs.hpp).
 # dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile next to 192 accumulators per thread
-# spills registers (52 bytes with nvcc 13.0), and 128x160 cannot be tiled by the epilogue's 16-column
-# stmatrix fragments; see docs/perf-notes.md.
+# spills registers (52 bytes with nvcc 13.0); see docs/perf-notes.md. Which rows use which config:
+# src/fused_swiglu/configs.py (TABLE).
 CONFIGS = [
     ("packed", "pingpong", 64, 64, 64, 1, 1, 0),     # small M where 2I/128 tiles leave most of a wave idle
-    ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # M <= 384, and M <= 512 on small weights
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # small and mid M (to 256-384 by shape; entry 28)
     ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048 (and 384 < M <= 512 by default)
     ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
-    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # M <= 512 where its tile count fills whole waves
-    ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 448 < M <= 512 where its tile count fills waves
+    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 256 < M <= 512 where its tile count fills waves
+    ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 320 < M <= 512 by shape (entries 27, 28)
     ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 512 < M <= 2048 where its tile count fills waves
     ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
@@ -37,7 +37,7 @@ CONFIGS = [
     ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     # accumulation="promoted": a second fp32 accumulator doubles the accumulator registers, so a
     # warpgroup's share of the tile is at most 64 x 192 (Pingpong 128-row tiles would need 256).
-    ("packed", "pingpong", 64, 128, 64, 1, 1, 4),    # M <= 128, and M <= 512 on small weights
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 4),    # M <= 512, and every M on weights below 5e7
     ("packed", "cooperative", 128, 192, 64, 2, 1, 4),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 4),
     ("dual", "cooperative", 128, 128, 64, 2, 1, 4),

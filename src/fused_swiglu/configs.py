@@ -124,13 +124,13 @@ QWEN25_32B = (27648, 5120)
 #     every M in 192..384 on five shapes, where the M = 512 rows had fallen to 0.45-0.79 of cuBLAS).
 #     Entry 28 (M = 257..384): on weights of 7B and up, packed 64x192 at 256 < M <= 352 (+4-41 %) and
 #     128x96 at 352 < M <= 384 for packed and 320 < M <= 384 for dual (+1-27 %); on 1.5B 128x96 for
-#     both at 320 < M <= 384 (+1-18 %); 0.5B and 3B keep 64x128 (128x96 within -4..+13 %, mixed).
+#     both at 320 < M <= 384 (+1-21 %); 0.5B and 3B keep 64x128 (128x96 within -4..+13 %, mixed).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
-#     small weights and 128x128 with cluster 2x1. Once M > 448, where 128-row tiles are at least 7/8
-#     full, 128x96 (cluster 1x1; 2I/96 tiles fill the last wave on 1.5B, 3B, 14B and 32B) where it beat
-#     the previous row by 1.6-7.4 % (entry 27): packed 1.5B and 14B, dual 1.5B, 3B, 14B and 32B; at
+#     small weights and 128x128 with cluster 2x1. Once M > 448, where the 128-row token tiles are at
+#     least 7/8 used in total (M / 512), 128x96 (cluster 1x1; 2I/96 tiles fill the last wave on 1.5B,
+#     3B, 14B and 32B) where it beat the previous row by 1-7 % (entry 27): packed 1.5B and 14B, dual 1.5B, 3B, 14B and 32B; at
 #     M = 448 it runs 0.6-0.8x (3.5 token tiles), so those shapes keep their M <= 448 rows.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #     Per-shape rows of 128x160 (one 160-wide GMMA, gate 80 + up 80 in the dual kernel) where its tile

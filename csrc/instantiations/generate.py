@@ -25,7 +25,7 @@ CONFIGS = [
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
     ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 256 < M <= 512 where its tile count fills waves
     ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 320 < M <= 512 by shape (entries 27, 28)
-    ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 512 < M <= 2048 where its tile count fills waves
+    ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 14B at 512 < M <= 2048 (entries 27, 29)
     ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),

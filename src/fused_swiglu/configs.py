@@ -73,7 +73,9 @@ class KernelConfig:
 class Row:
     """Table row: for ``kernel``, M <= ``m_max`` (None: any M), weight size ``I * H`` in
     ``[weight_min, weight_max)`` (weight_max None: unbounded) and, if ``shape`` is given, exactly
-    ``(I, H) == shape``, use ``config``."""
+    ``(I, H) == shape``, use ``config``. A Pingpong config with a cluster of 2 CTAs along M matches
+    only when the token tiles (ceil(M / tile_m)) pair up: with an odd count it ran 6-45 % slower
+    than the same tile with a 1x2 cluster (perf-notes entry 29), so such M falls through to a later row."""
 
     kernel: str
     m_max: int | None
@@ -91,7 +93,14 @@ class Row:
             and w >= self.weight_min
             and (self.weight_max is None or w < self.weight_max)
             and (self.shape is None or self.shape == (N, K))
+            and self._token_tiles_fill_clusters(M)
         )
+
+    def _token_tiles_fill_clusters(self, M: int) -> bool:
+        c = self.config
+        if c.schedule != "pingpong" or c.swap_ab or c.cluster_m == 1:
+            return True
+        return -(-M // c.tile_m) % c.cluster_m == 0
 
 
 def _pp(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promote=0, swap_ab=False) -> KernelConfig:
@@ -133,9 +142,10 @@ QWEN25_32B = (27648, 5120)
 #     3B, 14B and 32B) where it beat the previous row by 1-7 % (entry 27): packed 1.5B and 14B, dual 1.5B, 3B, 14B and 32B; at
 #     M = 448 it runs 0.6-0.8x (3.5 token tiles), so those shapes keep their M <= 448 rows.
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
-#     Per-shape rows of 128x160 (one 160-wide GMMA, gate 80 + up 80 in the dual kernel) where its tile
-#     count fills the last wave better and it beat the general row by 1.4-3.7 % (entry 27): 1.5B and
-#     32B at M <= 1024, 14B at M <= 2048.
+#     On 14B, 128x160 (one 160-wide GMMA, gate 80 + up 80 in the dual kernel), whose tile count fills
+#     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
+#     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
+#   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
 #   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2; on
 #     small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 % on 0.5B,
 #     within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %).
@@ -158,8 +168,6 @@ TABLE: list[Row] = [
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
-    Row("packed", 1024, _pp("packed", 128, 160, 2, 1), shape=QWEN25_1_5B),
-    Row("packed", 1024, _pp("packed", 128, 160, 2, 1), shape=QWEN25_32B),
     Row("packed", 2048, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
@@ -183,8 +191,6 @@ TABLE: list[Row] = [
     Row("dual", 512, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
-    Row("dual", 1024, _pp("dual", 128, 160, 2, 1), shape=QWEN25_1_5B),
-    Row("dual", 1024, _pp("dual", 128, 160, 2, 1), shape=QWEN25_32B),
     Row("dual", 2048, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),

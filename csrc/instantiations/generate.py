@@ -44,7 +44,7 @@ CONFIGS = [
 ]
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
 # promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1, dual
-# 64x192; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 2-12 % slower per FLOP
+# 64x192; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP
 # than 128x128, which their fuller last wave at M = 512 did not make up; dual 128x176 spills).
 CANDIDATES: list[tuple] = []
 

@@ -263,7 +263,7 @@ struct Sm90SwiGLUStore {
     // The collective hands over each subtile in F / FragmentSize fragments of consecutive elements
     // (epi_v = 0, 1, ...; its loop is unrolled, so every register index below is a constant). Most
     // configurations visit the whole subtile at once (FragmentSize == F); tile widths whose per-thread
-    // fragment does not vectorize as one array (SwiGLUGemmBase::kFragmentSize) visit it 8 elements at a
+    // fragment does not vectorize as one array (SwiGLUGemmBase::kWholeSubtileFragment) visit it 8 elements at a
     // time, and the node gathers them before it pairs gate with up.
     template <class ElementAccumulator, class ElementInput, int FragmentSize>
     CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,

@@ -42,8 +42,8 @@ using UnchangedMainloop = Mainloop;
 
 // The CollectiveBuilder's epilogue visits each subtile as one fragment of EPI_M * EPI_N / 128 elements
 // per thread (Pingpong). That fragment must vectorize as one array over the register-to-smem copy's
-// layout, which holds only when EPI_N / 16 is a power of two; other full-width subtiles (EPI_N = 112,
-// 144, 160, 176) are visited in fragments of 8 elements (one stmatrix atom per thread) instead.
+// layout, which holds only when EPI_N / 16 is a power of two; other full-width subtiles (EPI_N = 96,
+// 160) are visited in fragments of 8 elements (one stmatrix atom per thread) instead.
 template <class CollectiveEpilogue, int FragmentSize>
 struct WithFragmentSize;
 

@@ -1,6 +1,6 @@
 // Where a CTA sits in its cluster and which CTAs its TMA loads multicast to, by the rule of CUTLASS's
 // sm90 TMA GMMA mainloop: A goes to the CTAs of this cluster row, B to those of this cluster column.
-// Shared by the dual-A and dual-B mainloops, whose producers issue their own loads.
+// Used by the dual mainloop (both forms), whose producer issues its own loads.
 #pragma once
 
 #include "cute/tensor.hpp"

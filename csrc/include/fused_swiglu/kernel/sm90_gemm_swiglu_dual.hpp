@@ -11,7 +11,7 @@
 // gate column meets its up column.
 #pragma once
 
-#include "fused_swiglu/collective/sm90_mma_dual_b_tma_gmma_ss_warpspecialized.hpp"
+#include "fused_swiglu/collective/sm90_mma_dual_tma_gmma_ss_warpspecialized.hpp"
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_common.hpp"
 
 namespace fused_swiglu::kernel {
@@ -28,9 +28,9 @@ struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairS
   using typename Base::Gemm;
 
   static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
-    return Base::arguments(p, hw_info, {static_cast<Element const*>(p.x), row_major(p.ldx),
-                                        static_cast<Element const*>(p.w), row_major(p.ldw),
-                                        static_cast<Element const*>(p.w_up), row_major(p.ldw_up)});
+    return Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), row_major(p.ldw),
+                                        static_cast<Element const*>(p.w_up), row_major(p.ldw_up),
+                                        static_cast<Element const*>(p.x), row_major(p.ldx)});
   }
 };
 

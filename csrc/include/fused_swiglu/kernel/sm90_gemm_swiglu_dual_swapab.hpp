@@ -10,7 +10,7 @@
 // subtile in registers (PairsAcrossSubtiles).
 #pragma once
 
-#include "fused_swiglu/collective/sm90_mma_dual_a_tma_gmma_ss_warpspecialized.hpp"
+#include "fused_swiglu/collective/sm90_mma_dual_tma_gmma_ss_warpspecialized.hpp"
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_common.hpp"
 
 namespace fused_swiglu::kernel {

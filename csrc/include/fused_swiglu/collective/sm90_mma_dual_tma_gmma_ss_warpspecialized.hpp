@@ -1,0 +1,256 @@
+// Dual collective mainloop for Kernel-1: W_gate and W_up, read as they are, fill the two halves of one
+// operand's smem stage; X fills the other operand. Split names the operand that holds the weights:
+//
+//   DualBCollectiveMma (Split = 1), the GEMM (M, 2I, K):
+//     sA[:, :, stage]               <- X      tile (BLK_M, BLK_K)
+//     sB[0 : BLK_N/2, :, stage]     <- W_gate tile (BLK_N/2, BLK_K)     gate accumulator columns
+//     sB[BLK_N/2 : BLK_N, :, stage] <- W_up   tile (BLK_N/2, BLK_K)     up accumulator columns
+//   DualACollectiveMma (Split = 0), the swap-AB GEMM (2I, M, K) for decode sizes:
+//     sA[0 : BLK_M/2, :, stage]     <- W_gate tile (BLK_M/2, BLK_K)     gate accumulator rows
+//     sA[BLK_M/2 : BLK_M, :, stage] <- W_up   tile (BLK_M/2, BLK_K)     up accumulator rows
+//     sB[:, :, stage]               <- X      tile (BLK_N, BLK_K)
+//
+// Per pipeline stage the producer thread issues the three TMA loads (A's first), which complete on ONE
+// transaction barrier of the stage (PipelineTmaAsync). The barrier's expected bytes are those of one
+// (BLK_M + BLK_N) x BLK_K stage, exactly as for one GEMM, so the consumer side (GMMA issue, pipeline
+// release) is CUTLASS's sm90 SS mainloop unchanged. The accumulator tile holds the gate accumulator in
+// its first half along the split mode and the up accumulator in the second; the SwiGLU epilogue pairs
+// them (Sm90SwiGLUStore: pair stride BLK_N/2 along columns, or a gate subtile followed by its up subtile).
+//
+// Both halves of the split stage are whole swizzle atoms (the half extent is a multiple of the atom's
+// rows), so each half has the smem layout of a (half, BLK_K) tile and TMA writes it directly. In a
+// cluster, each half is multicast like the operand it belongs to (sm90_tma_cluster_multicast.hpp).
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+
+#include "fused_swiglu/collective/sm90_tma_cluster_multicast.hpp"
+
+namespace fused_swiglu::collective {
+
+using namespace cute;
+
+namespace detail {
+
+// CUTLASS's TMA descriptor for operand A (Split = 0) or B (Split = 1): they differ in the cluster mode
+// they multicast along.
+template <int Split, class CopyOp, class GTensor, class SLayout, class CtaTiler, class ClusterShape>
+CUTE_HOST_RTC auto make_tma_copy_sm90(CopyOp const& op, GTensor const& gtensor, SLayout const& slayout,
+                                      CtaTiler const& cta_tiler, ClusterShape const& cluster_shape) {
+  if constexpr (Split == 0) return make_tma_copy_A_sm90(op, gtensor, slayout, cta_tiler, cluster_shape);
+  else return make_tma_copy_B_sm90(op, gtensor, slayout, cta_tiler, cluster_shape);
+}
+
+}  // namespace detail
+
+// Base: the CUTLASS sm90 TMA GMMA SS warp-specialized CollectiveMma built for TileShape (BLK_M, BLK_N,
+// BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1).
+template <class Base, int Split>
+struct DualCollectiveMma : Base {
+  static_assert(Split == 0 || Split == 1, "Split: 0 = W_gate/W_up in operand A, 1 = in operand B");
+  static constexpr bool kSplitA = Split == 0;
+
+  using typename Base::TileShape;
+  using typename Base::ElementA;
+  using typename Base::ElementB;
+  using typename Base::StrideA;
+  using typename Base::StrideB;
+  using typename Base::DispatchPolicy;
+  using typename Base::GmemTiledCopyA;
+  using typename Base::GmemTiledCopyB;
+  using typename Base::SmemLayoutA;
+  using typename Base::SmemLayoutB;
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+  using ClusterShape = typename DispatchPolicy::ClusterShape;
+
+  // The weights' operand (W) and the tokens' operand (X).
+  using ElementW = cute::conditional_t<kSplitA, ElementA, ElementB>;
+  using ElementX = cute::conditional_t<kSplitA, ElementB, ElementA>;
+  using StrideW = cute::conditional_t<kSplitA, StrideA, StrideB>;
+  using StrideX = cute::conditional_t<kSplitA, StrideB, StrideA>;
+  using InternalElementW = cute::conditional_t<kSplitA, typename Base::InternalElementA,
+                                               typename Base::InternalElementB>;
+  using GmemTiledCopyW = cute::conditional_t<kSplitA, GmemTiledCopyA, GmemTiledCopyB>;
+  using SmemLayoutAtomW = cute::conditional_t<kSplitA, typename Base::SmemLayoutAtomA,
+                                              typename Base::SmemLayoutAtomB>;
+
+  static constexpr int Half = int(size<Split>(TileShape{})) / 2;
+  static_assert(Half % int(size<0>(SmemLayoutAtomW{})) == 0,
+                "each half of the weights' tile must be whole smem swizzle atoms: half % atom rows == 0");
+  static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<1>(StrideW{}))>, cute::_1>,
+                "W_gate and W_up must be K-major (row-major [I, K])");
+
+  using HalfTileShape = cute::conditional_t<
+      kSplitA, Shape<Int<Half>, decltype(size<1>(TileShape{})), decltype(size<2>(TileShape{}))>,
+      Shape<decltype(size<0>(TileShape{})), Int<Half>, decltype(size<2>(TileShape{}))>>;
+  // (half, BLK_K): one stage of one half, same atom and tiling order as the operand's smem layout.
+  using SmemLayoutWHalf = decltype(tile_to_shape(SmemLayoutAtomW{}, make_shape(Int<Half>{}, size<2>(TileShape{})),
+                                                 Step<_1, _2>{}));
+  // local_tile projections of A (m, k) and B (n, k) tiles.
+  using StepW = cute::conditional_t<kSplitA, Step<_1, Underscore, _1>, Step<Underscore, _1, _1>>;
+  using StepX = cute::conditional_t<kSplitA, Step<Underscore, _1, _1>, Step<_1, Underscore, _1>>;
+
+  struct Arguments {
+    ElementW const* ptr_gate;  // W_gate (I, K)
+    StrideW d_gate;
+    ElementW const* ptr_up;    // W_up   (I, K)
+    StrideW d_up;
+    ElementX const* ptr_x;     // X      (tokens, K)
+    StrideX d_x;
+    uint32_t mma_promotion_interval = 4;
+  };
+
+  // Base::Params keeps X's descriptor and the transaction byte counts that the kernel and Base::mma
+  // read; its full-size descriptor of the weights' operand (built over W_gate) is never used.
+  struct Params : Base::Params {
+    using TMA_WHalf = decltype(detail::make_tma_copy_sm90<Split>(
+        GmemTiledCopyW{},
+        make_tensor(static_cast<InternalElementW const*>(nullptr), repeat_like(StrideW{}, int32_t(0)), StrideW{}),
+        SmemLayoutWHalf{}, HalfTileShape{}, ClusterShape{}));
+    TMA_WHalf tma_load_gate;
+    TMA_WHalf tma_load_up;
+  };
+
+  // problem_shape: (M, 2I, K[, L]) for Split = 1, (2I, tokens, K[, L]) for Split = 0.
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void* workspace) {
+    auto problem_shape_MNKL = append<4>(problem_shape, 1);
+    auto rows_W = get<Split>(problem_shape_MNKL);  // 2I
+    auto K = get<2>(problem_shape_MNKL);
+    auto L = get<3>(problem_shape_MNKL);
+    typename Base::Arguments base_args;
+    if constexpr (kSplitA) {
+      base_args = {args.ptr_gate, args.d_gate, args.ptr_x, args.d_x, args.mma_promotion_interval};
+    } else {
+      base_args = {args.ptr_x, args.d_x, args.ptr_gate, args.d_gate, args.mma_promotion_interval};
+    }
+    Params params;
+    static_cast<typename Base::Params&>(params) = Base::to_underlying_arguments(problem_shape, base_args, workspace);
+    auto half = [&](ElementW const* ptr, StrideW const& d) {
+      auto p = reinterpret_cast<InternalElementW const*>(ptr);
+      Tensor tensor_w = make_tensor(p, make_layout(make_shape(rows_W / 2, K, L), d));  // (I, K, L)
+      return detail::make_tma_copy_sm90<Split>(GmemTiledCopyW{}, tensor_w, SmemLayoutWHalf{}, HalfTileShape{},
+                                               ClusterShape{});
+    };
+    params.tma_load_gate = half(args.ptr_gate, args.d_gate);
+    params.tma_load_up = half(args.ptr_up, args.d_up);
+    return params;
+  }
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    auto problem_shape_MNKL = append<4>(problem_shape, 1);
+    auto rows_W = get<Split>(problem_shape_MNKL);
+    auto rows_X = get<1 - Split>(problem_shape_MNKL);
+    auto K = get<2>(problem_shape_MNKL);
+    auto L = get<3>(problem_shape_MNKL);
+    constexpr int kAlign = 128 / cutlass::sizeof_bits<ElementW>::value;  // 16-byte TMA rows
+    bool ok = rows_W % 2 == 0;
+    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L), args.d_gate);
+    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L), args.d_up);
+    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_X, K, L), args.d_x);
+    return ok;
+  }
+
+  // X's descriptor (Base::Params' A or B).
+  CUTLASS_HOST_DEVICE static auto const& tma_load_x(Params const& params) {
+    if constexpr (kSplitA) return params.tma_load_b;
+    else return params.tma_load_a;
+  }
+
+  CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& params) {
+    if constexpr (!kSplitA) cute::prefetch_tma_descriptor(params.tma_load_a.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_gate.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_up.get_tma_descriptor());
+    if constexpr (kSplitA) cute::prefetch_tma_descriptor(params.tma_load_b.get_tma_descriptor());
+  }
+
+  // Returns (gA, gB, gW_up): A's and B's tiles first, as the kernel reads the tile counts from them
+  // ((BLK_M,BLK_K,m,k,l) and (BLK_N,BLK_K,n,k,l), the weights' operand as its gate half), then the up
+  // half of the weights' operand.
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
+    auto rows_W = get<Split>(problem_shape_MNKL);
+    auto rows_X = get<1 - Split>(problem_shape_MNKL);
+    auto K = get<2>(problem_shape_MNKL);
+    auto L = get<3>(problem_shape_MNKL);
+    Tensor mWg = params.tma_load_gate.get_tma_tensor(make_shape(rows_W / 2, K, L));                  // (i,k,l)
+    Tensor mWu = params.tma_load_up.get_tma_tensor(make_shape(rows_W / 2, K, L));                    // (i,k,l)
+    Tensor mX = tma_load_x(params).get_tma_tensor(make_shape(rows_X, K, L));                         // (t,k,l)
+    Tensor gWg = local_tile(mWg, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
+    Tensor gWu = local_tile(mWu, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
+    Tensor gX = local_tile(mX, TileShape{}, make_coord(_, _, _), StepX{});           // (BLK_X,BLK_K,t,k,l)
+    if constexpr (kSplitA) return cute::make_tuple(gWg, gX, gWu);
+    else return cute::make_tuple(gX, gWg, gWu);
+  }
+
+  // Producer: one elected thread of the producer warp issues the three TMA loads of every k-tile.
+  template <class TensorA, class TensorB, class TensorWu, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB, TensorWu> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
+    if (!cute::elect_one_sync()) return;
+
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});        // (BLK_M,BLK_K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});        // (BLK_N,BLK_K,PIPE)
+    Tensor sW_halves = logical_divide(get<Split>(cute::make_tuple(sA, sB)), Shape<Int<Half>>{});  // ((half,2),BLK_K,PIPE)
+    Tensor sWg = sW_halves(make_coord(_, _0{}), _, _);                                      // (half,BLK_K,PIPE)
+    Tensor sWu = sW_halves(make_coord(_, _1{}), _, _);                                      // (half,BLK_K,PIPE)
+    Tensor sX = get<1 - Split>(cute::make_tuple(sA, sB));                                  // (BLK_X,BLK_K,PIPE)
+
+    // A's loads are sliced by the CTA's cluster column and multicast along it, B's by its cluster row.
+    auto const mc = cluster_multicast<ClusterShape, GmemTiledCopyA, GmemTiledCopyB>(block_rank_in_cluster);
+    auto const slice = cute::make_tuple(mc.block_id.y, mc.block_id.x);
+    uint16_t const mask_W = get<Split>(cute::make_tuple(mc.mask_a, mc.mask_b));
+    uint16_t const mask_X = get<1 - Split>(cute::make_tuple(mc.mask_a, mc.mask_b));
+
+    auto block_tma_wg = params.tma_load_gate.get_slice(get<Split>(slice));
+    auto block_tma_wu = params.tma_load_up.get_slice(get<Split>(slice));
+    auto block_tma_x = tma_load_x(params).get_slice(get<1 - Split>(slice));
+
+    auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
+    auto const w_coord = get<Split>(cute::make_tuple(m_coord, n_coord));
+    auto const x_coord = get<1 - Split>(cute::make_tuple(m_coord, n_coord));
+    Tensor gWg = get<Split>(load_inputs)(_, _, w_coord, _, l_coord);                            // (half,BLK_K,k)
+    Tensor gX = get<1 - Split>(load_inputs)(_, _, x_coord, _, l_coord);                        // (BLK_X,BLK_K,k)
+    Tensor gWu = get<2>(load_inputs)(_, _, w_coord, _, l_coord);                                // (half,BLK_K,k)
+
+    Tensor tWgWg = block_tma_wg.partition_S(gWg);                                          // (TMA,TMA_W,TMA_K,k)
+    Tensor tWsWg = block_tma_wg.partition_D(sWg);                                       // (TMA,TMA_W,TMA_K,PIPE)
+    Tensor tWgWu = block_tma_wu.partition_S(gWu);                                          // (TMA,TMA_W,TMA_K,k)
+    Tensor tWsWu = block_tma_wu.partition_D(sWu);                                       // (TMA,TMA_W,TMA_K,PIPE)
+    Tensor tXgX = block_tma_x.partition_S(gX);                                             // (TMA,TMA_X,TMA_K,k)
+    Tensor tXsX = block_tma_x.partition_D(sX);                                          // (TMA,TMA_X,TMA_K,PIPE)
+
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      pipeline.producer_acquire(smem_pipe_write);
+      using BarrierType = typename MainloopPipeline::ProducerBarrierType;
+      BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+      int stage = smem_pipe_write.index();
+      if constexpr (!kSplitA) {
+        copy(tma_load_x(params).with(*tma_barrier, mask_X), tXgX(_, _, _, *k_tile_iter), tXsX(_, _, _, stage));
+      }
+      copy(params.tma_load_gate.with(*tma_barrier, mask_W), tWgWg(_, _, _, *k_tile_iter), tWsWg(_, _, _, stage));
+      copy(params.tma_load_up.with(*tma_barrier, mask_W), tWgWu(_, _, _, *k_tile_iter), tWsWu(_, _, _, stage));
+      if constexpr (kSplitA) {
+        copy(tma_load_x(params).with(*tma_barrier, mask_X), tXgX(_, _, _, *k_tile_iter), tXsX(_, _, _, stage));
+      }
+      ++k_tile_iter;
+      ++smem_pipe_write;
+    }
+  }
+};
+
+// The two forms by name, for the kernels' MainloopAdaptor (a template of one parameter).
+template <class Base>
+using DualBCollectiveMma = DualCollectiveMma<Base, 1>;  // Kernel-1: X as A, W_gate | W_up as B
+template <class Base>
+using DualACollectiveMma = DualCollectiveMma<Base, 0>;  // Kernel-1 in swap-AB form: W_gate | W_up as A
+
+}  // namespace fused_swiglu::collective

@@ -28,9 +28,10 @@ ALL = frozenset(
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_table_heuristic(kernel):
-    # M <= 128: 64x128 everywhere (Kernel-2 at decode sizes: swap-AB); M <= 512 on small weights too
+    # M <= 128: 64x128 on shapes without rows of their own (Kernel-2 at decode sizes: swap-AB); M <= 512
+    # on small weights too
     assert select(kernel, 17, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
-    assert select(kernel, 128, 18944, 3584, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
+    assert select(kernel, 128, 27648, 5120, torch.float16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_fp16"
     assert select(kernel, 512, 4864, 896, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
     # M <= 2048: 128x128 tiles
     assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
@@ -83,7 +84,7 @@ def test_half_width_tiles_at_small_m_on_1_5b_and_3b(kernel):
     assert select(kernel, 129, 8960, 1536, torch.bfloat16, ALL).name == full
     assert select(kernel, 64, 11008, 2048, torch.bfloat16, ALL).name == half
     assert select(kernel, 65, 11008, 2048, torch.bfloat16, ALL).name == full
-    assert select(kernel, 33, 18944, 3584, torch.bfloat16, ALL).name == full  # 7B
+    assert select(kernel, 33, 13824, 5120, torch.bfloat16, ALL).name == full  # 14B
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
@@ -112,12 +113,15 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_no_half_empty_128_row_tiles_up_to_m_320(kernel):
-    # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13); 64-row
-    # tiles up to M = 320 (entry 28: 64x192 on large weights for packed above M = 256)
+    # M = 192 or 320 would leave half of the last 128-row tile empty (perf-notes entry 13): 64-row tiles
+    # at 128 < M <= 192 and 256 < M <= 320 (entry 28: 64x192 on large weights for packed above M = 256);
+    # two 128-row tiles under a 2x1 cluster once the second is more than half used (entry 32)
     for n, h in [(11008, 2048), (13824, 5120), (27648, 5120), (29568, 8192)]:
-        for M in (129, 192, 256, 320):
+        for M in (129, 192, 257, 320):
             assert "_pingpong_64x" in select(kernel, M, n, h, torch.bfloat16, ALL).name, (n, M)
-        assert select(kernel, 256, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_64x128x64_1x1_bf16"
+        for M in (193, 256):  # 3B, 32B and 72B; 14B (and 7B) lost 2-5 % with them
+            name = select(kernel, M, n, h, torch.bfloat16, ALL).name
+            assert (name == f"{kernel}_pingpong_128x128x64_2x1_bf16") == (n != 13824), (n, M)
 
 
 def test_128_row_tiles_at_m_512_only_above_m_448():
@@ -161,6 +165,31 @@ def test_rows_between_m_256_and_384():
     }
     for (kernel, (n, h), M), name in expect.items():
         assert select(kernel, M, n, h, torch.bfloat16, ALL).name == name + "_bf16", (kernel, n, h, M)
+
+
+def test_rows_between_m_32_and_256():
+    # entry 32: per-shape rows after the swap-AB tiles; (kernel, shape, M) -> config at both ends of each row
+    b15, b3, b7, b14, b32, b72 = (8960, 1536), (11008, 2048), (18944, 3584), (13824, 5120), (27648, 5120), (29568, 8192)
+    expect = {
+        ("packed", b7, 33): "64x64x64_1x1", ("packed", b7, 64): "64x64x64_1x1", ("packed", b72, 64): "64x128x64_1x1",
+        ("packed", b14, 64): "64x128x64_1x1", ("packed", b14, 65): "128x128x64_1x2",
+        ("packed", b14, 128): "128x128x64_1x2", ("packed", b14, 129): "64x192x64_1x1",
+        ("packed", b32, 65): "64x192x64_1x1", ("packed", b32, 96): "64x192x64_1x1", ("packed", b32, 97): "64x128x64_1x1",
+        ("packed", b7, 97): "128x96x64_1x1", ("packed", b7, 128): "128x96x64_1x1",
+        ("packed", b32, 160): "64x192x64_1x1", ("packed", b32, 161): "64x128x64_1x1",
+        ("packed", b72, 192): "64x192x64_1x1", ("packed", b72, 193): "128x128x64_2x1", ("packed", b7, 193): "64x128x64_1x1",
+        ("packed", b3, 192): "64x128x64_1x1", ("packed", b3, 193): "128x128x64_2x1",
+        ("packed", b15, 192): "64x128x64_1x1", ("packed", b15, 256): "128x96x64_1x1",
+        ("dual", b32, 64): "64x64x64_1x1", ("dual", b14, 64): "64x128x64_1x1", ("dual", b72, 33): "64x128x64_1x1", ("dual", b14, 128): "128x128x64_1x2",
+        ("dual", b72, 65): "128x128x64_1x2", ("dual", b72, 96): "128x128x64_1x2", ("dual", b72, 97): "64x128x64_1x1",
+        ("dual", b7, 97): "128x96x64_1x1", ("dual", b7, 129): "64x128x64_1x1",
+        ("dual", b32, 193): "128x128x64_2x1", ("dual", b14, 256): "64x128x64_1x1", ("dual", b3, 256): "128x128x64_2x1", ("dual", b15, 193): "128x96x64_1x1",
+    }
+    for (kernel, (n, h), M), tile in expect.items():
+        assert select(kernel, M, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_{tile}_bf16", (kernel, n, h, M)
+    for kernel in ("packed", "dual"):  # 0.5B keeps 64x128 from M = 17 to 512
+        assert {select(kernel, M, 4864, 896, torch.bfloat16, ALL).name for M in range(17, 513, 8)} == {
+            f"{kernel}_pingpong_64x128x64_1x1_bf16"}
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])

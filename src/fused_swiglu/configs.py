@@ -117,8 +117,10 @@ LARGE = 50_000_000  # I*H from this on: 7B (67.9M), 14B (70.8M), 32B (141.6M), 7
 # Qwen2.5 MLP shapes (I, H) that have rows of their own.
 QWEN25_1_5B = (8960, 1536)
 QWEN25_3B = (11008, 2048)
+QWEN25_7B = (18944, 3584)
 QWEN25_14B = (13824, 5120)
 QWEN25_32B = (27648, 5120)
+QWEN25_72B = (29568, 8192)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
@@ -134,6 +136,13 @@ QWEN25_32B = (27648, 5120)
 #     Entry 28 (M = 257..384): on weights of 7B and up, packed 64x192 at 256 < M <= 352 (+4-41 %) and
 #     128x96 at 352 < M <= 384 for packed and 320 < M <= 384 for dual (+1-27 %); on 1.5B 128x96 for
 #     both at 320 < M <= 384 (+1-21 %); 0.5B and 3B keep 64x128 (128x96 within -4..+13 %, mixed).
+#   32 < M <= 256 (entry 32, measured at M = 48..256 in steps of 16): per-shape rows where a config beat
+#     those rows by more than 2 % in two sweeps and through the public API. 64x64 at M <= 64 on 7B and
+#     32B (+3-8 %; 14B and 72B keep 64x128); on large weights packed 64x192 / dual 128x128 1x2 at
+#     64 < M <= 96, packed 64x192 at 128 < M <= 160 (192 on 72B; +12-40 %: three 64-token tiles of 192
+#     columns instead of 128); 14B 128x128 1x2 at 64 < M <= 128 (+7 %), 7B 128x96 at 96 < M <= 128 (+3-4 %). At
+#     192 < M <= 256, two 128-token tiles: 128x96 on 1.5B, 128x128 with a 2x1 cluster on 3B, 32B and
+#     72B (+5-30 %; 7B and 14B lost 2-5 % with it and keep 64x128).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
@@ -154,7 +163,24 @@ TABLE: list[Row] = [
     Row("packed", 32, _pp("packed", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("packed", 128, _pp("packed", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_3B),
+    # 32 < M <= 256 (entry 32): by shape, where a config beat the M <= 384 row by more than 2 %
+    Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_7B),
+    Row("packed", 64, _pp("packed", 64, 64, 1, 1), shape=QWEN25_32B),
+    Row("packed", 64, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
+    Row("packed", 128, _pp("packed", 128, 128, 1, 2), shape=QWEN25_14B),
+    Row("packed", 96, _pp("packed", 64, 192, 1, 1), weight_min=LARGE),
+    Row("packed", 128, _pp("packed", 128, 96, 1, 1), shape=QWEN25_7B),
+    Row("packed", 128, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
+    Row("packed", 192, _pp("packed", 64, 192, 1, 1), shape=QWEN25_72B),
+    Row("packed", 160, _pp("packed", 64, 192, 1, 1), weight_min=LARGE),
+    Row("packed", 192, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
+    Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_32B),
+    Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_72B),
     Row("packed", 256, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
+    Row("packed", 192, _pp("packed", 64, 128, 1, 1), shape=QWEN25_3B),
+    Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_3B),
+    Row("packed", 192, _pp("packed", 64, 128, 1, 1), shape=QWEN25_1_5B),
+    Row("packed", 256, _pp("packed", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 352, _pp("packed", 64, 192, 1, 1), weight_min=LARGE),
     Row("packed", 384, _pp("packed", 128, 96, 1, 1), weight_min=LARGE),
     Row("packed", 320, _pp("packed", 64, 128, 1, 1), shape=QWEN25_1_5B),
@@ -177,6 +203,19 @@ TABLE: list[Row] = [
     Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
+    Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_7B),
+    Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_32B),
+    Row("dual", 64, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
+    Row("dual", 128, _pp("dual", 128, 128, 1, 2), shape=QWEN25_14B),
+    Row("dual", 96, _pp("dual", 128, 128, 1, 2), weight_min=LARGE),
+    Row("dual", 128, _pp("dual", 128, 96, 1, 1), shape=QWEN25_7B),
+    Row("dual", 192, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
+    Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_32B),
+    Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_72B),
+    Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_3B),
+    Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_3B),
+    Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
+    Row("dual", 256, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 384, _pp("dual", 128, 96, 1, 1), weight_min=LARGE),
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),

@@ -203,6 +203,7 @@ TABLE: list[Row] = [
     Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
+    # 32 < M <= 256 (entry 32), as for packed; no 64x192 dual tile (entry 11), so 128x128 1x2 at 64 < M <= 96
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_7B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_32B),
     Row("dual", 64, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),

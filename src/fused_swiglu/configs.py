@@ -138,9 +138,10 @@ QWEN25_72B = (29568, 8192)
 #     both at 320 < M <= 384 (+1-21 %); 0.5B and 3B keep 64x128 (128x96 within -4..+13 %, mixed).
 #   32 < M <= 256 (entry 32, measured at M = 48..256 in steps of 16): per-shape rows where a config beat
 #     those rows by more than 2 % in two sweeps and through the public API. 64x64 at M <= 64 on 7B and
-#     32B (+3-8 %; 14B and 72B keep 64x128); on large weights packed 64x192 / dual 128x128 1x2 at
-#     64 < M <= 96, packed 64x192 at 128 < M <= 160 (192 on 72B; +12-40 %: three 64-token tiles of 192
-#     columns instead of 128); 14B 128x128 1x2 at 64 < M <= 128 (+7 %), 7B 128x96 at 96 < M <= 128 (+3-4 %). At
+#     32B (+3-8 %; 14B and 72B keep 64x128); on large weights packed 64x192 at 64 < M <= 96 and dual
+#     128x128 1x2 at 64 < M <= 80, packed 64x192 at 128 < M <= 160 (192 on 72B; +12-44 %: three 64-token
+#     tiles of 192 columns instead of 128); 14B 128x128 1x2 at 64 < M <= 128 (+6-10 %), 7B 128x96 at
+#     96 < M <= 128 (+3-4 %). At
 #     192 < M <= 256, two 128-token tiles: 128x96 on 1.5B, 128x128 with a 2x1 cluster on 3B, 32B and
 #     72B (+5-30 %; 7B and 14B lost 2-5 % with it and keep 64x128).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
@@ -203,12 +204,12 @@ TABLE: list[Row] = [
     Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
-    # 32 < M <= 256 (entry 32), as for packed; no 64x192 dual tile (entry 11), so 128x128 1x2 at 64 < M <= 96
+    # 32 < M <= 256 (entry 32), as for packed; no 64x192 dual tile (entry 11), so 128x128 1x2 at 64 < M <= 80
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_7B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_32B),
     Row("dual", 64, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 128, _pp("dual", 128, 128, 1, 2), shape=QWEN25_14B),
-    Row("dual", 96, _pp("dual", 128, 128, 1, 2), weight_min=LARGE),
+    Row("dual", 80, _pp("dual", 128, 128, 1, 2), weight_min=LARGE),
     Row("dual", 128, _pp("dual", 128, 96, 1, 1), shape=QWEN25_7B),
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_32B),

@@ -51,9 +51,10 @@ struct SwiGLUConfig {
   static_assert(TileN % 16 == 0, "TileN must hold whole 8-column gate/up pairs of 16 columns");
   static_assert(!kPingpong || TileM % 64 == 0, "Pingpong: one warpgroup owns the tile, TileM % 64 == 0");
   static_assert(kPingpong || TileM % 128 == 0, "Cooperative: two warpgroups split TileM, TileM % 128 == 0");
-  // Each operand tile is loaded as one TMA box, and a box spans at most 256 elements per dimension: a
-  // larger tile fails cuTensorMapEncodeTiled at run time (CUTLASS only prints the error) and the
-  // launch never finishes (docs/perf-notes.md, entry 33).
+  // A TMA box spans at most 256 elements per dimension. Without a multicast cluster CUTLASS loads each
+  // operand tile as one box, so a larger tile fails cuTensorMapEncodeTiled at run time (CUTLASS only
+  // prints the error) and the launch never finishes (docs/perf-notes.md, entry 33). A multicast or dual
+  // load splits the box, so this guard is stricter than the hardware limit for those.
   static_assert(TileM <= 256 && TileN <= 256, "TileM and TileN must be <= 256 (TMA box dimension limit)");
 };
 

@@ -203,7 +203,8 @@ struct DualCollectiveMma : Base {
     Tensor sWu = sW_halves(make_coord(_, _1{}), _, _);                                      // (half,BLK_K,PIPE)
     Tensor sX = get<1 - Split>(cute::make_tuple(sA, sB));                                  // (BLK_X,BLK_K,PIPE)
 
-    // A's loads are sliced by the CTA's cluster column and multicast along it, B's by its cluster row.
+    // A: sliced by the CTA's position along N (block_id.y), multicast to the CTAs of its cluster row;
+    // B: sliced by its position along M (block_id.x), multicast to its cluster column.
     auto const mc = cluster_multicast<ClusterShape, GmemTiledCopyA, GmemTiledCopyB>(block_rank_in_cluster);
     auto const slice = cute::make_tuple(mc.block_id.y, mc.block_id.x);
     uint16_t const mask_W = get<Split>(cute::make_tuple(mc.mask_a, mc.mask_b));

@@ -141,9 +141,8 @@ QWEN25_72B = (29568, 8192)
 #     32B (+3-8 %; 14B and 72B keep 64x128); on large weights packed 64x192 at 64 < M <= 96 and dual
 #     128x128 1x2 at 64 < M <= 80, packed 64x192 at 128 < M <= 160 (192 on 72B; +12-44 %: three 64-token
 #     tiles of 192 columns instead of 128); 14B 128x128 1x2 at 64 < M <= 128 (+6-10 %), 7B 128x96 at
-#     96 < M <= 128 (+3-4 %). At
-#     192 < M <= 256, two 128-token tiles: 128x96 on 1.5B, 128x128 with a 2x1 cluster on 3B, 32B and
-#     72B (+5-30 %; 7B and 14B lost 2-5 % with it and keep 64x128).
+#     96 < M <= 128 (+3-4 %). At 192 < M <= 256, two 128-token tiles: 128x96 on 1.5B, 128x128 with a
+#     2x1 cluster on 3B, 32B and 72B (+5-30 %; 7B and 14B lost 2-6 % with it and keep 64x128).
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on

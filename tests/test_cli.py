@@ -37,6 +37,8 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
     (["bench", "--tokens", "abc"], "--tokens must be integers >= 1; got 'abc'"),
     (["bench", "--methods", "eager,fused"], "unknown method 'fused'"),
     (["accuracy", "--models", "9000B"], "unknown model '9000B'"),
+    (["bench", "--models", "4096x100"], "custom shape '4096x100': hidden size H and intermediate size I must be"),
+    (["accuracy", "--models", "7B,12x64"], "custom shape '12x64'"),
     (["bench", "--rep", "0"], "--rep must be a positive integer; got 0"),
     (["bench", "--warmup-ms", "inf"], "--warmup-ms must be a finite number >= 0; got inf"),
     (["bench", "--out", "results.csv"], "--out names the JSON file"),

@@ -138,11 +138,13 @@ def test_128_row_tiles_at_m_512_only_above_m_448():
 
 def test_shape_rows_match_their_shape_only():
     # 3B at M <= 512 and 14B at M <= 448 have 64x192 rows of their own; 14B at 448 < M <= 512 a 128x96
-    # row; a hidden size off by 8 gets the general row
+    # row; a hidden size off by 8 gets the general rows (or the wave rule where it decides)
     assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
     assert select("packed", 448, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_64x192x64_1x1_fp16"
     assert select("packed", 512, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_128x96x64_1x1_fp16"
-    assert select("packed", 512, 11008, 2056, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
+    assert configs.row_config("packed", 512, 11008, 2056) == configs._pp("packed", 128, 128, 2, 1)
+    assert configs.table_config("packed", 384, 11008, 2056) == configs.row_config("packed", 384, 11008, 2056)
+    assert configs.table_config("packed", 256, 11008, 2056) == configs.wave_config("packed", 256, 11008, 2056)
     assert select("packed", 640, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_1x2_bf16"
     assert select("packed", 768, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x128x64_2x1_bf16"
     assert configs.Row("dual", None, configs._pp("dual", 64, 128, 1, 1), shape=(64, 32)).matches("dual", 1, 64, 32)
@@ -199,8 +201,9 @@ def test_128x160_rows_where_its_tile_count_fills_waves(kernel):
     for M in (640, 768, 1024, 2048):  # 640: five token tiles, odd
         assert (select(kernel, M, 13824, 5120, torch.bfloat16, ALL).name == wide) == (M != 640), M
     assert select(kernel, 2049, 13824, 5120, torch.bfloat16, ALL).name != wide
-    for n, h in [(8960, 1536), (27648, 5120), (18944, 3584), (13824, 5128)]:  # 1.5B, 32B, 7B, not 14B
+    for n, h in [(8960, 1536), (27648, 5120), (18944, 3584)]:  # 1.5B, 32B, 7B
         assert select(kernel, 1024, n, h, torch.bfloat16, ALL).name != wide
+    assert configs.row_config(kernel, 1024, 13824, 5128).tile_n != 160  # not 14B: no row of 14B's
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
@@ -285,3 +288,67 @@ def test_fallback_to_available_config_warns_once(monkeypatch):
         select("dual", 1, 64, 64, torch.float16, avail)
     with pytest.raises(ValueError, match="kernel must be one of"):
         select("triple", 1, 64, 64, torch.float16, avail)
+
+
+# The wave rule for shapes outside the seven measured ones (perf-notes entry 35).
+OTHER_SHAPES = [(14336, 4096), (28672, 8192), (11008, 4096), (12288, 4096), (25600, 5120), (8192, 2048), (200, 64)]
+
+
+def test_measured_shapes_keep_their_rows():
+    for n, h in configs.MEASURED_SHAPES:
+        for kernel in ("packed", "dual"):
+            for M in (1, 33, 64, 65, 200, 256, 448, 512, 640, 1024, 2048, 2049, 8192):
+                for acc in ("fast", "promoted"):
+                    assert configs.table_config(kernel, M, n, h, acc) == configs.row_config(kernel, M, n, h, acc)
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_wave_rule_serves_other_shapes_where_it_decides(kernel):
+    for n, h in OTHER_SHAPES:
+        for M in (1, 16, 32, 65, 128, 192, 257, 300, 384, 1025, 2048, 8192):  # the general rows
+            assert configs.table_config(kernel, M, n, h) == configs.row_config(kernel, M, n, h), (n, h, M)
+        for M in (33, 64):
+            assert configs.table_config(kernel, M, n, h) == configs._pp(kernel, 64, 64, 1, 1)
+        for M in (193, 200, 224, 256, 385, 448, 512, 777, 1024):
+            assert configs.table_config(kernel, M, n, h) == configs.wave_config(kernel, M, n, h)
+            assert configs.table_config(kernel, M, n, h) in configs.WAVE_CANDIDATES[kernel]
+        # promoted accumulation has no wave rule
+        assert configs.table_config(kernel, 512, n, h, "promoted") == configs.row_config(kernel, 512, n, h, "promoted")
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+@pytest.mark.parametrize("M", [193, 200, 224, 256, 385, 448, 513, 640, 1000, 1024])
+def test_wave_rule_picks_the_cheapest_candidate(kernel, M):
+    for n, h in OTHER_SHAPES:
+        pick = configs.wave_config(kernel, M, n, h)
+        token_tiles = -(-M // 128)
+        # clusters: 2x1 only over an even number of token tiles, 1x2 only over an odd one
+        assert (pick.cluster_m, pick.cluster_n) == ((2, 1) if token_tiles % 2 == 0 else (1, 2)) or pick.cluster_m == pick.cluster_n == 1
+        allowed = [c for c in configs.WAVE_CANDIDATES[kernel]
+                   if not (c.cluster_m == 2 and token_tiles % 2) and not (c.cluster_n == 2 and token_tiles % 2 == 0)]
+        costs = {c: configs.wave_cost(c, M, n) for c in allowed}
+        assert costs[pick] == min(costs.values())
+        assert pick.tile_n == max(c.tile_n for c in allowed if costs[c] == costs[pick])
+
+
+def test_wave_cost_counts_rounds_of_tiles():
+    # Qwen3-32B's MLP (I = 25600) at M = 512: 4 token tiles; 2I / 160 = 320 tiles across -> 1280 tiles,
+    # 10 rounds of 132 (9.7) x 160 = 1600; 128 wide: 1600 tiles, 13 rounds x 128 = 1664; 192 wide:
+    # 267 -> 1068 tiles, 9 rounds x 192 = 1728; 96 wide: 534 -> 2136 tiles, 17 rounds x 96 / 0.85
+    assert configs.wave_cost(configs._pp("packed", 128, 160, 2, 1), 512, 25600) == 1600
+    assert configs.wave_cost(configs._pp("packed", 128, 128, 2, 1), 512, 25600) == 1664
+    assert configs.wave_cost(configs._pp("packed", 128, 192, 2, 1), 512, 25600) == 1728
+    assert configs.wave_cost(configs._pp("packed", 128, 96, 1, 1), 512, 25600) == pytest.approx(17 * 96 / 0.85)
+    assert configs.wave_config("packed", 512, 25600, 5120) == configs._pp("packed", 128, 160, 2, 1)
+    assert configs.wave_config("packed", 384, 25600, 5120) is None  # 256 < M <= 384: the rows
+    assert configs.wave_config("packed", 1025, 25600, 5120) is None  # M > 1024: the rows
+    # M = 256, two token tiles: 160 wide 640 tiles, 5 rounds x 160 = 800; 128 wide 800 tiles, 7 x 128 = 896
+    assert configs.wave_config("packed", 256, 25600, 5120) == configs._pp("packed", 128, 160, 2, 1)
+    assert configs.wave_config("dual", 256, 25600, 5120) == configs._pp("dual", 128, 160, 2, 1)
+    # with fewer SMs the rounds change: 114 SMs (H100 PCIe) -> 6 x 160 = 960 against 8 x 128 = 1024
+    assert configs.wave_cost(configs._pp("packed", 128, 160, 2, 1), 256, 25600, num_sms=114) == 960
+    assert configs.wave_cost(configs._pp("packed", 128, 128, 2, 1), 256, 25600, num_sms=114) == 1024
+    # Llama-2-7B's MLP (I = 11008) at M = 256: 192 wide 115 x 2 = 230 tiles, 2 rounds x 192 = 384 beats
+    # 128 wide (344 tiles, 3 x 128 = 384: a tie, to the wider) and 160 wide (276 tiles, 3 x 160)
+    assert configs.wave_config("packed", 256, 11008, 4096) == configs._pp("packed", 128, 192, 2, 1)
+    assert configs.wave_config("dual", 256, 11008, 4096) == configs._pp("dual", 128, 128, 2, 1)

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 shapes")
-    b.add_argument("--models", nargs="+", help="model sizes, e.g. 0.5B 7B or 0.5B,7B (default: all seven)")
+    b.add_argument("--models", nargs="+", help="Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 "
+                        "(default: the seven Qwen2.5 models)")
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all)")
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--out", type=Path, help="write rows as JSON here, and as CSV beside it")
     a.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
-    a.add_argument("--models", nargs="+", help="model sizes (default: all seven)")
+    a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven)")
 
     sub.add_parser("info", help="GPU, nvcc, cache and kernel library status")
 

@@ -114,13 +114,15 @@ def _co(kernel, tile_m, tile_n, cluster_m, cluster_n, raster=0, swizzle=1, promo
 SMALL = 20_000_000  # I*H below this: Qwen2.5-0.5B (4.4M) and 1.5B (13.8M)
 LARGE = 50_000_000  # I*H from this on: 7B (67.9M), 14B (70.8M), 32B (141.6M), 72B (242.2M)
 
-# Qwen2.5 MLP shapes (I, H) that have rows of their own.
+# Qwen2.5 MLP shapes (I, H): the benchmark's, measured row by row; some have rows of their own.
+QWEN25_0_5B = (4864, 896)
 QWEN25_1_5B = (8960, 1536)
 QWEN25_3B = (11008, 2048)
 QWEN25_7B = (18944, 3584)
 QWEN25_14B = (13824, 5120)
 QWEN25_32B = (27648, 5120)
 QWEN25_72B = (29568, 8192)
+MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B, QWEN25_32B, QWEN25_72B})
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
@@ -279,8 +281,62 @@ def is_promoted(name: str) -> bool:
     return "_promote" in name
 
 
+# Shapes outside MEASURED_SHAPES (perf-notes entry 35). The general rows were chosen on the seven
+# Qwen2.5 shapes. On 13 other SwiGLU shapes (Llama 2 / 3.x, Qwen3, Mistral-Nemo, Yi, DeepSeek), timed
+# against them rep by rep (3 rounds of 30), two rules replace them in the ranges where they won:
+#   32 < M <= 64: 64x64, twice the CTAs of 64x128 streaming the weights: +3-6 % on average, at worst
+#     6 % slower (DeepSeek-67B's shape), at best 15 % faster.
+#   192 < M <= 256 and 384 < M <= 1024: the 128-token tile whose count wastes the least SM time in its
+#     last wave (the lever of entries 11 and 27): fewest rounds x tile width among WAVE_CANDIDATES.
+#     +28 % on average at M = 200 (the rows' 64-token tiles leave the fourth one 1/8 full), +5 % at 256,
+#     +1.4-2.1 % at 512-1024, with at worst 8 % lost (one cell at M = 768). Not at 256 < M <= 384 (-0.7 %
+#     on average at M = 384, -11 % at worst) nor above 1024 (within +-0.2 % on average).
+NUM_SMS = 132  # H100 SXM and H200; the wave rule counts rounds of this many CTAs
+WAVE_M = ((192, 256), (384, 1024))  # the wave rule serves lo < M <= hi for each (lo, hi)
+# Speed per multiply-add relative to the 128-, 160- and 192-wide tiles: 128x96 runs 0.79-0.86x
+# cuBLAS at M = 2048 where those run 1.01-1.06x (entry 27).
+WAVE_EFFICIENCY = {96: 0.85}
+WAVE_CANDIDATES = {
+    kernel: tuple(
+        _pp(kernel, 128, tile_n, cm, cn)
+        for tile_n, cm, cn in ((96, 1, 1), (128, 2, 1), (128, 1, 2), (160, 2, 1), (192, 2, 1))
+        if not (kernel == "dual" and tile_n == 192)  # dual 128x192 spills registers (entry 27)
+    )
+    for kernel in KERNELS
+}
+
+
+def wave_cost(config: KernelConfig, M: int, N: int, num_sms: int = NUM_SMS) -> float:
+    """Rounds of CTAs times tile width over relative speed: the wave rule's cost of ``config`` for M
+    tokens and N = I (tiles of 2N accumulator columns). Lower is faster."""
+    tiles = -(-M // config.tile_m) * -(-2 * N // config.tile_n)
+    return -(-tiles // num_sms) * config.tile_n / WAVE_EFFICIENCY.get(config.tile_n, 1.0)
+
+
+def wave_config(kernel: str, M: int, N: int, K: int, num_sms: int = NUM_SMS) -> KernelConfig | None:
+    """The config for a shape outside :data:`MEASURED_SHAPES` with fast accumulation, or None where
+    the table's general rows decide (M <= 32, 64 < M <= 192, 256 < M <= 384, M > 1024). Among WAVE_CANDIDATES the
+    lowest :func:`wave_cost`, the wider tile on a tie; a 2x1 cluster only with an even number of
+    token tiles and the 1x2 cluster only with an odd one (Row docstring, entry 29)."""
+    if 32 < M <= 64:
+        return _pp(kernel, 64, 64, 1, 1)
+    if not any(lo < M <= hi for lo, hi in WAVE_M):
+        return None
+    best = None
+    for config in WAVE_CANDIDATES[kernel]:
+        odd = -(-M // config.tile_m) % 2 == 1
+        if (config.cluster_m == 2 and odd) or (config.cluster_n == 2 and not odd):
+            continue
+        key = (wave_cost(config, M, N, num_sms), -config.tile_n)
+        if best is None or key < best[0]:
+            best = (key, config)
+    return best[1]
+
+
 def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
-    """The table's config for a problem (M tokens, N = I, K = H), ignoring availability.
+    """The table's config for a problem (M tokens, N = I, K = H), ignoring availability: for fast
+    accumulation on a shape outside :data:`MEASURED_SHAPES`, :func:`wave_config` where it decides;
+    else the first matching :data:`TABLE` row.
 
     Raises:
         ValueError: unknown kernel or accumulation, or no row matches.
@@ -288,6 +344,19 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     check_choice("accumulation", accumulation, ACCUMULATIONS)
+    if accumulation == "fast" and (N, K) not in MEASURED_SHAPES:
+        config = wave_config(kernel, M, N, K)
+        if config is not None:
+            return config
+    return row_config(kernel, M, N, K, accumulation)
+
+
+def row_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
+    """The first :data:`TABLE` row matching the problem (no wave rule).
+
+    Raises:
+        ValueError: no row matches.
+    """
     for row in TABLE:
         if row.matches(kernel, M, N, K, accumulation):
             return row.config

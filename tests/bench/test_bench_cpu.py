@@ -19,6 +19,19 @@ def test_shapes_are_the_qwen25_family():
         shapes.find(["8B"])
 
 
+def test_custom_shapes_as_h_x_i():
+    found = shapes.find(["4096x14336", "7B", "896X4864"])
+    assert [(m.model, m.hidden_size, m.intermediate_size) for m in found] == [
+        ("4096x14336", 4096, 14336), ("Qwen2.5-7B", 3584, 18944), ("896x4864", 896, 4864)]
+    for bad in ("4096x14335", "900x4864", "0x64", "64x0"):
+        with pytest.raises(ValueError, match=f"custom shape '{bad}': hidden size H and intermediate size I "
+                                             "must be positive multiples of 8"):
+            shapes.find([bad])
+    for not_a_shape in ("4096x", "x64", "4096x14336x2", "-8x64", "8Bx64"):
+        with pytest.raises(ValueError, match="unknown model"):
+            shapes.find([not_a_shape])
+
+
 def test_n_input_sets_exceeds_twice_l2_within_limits():
     l2 = 50 * 2**20
     # 0.5B at M = 1: ~17 MB per set -> 6 sets exceed 100 MB

@@ -29,20 +29,43 @@ MODELS: tuple[MlpShape, ...] = (
 TOKENS: tuple[int, ...] = (1, 16, 128, 512, 2048, 8192)
 
 
-def find(names: list[str] | None) -> list[MlpShape]:
-    """Models by name: full (``Qwen2.5-7B``) or size (``7B``), case-insensitive; None: all.
+def parse_custom(name: str) -> MlpShape | None:
+    """``"HxI"`` (e.g. ``"4096x14336"``: hidden size 4096, intermediate size 14336) as an MlpShape
+    named ``"HxI"``; None if ``name`` does not have that form.
 
     Raises:
-        ValueError: an unknown name (the message lists the known ones).
+        ValueError: H or I is not a positive multiple of 8 (the kernels' 16-byte TMA rows).
+    """
+    parts = name.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    H, I = map(int, parts)
+    if H <= 0 or I <= 0 or H % 8 or I % 8:
+        raise ValueError(f"custom shape {name!r}: hidden size H and intermediate size I must be positive "
+                         f"multiples of 8; got H={H}, I={I}")
+    return MlpShape(f"{H}x{I}", H, I)
+
+
+def find(names: list[str] | None) -> list[MlpShape]:
+    """Models by name: full (``Qwen2.5-7B``) or size (``7B``), case-insensitive, or any MLP shape as
+    ``HxI`` (hidden x intermediate size, e.g. ``4096x14336``); None: the seven Qwen2.5 models.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones), or an ``HxI`` whose sizes are
+            not positive multiples of 8.
     """
     if not names:
         return list(MODELS)
     out = []
     for name in names:
+        custom = parse_custom(name)
+        if custom is not None:
+            out.append(custom)
+            continue
         key = name.lower().removeprefix("qwen2.5-")
         match = [m for m in MODELS if m.model.lower().removeprefix("qwen2.5-") == key]
         if not match:
             known = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
-            raise ValueError(f"unknown model {name!r}; known: {known}")
+            raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
         out.extend(match)
     return out

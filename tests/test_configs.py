@@ -66,8 +66,10 @@ def test_resolve_reads_the_library_flag(monkeypatch):
 
 def test_table_launch_parameters_follow_the_row():
     # the same config name can be chosen with different rasterisation in different rows
-    big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192
+    big = select("packed", 8192, 13824, 5120, torch.bfloat16, ALL)  # 14B, M = 8192
     assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
+    seven = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192 (entry 36)
+    assert (seven.name, seven.raster, seven.swizzle) == ("packed_pingpong_128x128x64_1x2_bf16", 1, 2)
     mid = select("packed", 512, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 512
     assert (mid.name, mid.raster, mid.swizzle) == ("packed_pingpong_128x128x64_2x1_bf16", 0, 1)
     small = select("packed", 512, 4864, 896, torch.bfloat16, ALL)  # 0.5B, M = 512
@@ -260,7 +262,7 @@ def test_env_override_names_outside_the_library_are_ignored_with_a_warning(monke
         warnings.simplefilter("always")
         big = select("packed", 8192, 29568, 8192, torch.bfloat16, ALL)  # 72B: the table's choice, not a fallback
         select("packed", 4096, 29568, 8192, torch.bfloat16, ALL)  # another problem: no second warning
-    assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
+    assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x128x64_1x2_bf16", 1, 2)
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 2, messages  # one per bad name, once per process
     assert "'garbage', which is not a config of the kernel library" in messages[0]
@@ -269,9 +271,9 @@ def test_env_override_names_outside_the_library_are_ignored_with_a_warning(monke
 
 def test_env_override_of_the_tables_choice_keeps_its_launch_parameters(monkeypatch):
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf16")
-    big = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192: rasterised along N
+    big = select("packed", 8192, 27648, 5120, torch.bfloat16, ALL)  # 32B, M = 8192: rasterised along N
     assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
-    other = select("packed", 2048, 18944, 3584, torch.bfloat16, ALL)  # the table says 128x128 here
+    other = select("packed", 2048, 27648, 5120, torch.bfloat16, ALL)  # the table says 128x128 here
     assert (other.name, other.raster, other.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 0, 1)
 
 

@@ -157,9 +157,12 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
 #     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
 #   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
-#   M > 2048: on large weights, rasterise along N with swizzle 8 to keep a wave's operands in L2; on
-#     small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 % on 0.5B,
-#     within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %).
+#   M > 2048: on small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 %
+#     on 0.5B, within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %). On large
+#     weights the dual kernel rasterises along N with swizzle 8 to keep a wave's operands in L2; the
+#     packed kernel does so with 128x192 tiles on 14B and 32B only, and elsewhere runs 128x128 1x2
+#     along M with swizzle 2: +1.3-2.8 % on 7B and 72B and -0.5 to +3.7 % on 8 other large shapes at
+#     M = 4096 and 8192 in an A/B timed rep by rep (entry 36), where 14B and 32B lost 0.3-1.3 %.
 TABLE: list[Row] = [
     Row("packed", 16, _pp("packed", 128, 16, 1, 1, swap_ab=True)),
     Row("packed", 32, _pp("packed", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
@@ -198,7 +201,9 @@ TABLE: list[Row] = [
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
     Row("packed", 2048, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
-    Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), weight_min=LARGE),
+    Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), shape=QWEN25_14B),
+    Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), shape=QWEN25_32B),
+    Row("packed", None, _pp("packed", 128, 128, 1, 2, raster=1, swizzle=2), weight_min=LARGE),
     Row("packed", None, _pp("packed", 128, 128, 1, 2, raster=1, swizzle=2), weight_max=SMALL),
     Row("packed", None, _pp("packed", 128, 128, 1, 2)),
     Row("dual", 16, _pp("dual", 128, 16, 1, 1, swap_ab=True)),

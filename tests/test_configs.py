@@ -158,7 +158,7 @@ def test_rows_between_m_256_and_384():
     # above M = 320; 0.5B and 3B keep 64x128
     large, small = (18944, 3584), (8960, 1536)  # 7B, 1.5B
     expect = {
-        ("packed", large, 256): "packed_pingpong_64x128x64_1x1", ("packed", large, 257): "packed_pingpong_64x192x64_1x1",
+        ("packed", large, 256): "packed_pingpong_128x192x64_2x1", ("packed", large, 257): "packed_pingpong_64x192x64_1x1",
         ("packed", large, 352): "packed_pingpong_64x192x64_1x1", ("packed", large, 353): "packed_pingpong_128x96x64_1x1",
         ("packed", large, 384): "packed_pingpong_128x96x64_1x1", ("dual", large, 320): "dual_pingpong_64x128x64_1x1",
         ("dual", large, 321): "dual_pingpong_128x96x64_1x1", ("dual", large, 384): "dual_pingpong_128x96x64_1x1",
@@ -172,7 +172,7 @@ def test_rows_between_m_256_and_384():
 
 
 def test_rows_between_m_32_and_256():
-    # entry 32: per-shape rows after the swap-AB tiles; (kernel, shape, M) -> config at both ends of each row
+    # entries 32 and 37: per-shape rows after the swap-AB tiles; (kernel, shape, M) -> config at both ends of each row
     b15, b3, b7, b14, b32, b72 = (8960, 1536), (11008, 2048), (18944, 3584), (13824, 5120), (27648, 5120), (29568, 8192)
     expect = {
         ("packed", b7, 33): "64x64x64_1x1", ("packed", b7, 64): "64x64x64_1x1", ("packed", b72, 64): "64x128x64_1x1",
@@ -181,13 +181,14 @@ def test_rows_between_m_32_and_256():
         ("packed", b32, 65): "64x192x64_1x1", ("packed", b32, 96): "64x192x64_1x1", ("packed", b32, 97): "64x128x64_1x1",
         ("packed", b7, 97): "128x96x64_1x1", ("packed", b7, 128): "128x96x64_1x1",
         ("packed", b32, 160): "64x192x64_1x1", ("packed", b32, 161): "64x128x64_1x1",
-        ("packed", b72, 192): "64x192x64_1x1", ("packed", b72, 193): "128x128x64_2x1", ("packed", b7, 193): "64x128x64_1x1",
+        ("packed", b72, 192): "64x192x64_1x1", ("packed", b72, 193): "128x128x64_2x1", ("packed", b7, 192): "64x128x64_1x1",
+        ("packed", b7, 193): "128x192x64_2x1", ("packed", b14, 193): "128x160x64_2x1", ("packed", b14, 256): "128x160x64_2x1",
         ("packed", b3, 192): "64x128x64_1x1", ("packed", b3, 193): "128x128x64_2x1",
         ("packed", b15, 192): "64x128x64_1x1", ("packed", b15, 256): "128x96x64_1x1",
         ("dual", b32, 64): "64x64x64_1x1", ("dual", b14, 64): "64x128x64_1x1", ("dual", b72, 33): "64x128x64_1x1", ("dual", b14, 128): "128x128x64_1x2",
         ("dual", b72, 65): "128x128x64_1x2", ("dual", b72, 80): "128x128x64_1x2", ("dual", b72, 81): "64x128x64_1x1",
         ("dual", b7, 97): "128x96x64_1x1", ("dual", b7, 129): "64x128x64_1x1",
-        ("dual", b32, 193): "128x128x64_2x1", ("dual", b14, 256): "64x128x64_1x1", ("dual", b3, 256): "128x128x64_2x1", ("dual", b15, 193): "128x96x64_1x1",
+        ("dual", b32, 193): "128x128x64_2x1", ("dual", b14, 256): "128x160x64_2x1", ("dual", b7, 193): "128x160x64_2x1", ("dual", b7, 192): "64x128x64_1x1", ("dual", b3, 256): "128x128x64_2x1", ("dual", b15, 193): "128x96x64_1x1",
     }
     for (kernel, (n, h), M), tile in expect.items():
         assert select(kernel, M, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_{tile}_bf16", (kernel, n, h, M)

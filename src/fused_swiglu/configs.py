@@ -144,7 +144,10 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     128x128 1x2 at 64 < M <= 80, packed 64x192 at 128 < M <= 160 (192 on 72B; +12-44 %: three 64-token
 #     tiles of 192 columns instead of 128); 14B 128x128 1x2 at 64 < M <= 128 (+6-10 %), 7B 128x96 at
 #     96 < M <= 128 (+3-4 %). At 192 < M <= 256, two 128-token tiles: 128x96 on 1.5B, 128x128 with a
-#     2x1 cluster on 3B, 32B and 72B (+5-30 %; 7B and 14B lost 2-6 % with it and keep 64x128).
+#     2x1 cluster on 3B, 32B and 72B (+5-30 %). On 7B and 14B, whose 128x128 2x1 had lost 2-6 % at
+#     M = 224 and 256, the wave rule's tiles (entry 35) in an A/B against 64x128 (entry 37): 7B packed
+#     128x192, dual 128x160, 14B 128x160, all 2x1: +24-51 % at M = 193-216 (the fourth 64-token tile
+#     at most 3/8 full), +6-19 % at 224, -0.3 to +5.5 % at 240-256.
 #   M <= 512: a few tiles per SM, so the SM time left idle in the last wave weighs as much as a tile's
 #     speed (entry 11). Per-shape rows where a config beat the general row by more than 1 % in the
 #     M = 512 sweep (packed 3B, 14B: 64x192; packed 32B: 128x192); else 64x128 rasterised along M on
@@ -181,6 +184,8 @@ TABLE: list[Row] = [
     Row("packed", 192, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
     Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_32B),
     Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_72B),
+    Row("packed", 256, _pp("packed", 128, 192, 2, 1), shape=QWEN25_7B),
+    Row("packed", 256, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 256, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
     Row("packed", 192, _pp("packed", 64, 128, 1, 1), shape=QWEN25_3B),
     Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_3B),
@@ -220,6 +225,8 @@ TABLE: list[Row] = [
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_32B),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_72B),
+    Row("dual", 256, _pp("dual", 128, 160, 2, 1), shape=QWEN25_7B),
+    Row("dual", 256, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_3B),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_3B),
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),

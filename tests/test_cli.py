@@ -27,8 +27,21 @@ def test_gpu_commands_exit_2_with_one_sentence(command, capsys):
 def test_bench_options_parse_before_the_gpu_check(capsys):
     assert cli.main(["bench", "--models", "0.5B,7B", "--tokens", "1", "16", "--methods", "eager,fused_dual",
                      "--dtype", "fp16", "--rep", "5", "--warmup-ms", "1", "--out", "x.json"]) == 2
-    with pytest.raises(SystemExit):
-        cli.main(["bench", "--dtype", "fp8"])
+    for argv in (["bench", "--dtype", "fp8"], ["bench", "--rep", "abc"], ["frobnicate"]):
+        with pytest.raises(SystemExit) as e:  # argparse's usage errors: status 1, as the commands' own checks
+            cli.main(argv)
+        assert e.value.code == cli.EXIT_BAD_OPTION == 1, argv
+    assert "exit status: 0 done; 1 a bad option" in cli._parser().format_help()
+
+
+def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
+    target = tmp_path / "new" / "deeper" / "x.json"
+    assert cli.main(["bench", "--out", str(target)]) == 2  # no GPU here; the path itself is fine
+    assert cli.main(["accuracy", "--out", str(target)]) == 2
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "file").write_text("")
+    assert cli.main(["bench", "--out", str(tmp_path / "file" / "sub" / "x.json")]) == 1
+    assert "is not a directory" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, rule", [
@@ -37,8 +50,12 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
     (["bench", "--tokens", "abc"], "--tokens must be integers >= 1; got 'abc'"),
     (["bench", "--methods", "eager,fused"], "unknown method 'fused'"),
     (["accuracy", "--models", "9000B"], "unknown model '9000B'"),
-    (["bench", "--models", "4096x100"], "custom shape '4096x100': hidden size H and intermediate size I must be"),
-    (["accuracy", "--models", "7B,12x64"], "custom shape '12x64'"),
+    (["bench", "--models", "4096x100"], "--models: custom shape '4096x100': hidden size H and intermediate size I must be"),
+    (["accuracy", "--models", "7B,12x64"], "--models: custom shape '12x64'"),
+    (["bench", "--models", "\u00b2x8"], "--models: unknown model"),  # a superscript digit is not a size
+    (["bench", "--models", "\uff14096x14336"], "--models: unknown model"),  # nor a full-width one
+    (["bench", "--models", "8" * 12 + "x8"], "at most 2**31 - 1"),
+    (["bench", "--tokens", str(2**31)], "--tokens must be at most 2**31 - 1"),
     (["bench", "--rep", "0"], "--rep must be a positive integer; got 0"),
     (["bench", "--warmup-ms", "inf"], "--warmup-ms must be a finite number >= 0; got inf"),
     (["bench", "--out", "results.csv"], "--out names the JSON file"),

@@ -355,3 +355,20 @@ def test_wave_cost_counts_rounds_of_tiles():
     # 128 wide (344 tiles, 3 x 128 = 384: a tie, to the wider) and 160 wide (276 tiles, 3 x 160)
     assert configs.wave_config("packed", 256, 11008, 4096) == configs._pp("packed", 128, 192, 2, 1)
     assert configs.wave_config("dual", 256, 11008, 4096) == configs._pp("dual", 128, 128, 2, 1)
+
+
+def test_problem_sizes_are_checked():
+    for bad, error in ((-1, ValueError), (1.5, TypeError), (True, TypeError), (None, TypeError), (float("nan"), TypeError)):
+        with pytest.raises(error, match="M must be"):
+            configs.table_config("packed", bad, 64, 64)
+        with pytest.raises(error, match="N must be"):
+            configs.wave_config("dual", 512, bad, 64)
+        with pytest.raises(error, match="K must be"):
+            select("dual", 512, 64, bad, torch.bfloat16, ALL)
+    with pytest.raises(ValueError, match="num_sms must be >= 1; got 0"):
+        configs.wave_cost(configs._pp("packed", 128, 128, 2, 1), 256, 4096, num_sms=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        configs.wave_config("triple", 256, 4096, 4096)
+    # any iterable of names is accepted as the available configs
+    assert select("dual", 512, 4864, 896, torch.bfloat16, set(ALL)) == select("dual", 512, 4864, 896, torch.bfloat16, ALL)
+    assert select("dual", 512, 4864, 896, torch.bfloat16, list(ALL)).name == "dual_pingpong_64x128x64_1x1_bf16"

@@ -43,7 +43,8 @@ def test_dual_impl_passes_tma_ready_operands(launches):
     (call,) = launches
     assert call["x"].is_contiguous() and call["x"].data_ptr() != x.data_ptr()
     assert call["w"].data_ptr() == wg.data_ptr() and call["w_up"].data_ptr() == wu.data_ptr()
-    assert call["name"] == "dual_pingpong_64x128x64_1x1_bf16" and call["y"] is y
+    # a shape outside the measured Qwen2.5 ones at 32 < M <= 64: the 64x64 rule (configs.wave_config)
+    assert call["name"] == "dual_pingpong_64x64x64_1x1_bf16" and call["y"] is y
     assert y.shape == (64, 40) and y.is_contiguous()
     assert torch.equal(y, swiglu_fp32_one_rounding(x, wg, wu))
 

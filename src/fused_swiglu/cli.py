@@ -1,6 +1,9 @@
 """The ``fused-swiglu`` command: ``bench``, ``accuracy``, ``info``, ``build``.
 
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
+
+Exit status: 0 done; 1 a bad option or environment variable, or a failed build (one line on stderr
+names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -9,7 +12,19 @@ import argparse
 import sys
 from pathlib import Path
 
+EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
+EXIT_STATUS = ("exit status: 0 done; 1 a bad option or environment variable, or a failed build; "
+               "2 bench or accuracy without a Hopper GPU; 130 interrupted")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors exiting 1, like the commands' own option checks, so that exit status 2
+    keeps one meaning: no Hopper GPU."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_OPTION, f"{self.prog}: error: {message}\n")
 
 
 def _split(values: list[str] | None, option: str = "the option") -> list[str] | None:
@@ -30,7 +45,29 @@ def _tokens(values: list[str]) -> list[int]:
     """
     from .env import parse_positive_int
 
-    return [parse_positive_int(v, "--tokens must be integers >= 1") for v in _split(values, "--tokens") or []]
+    from .bench.shapes import MAX_SIZE
+
+    tokens = [parse_positive_int(v, "--tokens must be integers >= 1") for v in _split(values, "--tokens") or []]
+    for v in tokens:
+        if v > MAX_SIZE:
+            raise ValueError(f"--tokens must be at most 2**31 - 1 (the kernels' 32-bit M); got {v}")
+    return tokens
+
+
+def _models(values: list[str] | None):
+    """``--models`` as MlpShapes (None: the seven Qwen2.5 models).
+
+    Raises:
+        ValueError: an unknown name or a bad ``HxI``; the message starts with ``--models``.
+    """
+    from .bench import shapes
+
+    names = _split(values, "--models")
+    try:
+        shapes.find(names)
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    return names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,11 +76,12 @@ def _parser() -> argparse.ArgumentParser:
 
     from ._version import __version__
 
-    p = argparse.ArgumentParser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.")
+    p = _Parser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.", epilog=EXIT_STATUS)
     p.add_argument("--version", action="version", version=f"fused-swiglu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 shapes")
+    b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 or HxI shapes",
+                       epilog=EXIT_STATUS)
     b.add_argument("--models", nargs="+", help="Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 "
                         "(default: the seven Qwen2.5 models)")
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
@@ -56,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cuda-graph", action="store_true",
                    help="time CUDA-graph replays of every method: GPU time without per-call host time")
 
-    a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on every model shape, M = 2048")
+    a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048",
+                       epilog=EXIT_STATUS)
     a.add_argument("--out", type=Path, help="write rows as JSON here, and as CSV beside it")
     a.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
@@ -80,14 +119,12 @@ def _no_hopper(command: str) -> int | None:
 
 
 def _cmd_bench(args, console) -> int:
-    from .bench import shapes
     from .bench.methods import METHODS
     from .bench.report import check_out_path
     from .bench.run import BenchOptions, run_bench
 
     # arguments first, so that a typo is reported on any machine
-    models = _split(args.models, "--models")
-    shapes.find(models)
+    models = _models(args.models)
     tokens = _tokens(args.tokens) if args.tokens else None
     methods = _split(args.methods, "--methods") if args.methods else None
     for method in methods or []:
@@ -119,12 +156,10 @@ def _cmd_bench(args, console) -> int:
 
 
 def _cmd_accuracy(args, console) -> int:
-    from .bench import shapes
     from .bench.accuracy_run import run_accuracy
     from .bench.report import check_out_path
 
-    models = _split(args.models, "--models")
-    shapes.find(models)  # a typo is reported on any machine
+    models = _models(args.models)  # a typo is reported on any machine
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
     if args.out is not None:
@@ -204,7 +239,7 @@ def _cmd_build(args, console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2: the command needs a Hopper GPU and none is visible)."""
+    """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU)."""
     from rich.console import Console
 
     from .errors import BuildError
@@ -217,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args, console)
     except (BuildError, ValueError) as e:  # ValueError: a malformed FUSED_SWIGLU_* variable or option
         print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_OPTION
     except KeyboardInterrupt:
         print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
         return 130

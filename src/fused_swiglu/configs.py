@@ -318,9 +318,27 @@ WAVE_CANDIDATES = {
 }
 
 
+def _check_sizes(**sizes: int) -> None:
+    """Each keyword's value is an int >= 0 (num_sms: >= 1).
+
+    Raises:
+        TypeError: a value that is not an int (bool included). ValueError: one below its minimum.
+    """
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int; got {value!r}")
+        if value < (1 if name == "num_sms" else 0):
+            raise ValueError(f"{name} must be >= {1 if name == 'num_sms' else 0}; got {value}")
+
+
 def wave_cost(config: KernelConfig, M: int, N: int, num_sms: int = NUM_SMS) -> float:
     """Rounds of CTAs times tile width over relative speed: the wave rule's cost of ``config`` for M
-    tokens and N = I (tiles of 2N accumulator columns). Lower is faster."""
+    tokens and N = I (tiles of 2N accumulator columns). Lower is faster.
+
+    Raises:
+        TypeError, ValueError: M, N not ints >= 0 or num_sms not an int >= 1.
+    """
+    _check_sizes(M=M, N=N, num_sms=num_sms)
     tiles = -(-M // config.tile_m) * -(-2 * N // config.tile_n)
     return -(-tiles // num_sms) * config.tile_n / WAVE_EFFICIENCY.get(config.tile_n, 1.0)
 
@@ -329,7 +347,15 @@ def wave_config(kernel: str, M: int, N: int, K: int, num_sms: int = NUM_SMS) -> 
     """The config for a shape outside :data:`MEASURED_SHAPES` with fast accumulation, or None where
     the table's general rows decide (M <= 32, 64 < M <= 192, 256 < M <= 384, M > 1024). Among WAVE_CANDIDATES the
     lowest :func:`wave_cost`, the wider tile on a tie; a 2x1 cluster only with an even number of
-    token tiles and the 1x2 cluster only with an odd one (Row docstring, entry 29)."""
+    token tiles and the 1x2 cluster only with an odd one (Row docstring, entry 29).
+
+    Raises:
+        ValueError: unknown kernel; M, N, K not ints >= 0 or num_sms not an int >= 1 (TypeError for a
+            non-int).
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
+    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     if 32 < M <= 64:
         return _pp(kernel, 64, 64, 1, 1)
     if not any(lo < M <= hi for lo, hi in WAVE_M):
@@ -351,11 +377,13 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
     else the first matching :data:`TABLE` row.
 
     Raises:
-        ValueError: unknown kernel or accumulation, or no row matches.
+        ValueError: unknown kernel or accumulation, M, N or K below 0, or no row matches.
+        TypeError: M, N or K not an int.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     check_choice("accumulation", accumulation, ACCUMULATIONS)
+    _check_sizes(M=M, N=N, K=K)
     if accumulation == "fast" and (N, K) not in MEASURED_SHAPES:
         config = wave_config(kernel, M, N, K)
         if config is not None:
@@ -399,16 +427,23 @@ def select(
     Args:
         kernel: "packed" or "dual". M: tokens; N: intermediate size I; K: hidden size H.
         dtype: torch.bfloat16 or torch.float16.
-        available: config names to choose from (None: ask the library, loading it).
+        available: config names to choose from (any iterable of str; None: ask the library, which
+            loads it and, on first use, builds it: see the README's "Building").
         accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
         branch_free: the names among ``available`` that compile the branch-free epilogue (None:
             ask the library when ``available`` is None, else none).
 
     Raises:
-        ValueError: unknown kernel or accumulation. TypeError: unsupported dtype.
+        ValueError: unknown kernel or accumulation, M, N or K below 0. TypeError: unsupported dtype,
+            or M, N or K not an int.
         UnsupportedError: no available config of this kernel, dtype and accumulation.
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
+    _check_sizes(M=M, N=N, K=K)
+    if available is not None:
+        available = frozenset(available)
+    if branch_free is not None:
+        branch_free = frozenset(branch_free)
     if available is None:
         from . import _lib
 

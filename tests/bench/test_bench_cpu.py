@@ -27,9 +27,11 @@ def test_custom_shapes_as_h_x_i():
         with pytest.raises(ValueError, match=f"custom shape '{bad}': hidden size H and intermediate size I "
                                              "must be positive multiples of 8"):
             shapes.find([bad])
-    for not_a_shape in ("4096x", "x64", "4096x14336x2", "-8x64", "8Bx64"):
+    for not_a_shape in ("4096x", "x64", "4096x14336x2", "-8x64", "8Bx64", "\u00b2x8", "\u0664096x8"):
         with pytest.raises(ValueError, match="unknown model"):
             shapes.find([not_a_shape])
+    # a shape named twice, as a model and as HxI, is listed once
+    assert [m.model for m in shapes.find(["7B", "3584x18944", "Qwen2.5-7B", "64x64", "64X64"])] == ["Qwen2.5-7B", "64x64"]
 
 
 def test_n_input_sets_exceeds_twice_l2_within_limits():

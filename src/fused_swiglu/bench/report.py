@@ -107,6 +107,7 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
 
 def check_out_path(path: Path, option: str = "--out") -> Path:
     """Check, before a run, that results can be written to ``path`` (JSON) and beside it (CSV).
+    Creates nothing: the folder is made when the results are written.
 
     Raises:
         ValueError: ``path`` ends in ``.csv`` (the CSV would overwrite the JSON), is a directory, or
@@ -117,12 +118,13 @@ def check_out_path(path: Path, option: str = "--out") -> Path:
         raise ValueError(f"{option} names the JSON file (its CSV goes beside it as .csv); got {path}")
     if path.is_dir():
         raise ValueError(f"{option} must be a file path, not a directory; got {path}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{option}: cannot create the folder {path.parent} ({e})") from e
-    if not os.access(path.parent, os.W_OK):
-        raise ValueError(f"{option}: the folder {path.parent} is not writable")
+    existing = path.parent.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{option}: cannot create the folder {path.parent} ({existing} is not a directory)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{option}: the folder {existing} is not writable")
     return path
 
 
@@ -133,7 +135,11 @@ def write_results(path: Path, meta: dict, rows: Sequence[dict], fields: Sequence
     Raises:
         ValueError: see :func:`check_out_path`.
     """
-    path = check_out_path(path)  # also creates the folder
+    path = check_out_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"--out: cannot create the folder {path.parent} ({e})") from e
     path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=2) + "\n")
     csv_path = path.with_suffix(".csv")
     with csv_path.open("w", newline="") as f:

@@ -7,6 +7,7 @@ gate_proj and up_proj weights of shape ``(intermediate_size, hidden_size)``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -29,43 +30,49 @@ MODELS: tuple[MlpShape, ...] = (
 TOKENS: tuple[int, ...] = (1, 16, 128, 512, 2048, 8192)
 
 
+MAX_SIZE = 2**31 - 1  # the kernels' problem sizes are 32-bit
+
+
 def parse_custom(name: str) -> MlpShape | None:
-    """``"HxI"`` (e.g. ``"4096x14336"``: hidden size 4096, intermediate size 14336) as an MlpShape
-    named ``"HxI"``; None if ``name`` does not have that form.
+    """``"HxI"`` (e.g. ``"4096x14336"``: hidden size 4096, intermediate size 14336; ASCII digits) as an
+    MlpShape named ``"HxI"``; None if ``name`` does not have that form.
 
     Raises:
-        ValueError: H or I is not a positive multiple of 8 (the kernels' 16-byte TMA rows).
+        ValueError: H or I is not a positive multiple of 8 (the kernels' 16-byte TMA rows) or exceeds
+            2**31 - 1.
     """
-    parts = name.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    match = re.fullmatch(r"([0-9]+)[xX]([0-9]+)", name)
+    if match is None:
         return None
-    H, I = map(int, parts)
-    if H <= 0 or I <= 0 or H % 8 or I % 8:
+    H, I = int(match[1]), int(match[2])
+    if H <= 0 or I <= 0 or H % 8 or I % 8 or max(H, I) > MAX_SIZE:
         raise ValueError(f"custom shape {name!r}: hidden size H and intermediate size I must be positive "
-                         f"multiples of 8; got H={H}, I={I}")
+                         f"multiples of 8, at most 2**31 - 1; got H={H}, I={I}")
     return MlpShape(f"{H}x{I}", H, I)
 
 
 def find(names: list[str] | None) -> list[MlpShape]:
     """Models by name: full (``Qwen2.5-7B``) or size (``7B``), case-insensitive, or any MLP shape as
-    ``HxI`` (hidden x intermediate size, e.g. ``4096x14336``); None: the seven Qwen2.5 models.
+    ``HxI`` (hidden x intermediate size, e.g. ``4096x14336``); None: the seven Qwen2.5 models. A shape
+    named twice (also as a model and as ``HxI``) is listed once, where first named.
 
     Raises:
         ValueError: an unknown name (the message lists the known ones), or an ``HxI`` whose sizes are
-            not positive multiples of 8.
+            not positive multiples of 8 up to 2**31 - 1.
     """
     if not names:
         return list(MODELS)
-    out = []
+    out: list[MlpShape] = []
     for name in names:
         custom = parse_custom(name)
         if custom is not None:
-            out.append(custom)
-            continue
-        key = name.lower().removeprefix("qwen2.5-")
-        match = [m for m in MODELS if m.model.lower().removeprefix("qwen2.5-") == key]
-        if not match:
-            known = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
-            raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
-        out.extend(match)
+            found = [custom]
+        else:
+            key = name.lower().removeprefix("qwen2.5-")
+            found = [m for m in MODELS if m.model.lower().removeprefix("qwen2.5-") == key]
+            if not found:
+                known = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
+                raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
+        out.extend(m for m in found if (m.hidden_size, m.intermediate_size) not in
+                   {(o.hidden_size, o.intermediate_size) for o in out})
     return out

@@ -372,3 +372,35 @@ def test_problem_sizes_are_checked():
     # any iterable of names is accepted as the available configs
     assert select("dual", 512, 4864, 896, torch.bfloat16, set(ALL)) == select("dual", 512, 4864, 896, torch.bfloat16, ALL)
     assert select("dual", 512, 4864, 896, torch.bfloat16, list(ALL)).name == "dual_pingpong_64x128x64_1x1_bf16"
+
+
+def test_swizzle_padding_follows_cutlass_rounding():
+    # perf-notes entry 38: the persistent scheduler rounds the tile grid up to swizzle x cluster
+    dual_n = configs._pp("dual", 128, 128, 2, 1, raster=2, swizzle=8)
+    assert configs.swizzle_padding(dual_n, 2304, 18944) == pytest.approx(32 / 18)  # 18 token tiles -> 32
+    assert configs.swizzle_padding(dual_n, 4096, 18944) == 1.0  # 32 token tiles, 296 across
+    assert configs.swizzle_padding(dual_n, 4096, 29568) == pytest.approx(464 / 462)  # 72B: 462 across -> 464
+    # the swizzle shrinks on small grids: 2 token tiles take swizzle 2 -> rounded to 4 (2 x cluster 2)
+    assert configs.swizzle_padding(dual_n, 256, 18944) == pytest.approx(4 / 2)
+    along_m = configs._pp("packed", 128, 128, 1, 2, raster=1, swizzle=2)
+    assert configs.swizzle_padding(along_m, 520, 18944) == pytest.approx(6 / 5)
+    assert configs.swizzle_padding(along_m, 2304, 18944) == 1.0
+    assert configs.swizzle_padding(configs._pp("packed", 128, 128, 2, 1), 2304, 18944) == 1.0  # swizzle 1
+    assert configs.swizzle_padding(configs._pp("packed", 128, 16, 1, 1, swap_ab=True), 5, 18944) == 1.0
+
+
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_rows_whose_swizzle_pads_fall_through(kernel):
+    seven, fourteen, big = (18944, 3584), (13824, 5120), (29568, 8192)
+    for (n, h) in (seven, fourteen, big):
+        for M in (2112, 2240, 2304, 2560, 3072, 3328, 4352, 520, 1032):
+            for acc in ("fast", "promoted"):
+                cfg = configs.table_config(kernel, M, n, h, acc)
+                assert configs.swizzle_padding(cfg, M, n) <= configs.SWIZZLE_PADDING_MAX, (kernel, n, h, M, acc, cfg)
+    # M = 4096 and 8192 keep the rasterised rows
+    assert configs.table_config("dual", 4096, *seven).swizzle == 8
+    assert configs.table_config("dual", 2304, *seven) == configs._pp("dual", 128, 128, 1, 2)
+    assert configs.table_config("packed", 2304, *fourteen) == configs._pp("packed", 128, 128, 1, 2, raster=1, swizzle=2)
+    assert configs.table_config("packed", 520, *seven) == configs._pp("packed", 128, 128, 1, 2)
+    assert configs.table_config(kernel, 2304, *seven, "promoted").swizzle == 1
+    assert configs.table_config(kernel, 8192, *seven, "promoted").swizzle == 8

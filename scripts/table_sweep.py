@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Times the selection table's own choice for both kernels over a fine grid of token counts M.
+
+The benchmark measures M = 1, 16, 128, 512, 2048 and 8192 only; a table row can be badly wrong in
+between (docs/perf-notes.md, entries 37 and 38: 0.49x cuBLAS at M = 2304 from swizzle padding). For
+each shape and M this times the cuBLAS GEMM of the same FLOPs (``x @ [W_gate; W_up]^T``) and the
+config that ``configs.select`` picks for Kernel-2 (packed) and Kernel-1 (dual), launched through the
+kernel library with the table's raster, swizzle and epilogue math. All three run in turn, rep by rep,
+with the L2 flushed (a 256 MiB write) before each; the medians of ``--reps`` are kept. No output is
+checked here (the GPU test suite does that for every config).
+
+Prints, per shape, every M where either kernel runs below ``--below`` of cuBLAS's speed
+(cuBLAS time / fused time, "packed/dual"); ``--out`` writes every row as JSON.
+
+Usage (on a Hopper GPU): ``python3 scripts/table_sweep.py [--models 7B 4096x14336] [--tokens 520 2304]
+[--out sweep.json]``. Default M: 8 ... 2048 in steps of 8, then 2112 ... 4096 in steps of 64; about a
+minute for the seven Qwen2.5 shapes on an H200.
+
+The sweep behind perf-notes entry 38 ran this selection, launch and timing code on the H200 from a
+working copy; this file, which loads the library through ``fused_swiglu._lib.library()``, has not
+itself been run on a GPU yet.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+from fused_swiglu import _lib, configs
+from fused_swiglu.bench.shapes import find as find_models
+from fused_swiglu.weights import pack_gate_up
+
+DEFAULT_TOKENS = list(range(8, 2049, 8)) + list(range(2112, 4097, 64))
+
+
+def timed_in_turn(fns, flush: torch.Tensor, reps: int) -> list[float]:
+    """Median ms of each of ``fns``, run in turn rep by rep, each after an L2 flush."""
+    for fn in fns:
+        fn()
+    events = [[torch.cuda.Event(enable_timing=True) for _ in range(2 * len(fns))] for _ in range(reps)]
+    for ev in events:
+        for i, fn in enumerate(fns):
+            flush.zero_()
+            ev[2 * i].record()
+            fn()
+            ev[2 * i + 1].record()
+    torch.cuda.synchronize()
+    return [statistics.median(ev[2 * i].elapsed_time(ev[2 * i + 1]) for ev in events) for i in range(len(fns))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes (default: the seven Qwen2.5 models)")
+    ap.add_argument("--tokens", nargs="+", type=int, help="token counts (default: the fine grid above)")
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions per M (default 5)")
+    ap.add_argument("--below", type=float, default=0.8, help="report M where cuBLAS time / fused time < this")
+    ap.add_argument("--out", help="write every row as JSON here")
+    a = ap.parse_args()
+
+    lib = _lib.library()
+    available = frozenset(c.name for c in lib.configs)
+    branch_free = frozenset(c.name for c in lib.configs if c.branch_free_math)
+    tokens = a.tokens or DEFAULT_TOKENS
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    rows = []
+    for shape in find_models(a.models):
+        H, I = shape.hidden_size, shape.intermediate_size
+        wg = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
+        wu = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
+        wp, wcat = pack_gate_up(wg, wu), torch.cat([wg, wu])
+        x_all = torch.randn(max(tokens), H, device="cuda", dtype=torch.bfloat16)
+        y_all = torch.empty(max(tokens), I, device="cuda", dtype=torch.bfloat16)
+        low = []
+        for M in tokens:
+            x, y = x_all[:M], y_all[:M]
+            fns, names = [lambda: x @ wcat.T], []
+            for kernel, w, w_up in (("packed", wp, None), ("dual", wg, wu)):
+                c = configs.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
+                fns.append(lambda c=c, w=w, w_up=w_up: lib.run(c.name, x, w, w_up, y, c.raster, c.swizzle,
+                                                               c.epilogue_math))
+                names.append(f"{c.name}@{c.raster}:{c.swizzle}")
+            t_cublas, t_packed, t_dual = timed_in_turn(fns, flush, a.reps)
+            rows.append(dict(model=shape.model, hidden_size=H, intermediate_size=I, tokens=M, cublas_ms=t_cublas,
+                             packed_ms=t_packed, dual_ms=t_dual, packed_config=names[0], dual_config=names[1]))
+            r_packed, r_dual = t_cublas / t_packed, t_cublas / t_dual
+            if min(r_packed, r_dual) < a.below:
+                low.append(f"{M}:{r_packed:.2f}/{r_dual:.2f}")
+        print(f"{shape.model} below {a.below}: {' '.join(low) or 'none'}", flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -93,15 +93,17 @@ class Row:
             and w >= self.weight_min
             and (self.weight_max is None or w < self.weight_max)
             and (self.shape is None or self.shape == (N, K))
-            and self._token_tiles_fill_clusters(M)
+            and token_tiles_fill_clusters(self.config, M)
             and swizzle_padding(self.config, M, N) <= SWIZZLE_PADDING_MAX
         )
 
-    def _token_tiles_fill_clusters(self, M: int) -> bool:
-        c = self.config
-        if c.schedule != "pingpong" or c.swap_ab or c.cluster_m == 1:
-            return True
-        return -(-M // c.tile_m) % c.cluster_m == 0
+
+def token_tiles_fill_clusters(config: KernelConfig, M: int) -> bool:
+    """Whether M's token tiles (ceil(M / tile_m)) fill whole clusters along M; always true for
+    Cooperative, swap-AB and clusters of one CTA along M (Row docstring, perf-notes entry 29)."""
+    if config.schedule != "pingpong" or config.swap_ab or config.cluster_m == 1:
+        return True
+    return -(-M // config.tile_m) % config.cluster_m == 0
 
 
 # A row whose swizzle would make CUTLASS's persistent scheduler run more than 2 % padding tiles falls
@@ -369,6 +371,10 @@ def wave_cost(config: KernelConfig, M: int, N: int, num_sms: int = NUM_SMS) -> f
         TypeError, ValueError: M, N not ints >= 0 or num_sms not an int >= 1.
     """
     _check_sizes(M=M, N=N, num_sms=num_sms)
+    return _wave_cost(config, M, N, num_sms)
+
+
+def _wave_cost(config: KernelConfig, M: int, N: int, num_sms: int) -> float:
     tiles = -(-M // config.tile_m) * -(-2 * N // config.tile_n)
     return -(-tiles // num_sms) * config.tile_n / WAVE_EFFICIENCY.get(config.tile_n, 1.0)
 
@@ -386,6 +392,10 @@ def wave_config(kernel: str, M: int, N: int, K: int, num_sms: int = NUM_SMS) -> 
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
+    return _wave_config(kernel, M, N, num_sms)
+
+
+def _wave_config(kernel: str, M: int, N: int, num_sms: int) -> KernelConfig | None:
     if 32 < M <= 64:
         return _pp(kernel, 64, 64, 1, 1)
     if not any(lo < M <= hi for lo, hi in WAVE_M):
@@ -393,9 +403,9 @@ def wave_config(kernel: str, M: int, N: int, K: int, num_sms: int = NUM_SMS) -> 
     best = None
     for config in WAVE_CANDIDATES[kernel]:
         odd = -(-M // config.tile_m) % 2 == 1
-        if (config.cluster_m == 2 and odd) or (config.cluster_n == 2 and not odd):
+        if not token_tiles_fill_clusters(config, M) or (config.cluster_n == 2 and not odd):
             continue
-        key = (wave_cost(config, M, N, num_sms), -config.tile_n)
+        key = (_wave_cost(config, M, N, num_sms), -config.tile_n)
         if best is None or key < best[0]:
             best = (key, config)
     return best[1]
@@ -415,7 +425,7 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     _check_sizes(M=M, N=N, K=K)
     if accumulation == "fast" and (N, K) not in MEASURED_SHAPES:
-        config = wave_config(kernel, M, N, K)
+        config = _wave_config(kernel, M, N, NUM_SMS)
         if config is not None:
             return config
     return row_config(kernel, M, N, K, accumulation)

@@ -63,6 +63,7 @@ def find(names: list[str] | None) -> list[MlpShape]:
     if not names:
         return list(MODELS)
     out: list[MlpShape] = []
+    seen: set[tuple[int, int]] = set()
     for name in names:
         custom = parse_custom(name)
         if custom is not None:
@@ -73,6 +74,8 @@ def find(names: list[str] | None) -> list[MlpShape]:
             if not found:
                 known = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
                 raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
-        out.extend(m for m in found if (m.hidden_size, m.intermediate_size) not in
-                   {(o.hidden_size, o.intermediate_size) for o in out})
+        for m in found:
+            if (m.hidden_size, m.intermediate_size) not in seen:
+                seen.add((m.hidden_size, m.intermediate_size))
+                out.append(m)
     return out

@@ -5,8 +5,9 @@ The benchmark measures M = 1, 16, 128, 512, 2048 and 8192 only; a table row can 
 between (docs/perf-notes.md, entries 37 and 38: 0.49x cuBLAS at M = 2304 from swizzle padding). For
 each shape and M this times the cuBLAS GEMM of the same FLOPs (``x @ [W_gate; W_up]^T``) and the
 config that ``configs.select`` picks for Kernel-2 (packed) and Kernel-1 (dual), launched through the
-kernel library with the table's raster, swizzle and epilogue math. All three run in turn, rep by rep,
-with the L2 flushed (a 256 MiB write) before each; the medians of ``--reps`` are kept. No output is
+kernel library with the table's raster, swizzle and epilogue math. All three run in turn, rep by rep
+(``tune_configs.in_turn_ms``: the L2 flushed before each, the first of them rotating), and the medians
+of ``--reps`` are kept. No output is
 checked here (the GPU test suite does that for every config).
 
 Prints, per shape, every M where either kernel runs below ``--below`` of cuBLAS's speed
@@ -16,9 +17,9 @@ Usage (on a Hopper GPU): ``python3 scripts/table_sweep.py [--models 7B 4096x1433
 [--out sweep.json]``. Default M: 8 ... 2048 in steps of 8, then 2112 ... 4096 in steps of 64; about a
 minute for the seven Qwen2.5 shapes on an H200.
 
-The sweep behind perf-notes entry 38 ran this selection, launch and timing code on the H200 from a
-working copy; this file, which loads the library through ``fused_swiglu._lib.library()``, has not
-itself been run on a GPU yet.
+The sweep behind perf-notes entry 38 ran this selection and launch code on the H200 from a working
+copy, timing the three in a fixed order; this file, which loads the library through
+``fused_swiglu._lib.library()`` and times with ``in_turn_ms``, has not itself been run on a GPU yet.
 """
 from __future__ import annotations
 
@@ -31,23 +32,9 @@ import torch
 from fused_swiglu import _lib, configs
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.weights import pack_gate_up
+from tune_configs import in_turn_ms  # scripts/ is on sys.path
 
 DEFAULT_TOKENS = list(range(8, 2049, 8)) + list(range(2112, 4097, 64))
-
-
-def timed_in_turn(fns, flush: torch.Tensor, reps: int) -> list[float]:
-    """Median ms of each of ``fns``, run in turn rep by rep, each after an L2 flush."""
-    for fn in fns:
-        fn()
-    events = [[torch.cuda.Event(enable_timing=True) for _ in range(2 * len(fns))] for _ in range(reps)]
-    for ev in events:
-        for i, fn in enumerate(fns):
-            flush.zero_()
-            ev[2 * i].record()
-            fn()
-            ev[2 * i + 1].record()
-    torch.cuda.synchronize()
-    return [statistics.median(ev[2 * i].elapsed_time(ev[2 * i + 1]) for ev in events) for i in range(len(fns))]
 
 
 def main() -> None:
@@ -81,7 +68,7 @@ def main() -> None:
                 fns.append(lambda c=c, w=w, w_up=w_up: lib.run(c.name, x, w, w_up, y, c.raster, c.swizzle,
                                                                c.epilogue_math))
                 names.append(f"{c.name}@{c.raster}:{c.swizzle}")
-            t_cublas, t_packed, t_dual = timed_in_turn(fns, flush, a.reps)
+            t_cublas, t_packed, t_dual = (statistics.median(t) for t in in_turn_ms(fns, flush, a.reps))
             rows.append(dict(model=shape.model, hidden_size=H, intermediate_size=I, tokens=M, cublas_ms=t_cublas,
                              packed_ms=t_packed, dual_ms=t_dual, packed_config=names[0], dual_config=names[1]))
             r_packed, r_dual = t_cublas / t_packed, t_cublas / t_dual

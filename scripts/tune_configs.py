@@ -46,23 +46,30 @@ def time_ms(fn, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[float]:
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def paired_ms(fa, fb, flush: torch.Tensor, reps: int, warmup: int = 3) -> tuple[list[float], list[float]]:
-    """Times ``fa`` and ``fb`` alternately, rep by rep, each after an L2 flush, so that both see the same
-    clocks (timing cuBLAS once per shape and then many configs in a row biased the ratios by up to 15 %
-    as the GPU warmed up); odd reps run ``fb`` first."""
+def in_turn_ms(fns, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[list[float]]:
+    """Times ``fns`` in turn, rep by rep, each after an L2 flush, so that all see the same clocks
+    (timing cuBLAS once per shape and then many configs in a row biased the ratios by up to 15 % as the
+    GPU warmed up); rep i starts with ``fns[i % len(fns)]``, so no function always runs first. Returns
+    each function's times in ms, in the order of ``fns``."""
+    n = len(fns)
     for _ in range(warmup):
-        fa()
-        fb()
-    ev = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(reps)]
-    for i, e in enumerate(ev):
-        for first in ((0, fa), (2, fb)) if i % 2 == 0 else ((2, fb), (0, fa)):  # alternate the order too
-            j, fn = first
-            flush.zero_()
-            e[j].record()
+        for fn in fns:
             fn()
-            e[j + 1].record()
+    ev = [[torch.cuda.Event(enable_timing=True) for _ in range(2 * n)] for _ in range(reps)]
+    for i, e in enumerate(ev):
+        for j in (*range(i % n, n), *range(i % n)):
+            flush.zero_()
+            e[2 * j].record()
+            fns[j]()
+            e[2 * j + 1].record()
     torch.cuda.synchronize()
-    return [e[0].elapsed_time(e[1]) for e in ev], [e[2].elapsed_time(e[3]) for e in ev]
+    return [[e[2 * j].elapsed_time(e[2 * j + 1]) for e in ev] for j in range(n)]
+
+
+def paired_ms(fa, fb, flush: torch.Tensor, reps: int, warmup: int = 3) -> tuple[list[float], list[float]]:
+    """:func:`in_turn_ms` of two functions: ``fa`` first on even reps, ``fb`` first on odd ones."""
+    ta, tb = in_turn_ms([fa, fb], flush, reps, warmup)
+    return ta, tb
 
 
 def main() -> int:

@@ -21,9 +21,7 @@ def test_name_format():
     assert configs.is_promoted(promoted.name(torch.float16)) and not configs.is_promoted(c.name(torch.float16))
 
 
-ALL = frozenset(
-    r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16)
-)
+ALL = frozenset(c.name(d) for c in configs.choosable_configs() for d in (torch.bfloat16, torch.float16))
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
@@ -210,7 +208,7 @@ def test_128x160_rows_where_its_tile_count_fills_waves(kernel):
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
-@pytest.mark.parametrize("M", [513, 640, 1152, 1664, 4097, 8320])
+@pytest.mark.parametrize("M", [600, 640, 1152, 1664, 4097, 8320])
 def test_odd_token_tile_counts_skip_2x1_clusters(kernel, M):
     # entry 29: a 2x1 cluster over an odd number of 128-token tiles ran 6-45 % slower than 1x2
     for n, h in [(4864, 896), (11008, 2048), (18944, 3584), (13824, 5120), (29568, 8192)]:
@@ -308,11 +306,11 @@ def test_measured_shapes_keep_their_rows():
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_wave_rule_serves_other_shapes_where_it_decides(kernel):
     for n, h in OTHER_SHAPES:
-        for M in (1, 16, 32, 65, 128, 192, 257, 300, 384, 1025, 2048, 8192):  # the general rows
+        for M in (1, 16, 32, 65, 128, 192, 257, 300, 384, 1100, 2048, 8192):  # the general rows
             assert configs.table_config(kernel, M, n, h) == configs.row_config(kernel, M, n, h), (n, h, M)
         for M in (33, 64):
             assert configs.table_config(kernel, M, n, h) == configs._pp(kernel, 64, 64, 1, 1)
-        for M in (193, 200, 224, 256, 385, 448, 512, 777, 1024):
+        for M in (193, 200, 224, 256, 385, 448, 512, 840, 1024):
             assert configs.table_config(kernel, M, n, h) == configs.wave_config(kernel, M, n, h)
             assert configs.table_config(kernel, M, n, h) in configs.WAVE_CANDIDATES[kernel]
         # promoted accumulation has no wave rule
@@ -393,7 +391,7 @@ def test_swizzle_padding_follows_cutlass_rounding():
 def test_rows_whose_swizzle_pads_fall_through(kernel):
     seven, fourteen, big = (18944, 3584), (13824, 5120), (29568, 8192)
     for (n, h) in (seven, fourteen, big):
-        for M in (2112, 2240, 2304, 2560, 3072, 3328, 4352, 520, 1032):
+        for M in (2112, 2240, 2304, 2560, 3072, 3328, 4352, 520, 600, 1032):
             for acc in ("fast", "promoted"):
                 cfg = configs.table_config(kernel, M, n, h, acc)
                 assert configs.swizzle_padding(cfg, M, n) <= configs.SWIZZLE_PADDING_MAX, (kernel, n, h, M, acc, cfg)
@@ -401,6 +399,62 @@ def test_rows_whose_swizzle_pads_fall_through(kernel):
     assert configs.table_config("dual", 4096, *seven).swizzle == 8
     assert configs.table_config("dual", 2304, *seven) == configs._pp("dual", 128, 128, 1, 2)
     assert configs.table_config("packed", 2304, *fourteen) == configs._pp("packed", 128, 128, 1, 2, raster=1, swizzle=2)
-    assert configs.table_config("packed", 520, *seven) == configs._pp("packed", 128, 128, 1, 2)
+    assert configs.table_config("packed", 600, *seven) == configs._pp("packed", 128, 128, 1, 2)
     assert configs.table_config(kernel, 2304, *seven, "promoted").swizzle == 1
     assert configs.table_config(kernel, 8192, *seven, "promoted").swizzle == 8
+
+
+# Token counts whose last 128-token tile would be at most half full (perf-notes entry 39).
+@pytest.mark.parametrize("kernel", ["packed", "dual"])
+def test_tail_rule_takes_64_token_tiles_where_the_last_128_token_tile_is_half_empty(kernel):
+    tail = configs._pp(kernel, 64, 192, 1, 1, raster=1)
+    shapes = list(configs.MEASURED_SHAPES) + OTHER_SHAPES
+    for n, h in shapes:
+        long_k = kernel == "packed" and h >= 8192
+        for M in (513, 520, 576, 641, 704, 769, 832, 897, 960, 1025, 1088):
+            want = None if long_k and M > 768 else tail
+            assert configs.tail_config(kernel, M, h) == want, (n, h, M)
+            for acc in ("fast", "promoted"):
+                cfg = configs.table_config(kernel, M, n, h, acc)
+                assert (cfg == tail) == (acc == "fast" and want is not None), (n, h, M, acc, cfg)
+        # the last 128-token tile more than half full, whole token tiles, or outside 512 < M <= 1152
+        for M in (512, 577, 600, 640, 705, 768, 1024, 1089, 1152, 1153, 1160, 448, 2048):
+            assert configs.tail_config(kernel, M, h) is None, (n, h, M)
+            assert configs.table_config(kernel, M, n, h) != tail, (n, h, M)
+    # the benchmark's token counts lie outside 512 < M <= 1152 or are multiples of 128: never the rule
+    for M in (1, 16, 128, 512, 2048, 8192):
+        assert configs.tail_config(kernel, M, 4096) is None
+    # the packed kernel's limit at long K, at its edges
+    assert configs.tail_config(kernel, 769, 8191) == tail
+    assert configs.tail_config(kernel, 704, 8192) == tail
+    assert (configs.tail_config(kernel, 769, 8192) is None) == (kernel == "packed")
+    assert (configs.tail_config(kernel, 1088, 16384) is None) == (kernel == "packed")
+
+
+def test_tail_rule_checks_its_arguments():
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        configs.tail_config("triple", 520, 4096)
+    with pytest.raises(ValueError, match="M must be >= 0"):
+        configs.tail_config("packed", -1, 4096)
+    with pytest.raises(TypeError, match="K must be an int"):
+        configs.tail_config("dual", 520, 4096.0)
+
+
+def test_tail_rule_configs_are_compiled():
+    for kernel in ("packed", "dual"):
+        for dtype in (torch.bfloat16, torch.float16):
+            name = configs._pp(kernel, 64, 192, 1, 1).name(dtype)
+            assert select(kernel, 520, 18944, 3584, dtype, ALL) == configs.Choice(name, 1, 1, 0)
+
+
+def test_choosable_configs_cover_every_choice():
+    choosable = configs.choosable_configs()
+    assert all(c.raster == 0 and c.swizzle == 1 for c in choosable)
+    plain = lambda c: configs.KernelConfig(c.kernel, c.schedule, c.tile_m, c.tile_n, c.tile_k,  # noqa: E731
+                                           c.cluster_m, c.cluster_n, promote=c.promote, swap_ab=c.swap_ab)
+    shapes = list(configs.MEASURED_SHAPES) + OTHER_SHAPES
+    for kernel in ("packed", "dual"):
+        for n, h in shapes:
+            for M in list(range(0, 2200, 8)) + [2305, 4096, 8192, 8193]:
+                for acc in ("fast", "promoted"):
+                    assert plain(configs.table_config(kernel, M, n, h, acc)) in choosable, (kernel, n, h, M, acc)

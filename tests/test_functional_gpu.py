@@ -77,10 +77,11 @@ def test_ragged_token_counts(model, M, dtype, seed):
 
 
 @pytest.mark.parametrize(("model", "M"), [("1.5B", 345), ("7B", 300), ("7B", 360), ("14B", 500), ("14B", 1000),
-                                         ("32B", 700)])
+                                         ("32B", 700), ("7B", 520), ("3B", 1030), ("72B", 520), ("72B", 1030)])
 def test_mid_token_counts(model, M, seed):
     """Token counts that the table serves with 64x192, 128x96 or 128x160 tiles (perf-notes entries
-    27, 28), each with a partial last token tile."""
+    27, 28, and 39: the tail rule, for the packed kernel on 72B only up to M = 768), each with a
+    partial last token tile."""
     H, I = QWEN[model]
     x, wg, wu = _inputs(M, H, I, torch.bfloat16)
     _check_all(x, wg, wu, f"{model} M={M} seed={seed}")
@@ -249,11 +250,12 @@ def test_promoted_accumulation_is_exact_on_999_per_mille(model, seed):
 def test_a_row_gets_the_same_bits_at_every_batch_size(kernel, accumulation, seed):
     """Every config of one accumulation sums K in the same order (64-wide k-tiles, the same
     promotion interval), so a token's output does not depend on how many tokens share the call,
-    although M picks different tile shapes (7B: 64x128 at M <= 128, 128-row tiles above)."""
+    although M picks different tile shapes (7B: 64x128 at M <= 128, 64x192 at M = 520, 128-row tiles
+    elsewhere above)."""
     H, I = QWEN["7B"]
     x, wg, wu = _inputs(4097, H, I, torch.bfloat16)
     full = swiglu(x, wg, wu, kernel=kernel, backend="cutlass", accumulation=accumulation)
-    for lo, hi in [(5, 6), (0, 128), (100, 612), (1000, 3048)]:
+    for lo, hi in [(5, 6), (0, 128), (100, 612), (7, 527), (1000, 3048)]:
         part = swiglu(x[lo:hi], wg, wu, kernel=kernel, backend="cutlass", accumulation=accumulation)
         assert torch.equal(part, full[lo:hi]), f"rows {lo}:{hi} differ from the M=4097 call (seed={seed})"
 

@@ -15,15 +15,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 # columns (*_swapab: tile_m counts them, tile_n tokens); promote_k_tiles 0 = GMMA accumulates all of K
 # (see configs.hpp).
 # dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile next to 192 accumulators per thread
-# spills registers (52 bytes with nvcc 13.0); see docs/perf-notes.md. Which rows use which config:
-# src/fused_swiglu/configs.py (TABLE).
+# spills registers (52 bytes with nvcc 13.0); see docs/perf-notes.md. Which config serves which
+# problems: src/fused_swiglu/configs.py (TABLE rows, the wave and tail rules; choosable_configs() lists
+# every config they can return, and a build test checks that this list compiles exactly those).
 CONFIGS = [
     ("packed", "pingpong", 64, 64, 64, 1, 1, 0),     # small M where 2I/128 tiles leave most of a wave idle
     ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # small and mid M (to 256-384 by shape; entry 28)
     ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048 (and 384 < M <= 512 by default)
     ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
     ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
-    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 256 < M <= 512 where its tile count fills waves
+    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 256 < M <= 512 by shape; the tail rule (entry 39)
     ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 320 < M <= 512 by shape (entries 27, 28)
     ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 14B at 512 < M <= 2048 (entries 27, 29)
     ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
@@ -32,6 +33,7 @@ CONFIGS = [
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
     ("dual", "pingpong", 128, 96, 64, 1, 1, 0),      # gate 48 + up 48 columns; as packed 128x96
     ("dual", "pingpong", 128, 160, 64, 2, 1, 0),     # gate 80 + up 80 columns; as packed 128x160
+    ("dual", "pingpong", 64, 192, 64, 1, 1, 0),      # the tail rule only (entry 39; lost at M = 512, entry 11)
     # swap-AB forms for decode sizes: 128 weight rows by 16 tokens (perf-notes entries 25, 26)
     ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
@@ -43,8 +45,7 @@ CONFIGS = [
     ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
 ]
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
-# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1, dual
-# 64x192; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP
+# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP
 # than 128x128, which their fuller last wave at M = 512 did not make up; dual 128x176 spills).
 CANDIDATES: list[tuple] = []
 

@@ -190,6 +190,8 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
 #     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
 #   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
+#   Before any row (and before the wave rule), at 512 < M <= 1152 where the last 128-token tile would
+#     be at most half full: 64x192 tiles for both kernels (tail_config, entry 39).
 #   M > 2048: on small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 %
 #     on 0.5B, within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %). On large
 #     weights the dual kernel rasterises along N with swizzle 8 to keep a wave's operands in L2; the
@@ -336,7 +338,7 @@ def is_promoted(name: str) -> bool:
 #     +1.4-2.1 % at 512-1024, with at worst 8 % lost (one cell at M = 768). Not at 256 < M <= 384 (-0.7 %
 #     on average at M = 384, -11 % at worst) nor above 1024 (within +-0.2 % on average).
 NUM_SMS = 132  # H100 SXM and H200; the wave rule counts rounds of this many CTAs
-WAVE_M = ((192, 256), (384, 1024))  # the wave rule serves lo < M <= hi for each (lo, hi)
+WAVE_M = ((192, 256), (384, 1024))  # the wave rule serves lo < M <= hi (except where tail_config applies)
 # Speed per multiply-add relative to the 128-, 160- and 192-wide tiles: 128x96 runs 0.79-0.86x
 # cuBLAS at M = 2048 where those run 1.01-1.06x (entry 27).
 WAVE_EFFICIENCY = {96: 0.85}
@@ -381,7 +383,8 @@ def _wave_cost(config: KernelConfig, M: int, N: int, num_sms: int) -> float:
 
 def wave_config(kernel: str, M: int, N: int, K: int, num_sms: int = NUM_SMS) -> KernelConfig | None:
     """The config for a shape outside :data:`MEASURED_SHAPES` with fast accumulation, or None where
-    the table's general rows decide (M <= 32, 64 < M <= 192, 256 < M <= 384, M > 1024). Among WAVE_CANDIDATES the
+    the table's general rows decide (M <= 32, 64 < M <= 192, 256 < M <= 384, M > 1024); where
+    :func:`tail_config` applies, :func:`table_config` takes that instead. Among WAVE_CANDIDATES the
     lowest :func:`wave_cost`, the wider tile on a tie; a 2x1 cluster only with an even number of
     token tiles and the 1x2 cluster only with an odd one (Row docstring, entry 29).
 
@@ -411,10 +414,60 @@ def _wave_config(kernel: str, M: int, N: int, num_sms: int) -> KernelConfig | No
     return best[1]
 
 
+# Token counts whose last 128-token tile would be at most half full (perf-notes entry 39): at
+# 512 < M <= 1152 (T = 5 to 9 token tiles of 128) with M mod 128 in 1..64, 64-token tiles of 192
+# columns (cluster 1x1, rasterised along M) run 2T - 1 64-row tiles instead of T 128-row ones, the last
+# of which would be at least half empty. In an A/B on 20 shapes (the 7 Qwen2.5 ones and 13 Llama /
+# Qwen3 / Mistral / Yi / DeepSeek ones) at the 20 such token counts of the run, against the previous
+# choice and timed rep by rep: +9.1 % (packed) and +8.1 % (dual) in geometric mean, +4-13 % per
+# token-tile count, at worst -15 % (packed) / -8 % (dual) in a single cell. The packed kernel at
+# K >= 8192 lost 3-7 % beyond M = 768, so there it stops at 768. At T = 10 the dual kernel no longer
+# gained (-0.4 %); both kernels stop at 1152.
+TAIL_M = (512, 1152)  # the rule serves lo < M <= hi
+TAIL_PACKED_LONG_K = 8192  # from this K on, the packed kernel takes the rule only up to M = 768
+TAIL_PACKED_LONG_K_M_MAX = 768
+
+
+def tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
+    """The config for M tokens whose last 128-token tile would be at most half full (see
+    :data:`TAIL_M`), with fast accumulation: 64x192 Pingpong, cluster 1x1, rasterised along M; None
+    where the rule does not apply.
+
+    Raises:
+        ValueError: unknown kernel; M or K below 0. TypeError: M or K not an int.
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
+    _check_sizes(M=M, K=K)
+    return _tail_config(kernel, M, K)
+
+
+def _tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
+    lo, hi = TAIL_M
+    if not lo < M <= hi or not 1 <= M % 128 <= 64:
+        return None
+    if kernel == "packed" and K >= TAIL_PACKED_LONG_K and M > TAIL_PACKED_LONG_K_M_MAX:
+        return None
+    return _pp(kernel, 64, 192, 1, 1, raster=1)
+
+
+def choosable_configs() -> frozenset[KernelConfig]:
+    """Every config that :func:`table_config` can return (TABLE rows, the wave rule's and the tail
+    rule's), with raster 0 and swizzle 1: the kernel library must compile each of them."""
+    rules = [c for cs in WAVE_CANDIDATES.values() for c in cs]
+    rules += [_pp(k, 64, 64, 1, 1) for k in KERNELS] + [_pp(k, 64, 192, 1, 1) for k in KERNELS]
+    return frozenset(
+        KernelConfig(c.kernel, c.schedule, c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n,
+                     promote=c.promote, swap_ab=c.swap_ab)
+        for c in [r.config for r in TABLE] + rules
+    )
+
+
 def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
     """The table's config for a problem (M tokens, N = I, K = H), ignoring availability: for fast
-    accumulation on a shape outside :data:`MEASURED_SHAPES`, :func:`wave_config` where it decides;
-    else the first matching :data:`TABLE` row.
+    accumulation, :func:`tail_config` where it applies, then, on a shape outside
+    :data:`MEASURED_SHAPES`, :func:`wave_config` where it decides; else the first matching
+    :data:`TABLE` row.
 
     Raises:
         ValueError: unknown kernel or accumulation, M, N or K below 0, or no row matches.
@@ -424,15 +477,17 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     _check_sizes(M=M, N=N, K=K)
-    if accumulation == "fast" and (N, K) not in MEASURED_SHAPES:
-        config = _wave_config(kernel, M, N, NUM_SMS)
+    if accumulation == "fast":
+        config = _tail_config(kernel, M, K)
+        if config is None and (N, K) not in MEASURED_SHAPES:
+            config = _wave_config(kernel, M, N, NUM_SMS)
         if config is not None:
             return config
     return row_config(kernel, M, N, K, accumulation)
 
 
 def row_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
-    """The first :data:`TABLE` row matching the problem (no wave rule).
+    """The first :data:`TABLE` row matching the problem (no tail or wave rule).
 
     Raises:
         ValueError: no row matches.
@@ -459,8 +514,8 @@ def select(
 
     Order: the first ``FUSED_SWIGLU_CONFIG`` name that is in ``available`` (default: the loaded
     library's configs) and is of this kernel, dtype and accumulation (launched with the table's
-    rasterisation and swizzle if it is the table's own choice, else the defaults); else the first
-    matching :data:`TABLE` row. Override names that are not in ``available`` are ignored with one
+    rasterisation and swizzle if it is the table's own choice, else the defaults); else
+    :func:`table_config`'s choice (tail rule, wave rule, then the first matching :data:`TABLE` row). Override names that are not in ``available`` are ignored with one
     warning each. If the table's name is not in ``available``, any available config of the same
     kernel, dtype and accumulation is used instead, with one warning.
 

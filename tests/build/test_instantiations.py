@@ -40,3 +40,14 @@ def test_every_translation_unit_matches_its_config(generate):
     assert names == {p.stem for p in HERE.glob("*.cu")}, "stale or missing generated sources: run generate.py"
     registry = (HERE.parent / "capi" / "registry.inc").read_text()
     assert set(re.findall(r"FSW_CONFIG\((\w+)\)", registry)) == names
+
+
+def test_the_build_compiles_exactly_the_configs_the_table_can_choose(generate):
+    import torch
+
+    from fused_swiglu import configs
+
+    compiled = {generate.name_of(*c, dtype) for c in generate.CONFIGS for dtype in generate.DTYPES}
+    choosable = {c.name(dtype) for c in configs.choosable_configs() for dtype in (torch.bfloat16, torch.float16)}
+    assert choosable - compiled == set(), "configs the table can choose but the build lacks"
+    assert compiled - choosable == set(), "compiled configs that no table row or rule can choose"

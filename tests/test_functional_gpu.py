@@ -88,6 +88,18 @@ def test_mid_token_counts(model, M, seed):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize(("model", "M"), [("1.5B", 648), ("7B", 2048)])
+def test_zero_tokens(model, M, dtype, seed):
+    """All-zero tokens (gate accumulators of exactly 0, as in the rows of a partial tile past M: the
+    epilogue's zero-safe path, perf-notes entry 40), in full tiles and in the partial last one."""
+    H, I = QWEN[model]
+    x, wg, wu = _inputs(M, H, I, dtype)
+    x[3:9] = 0
+    x[M - 5:] = 0
+    _check_all(x, wg, wu, f"{model} M={M} {_dt(dtype)} zero tokens seed={seed}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
 def test_batched_and_non_contiguous_x(dtype, seed):
     x, wg, wu = _inputs(0, 896, 4864, dtype, lead=(3, 7))
     _check_all(x, wg, wu, f"3-D x seed={seed}")

@@ -47,9 +47,20 @@ namespace detail {
 
 // silu(g) * u in fp32. IEEE division; __expf is accurate to 2 ulp of fp32, far below one ulp of the
 // 16-bit output, so the result is rounded once from an fp32 value as close as the fp32 reference.
-// The division compiles to a check and a branch to a slow path per element, which keeps the
+// The division compiles to a check (FCHK) and a branch to a slow path per element, which keeps the
 // elements' instruction chains apart (slow, but it leaves the other warpgroup's mainloop alone).
 CUTLASS_DEVICE float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+// The same result for tiles that reach past the problem: FCHK sends a zero numerator to the slow
+// path, and the rows or columns of such a tile past the problem are zero-filled by TMA, so every gate
+// accumulator there is 0 (docs/perf-notes.md, entry 40: partial token tiles ran up to 1.6x slower).
+// g == +-0 skips the division; g / d == g there, so the result is bit-identical. Full tiles keep
+// swiglu(): this branch per element cost 10-13 % at M >= 2048 on Qwen2.5-1.5B.
+CUTLASS_DEVICE float swiglu_zero_safe(float g, float u) {
+  float silu = g;
+  if (g != 0.0f) silu = g / (1.0f + __expf(-g));
+  return silu * u;
+}
 
 // 1 / d for finite d >= 1 without a branch: the MUFU reciprocal (rcp.approx.f32, < 1 ulp, denormal
 // results kept) refined by one Newton step, r' = r + r * (1 - d * r).
@@ -244,17 +255,18 @@ struct Sm90SwiGLUStore {
     static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
 
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
-                                          int thr_m_out, int thr_n_out, Params const* params_ptr)
+                                          int thr_m_out, int thr_n_out, bool partial_tile, Params const* params_ptr)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
-          thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr) {}
+          thr_m_out(thr_m_out), thr_n_out(thr_n_out), partial_tile(partial_tile), params_ptr(params_ptr) {}
 
     STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
     GTensorS2G bSG_gOut;   // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     int thr_m_out;         // output row of this thread's first element inside the subtile
     int thr_n_out;         // output column of this thread's first element inside the subtile
+    bool partial_tile;     // the CTA tile reaches past M or N: its rows / columns there are zero
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
     Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
@@ -308,7 +320,11 @@ struct Sm90SwiGLUStore {
           return frg_input;
         }
       }
-      all_outputs([](float g, float u) { return detail::swiglu(g, u); });
+      if (partial_tile) {
+        all_outputs([](float g, float u) { return detail::swiglu_zero_safe(g, u); });
+      } else {
+        all_outputs([](float g, float u) { return detail::swiglu(g, u); });
+      }
       return frg_input;
     }
 
@@ -389,8 +405,13 @@ struct Sm90SwiGLUStore {
     int thr_m_out = PairsAlongM && !PairsAcrossSubtiles ? detail::paired_out(thr_m, PairStride) : thr_m;
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
+    // The tile reaches past the problem (the same for every thread of the CTA, so a uniform branch).
+    bool partial_tile = (int(m) + 1) * int(size<0>(args.tile_shape_mnk)) > int(M) ||
+                        (int(n) + 1) * int(size<1>(args.tile_shape_mnk)) > int(N);
+
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
-        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
+        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, partial_tile,
+        params_ptr);
   }
 };
 

@@ -190,8 +190,9 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
 #     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
 #   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
-#   Before any row (and before the wave rule), at 512 < M <= 1152 where the last 128-token tile would
-#     be at most half full: 64x192 tiles for both kernels (tail_config, entry 39).
+#   Before any row (and before the wave rule), with fast accumulation, at 512 < M <= 1152 where the last
+#     128-token tile would be at most half full: 64x192 tiles for both kernels, for the packed kernel
+#     at K >= 8192 only to M = 768 (tail_config, entry 39).
 #   M > 2048: on small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 %
 #     on 0.5B, within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %). On large
 #     weights the dual kernel rasterises along N with swizzle 8 to keep a wave's operands in L2; the
@@ -247,7 +248,7 @@ TABLE: list[Row] = [
     Row("dual", 32, _pp("dual", 128, 16, 1, 1, swap_ab=True), weight_min=SMALL),
     Row("dual", 128, _pp("dual", 64, 64, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_3B),
-    # 32 < M <= 256 (entry 32), as for packed; no 64x192 dual tile (entry 11), so 128x128 1x2 at 64 < M <= 80
+    # 32 < M <= 256 (entry 32), as for packed; dual 64x192 lost there (entry 11), so 128x128 1x2 at 64 < M <= 80
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_7B),
     Row("dual", 64, _pp("dual", 64, 64, 1, 1), shape=QWEN25_32B),
     Row("dual", 64, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
@@ -422,7 +423,7 @@ def _wave_config(kernel: str, M: int, N: int, num_sms: int) -> KernelConfig | No
 # choice and timed rep by rep: +9.1 % (packed) and +8.1 % (dual) in geometric mean, +4-13 % per
 # token-tile count, at worst -15 % (packed) / -8 % (dual) in a single cell. The packed kernel at
 # K >= 8192 lost 3-7 % beyond M = 768, so there it stops at 768. At T = 10 the dual kernel no longer
-# gained (-0.4 %); both kernels stop at 1152.
+# gained (-0.3 % over its 80 cells); both kernels stop at 1152.
 TAIL_M = (512, 1152)  # the rule serves lo < M <= hi
 TAIL_PACKED_LONG_K = 8192  # from this K on, the packed kernel takes the rule only up to M = 768
 TAIL_PACKED_LONG_K_M_MAX = 768

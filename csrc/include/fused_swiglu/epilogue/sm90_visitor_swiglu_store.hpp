@@ -55,7 +55,7 @@ CUTLASS_DEVICE float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) *
 // path, and the rows or columns of such a tile past the problem are zero-filled by TMA, so every gate
 // accumulator there is 0 (docs/perf-notes.md, entry 40: partial token tiles ran up to 1.6x slower).
 // g == +-0 skips the division; g / d == g there, so the result is bit-identical. Full tiles keep
-// swiglu(): this branch per element cost 10-13 % at M >= 2048 on Qwen2.5-1.5B.
+// swiglu(): this branch per element made Qwen2.5-1.5B take 10-15 % more time at M = 2048 and 8192.
 CUTLASS_DEVICE float swiglu_zero_safe(float g, float u) {
   float silu = g;
   if (g != 0.0f) silu = g / (1.0f + __expf(-g));

@@ -9,6 +9,7 @@ second fp32 accumulator (two-level accumulation; absent: GMMA accumulates all of
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Literal
@@ -427,6 +428,7 @@ def _wave_config(kernel: str, M: int, N: int, num_sms: int) -> KernelConfig | No
 TAIL_M = (512, 1152)  # the rule serves lo < M <= hi
 TAIL_PACKED_LONG_K = 8192  # from this K on, the packed kernel takes the rule only up to M = 768
 TAIL_PACKED_LONG_K_M_MAX = 768
+TAIL_CONFIGS = {kernel: _pp(kernel, 64, 192, 1, 1, raster=1) for kernel in KERNELS}
 
 
 def tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
@@ -449,19 +451,15 @@ def _tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
         return None
     if kernel == "packed" and K >= TAIL_PACKED_LONG_K and M > TAIL_PACKED_LONG_K_M_MAX:
         return None
-    return _pp(kernel, 64, 192, 1, 1, raster=1)
+    return TAIL_CONFIGS[kernel]
 
 
 def choosable_configs() -> frozenset[KernelConfig]:
     """Every config that :func:`table_config` can return (TABLE rows, the wave rule's and the tail
     rule's), with raster 0 and swizzle 1: the kernel library must compile each of them."""
     rules = [c for cs in WAVE_CANDIDATES.values() for c in cs]
-    rules += [_pp(k, 64, 64, 1, 1) for k in KERNELS] + [_pp(k, 64, 192, 1, 1) for k in KERNELS]
-    return frozenset(
-        KernelConfig(c.kernel, c.schedule, c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n,
-                     promote=c.promote, swap_ab=c.swap_ab)
-        for c in [r.config for r in TABLE] + rules
-    )
+    rules += [_pp(k, 64, 64, 1, 1) for k in KERNELS] + list(TAIL_CONFIGS.values())
+    return frozenset(dataclasses.replace(c, raster=0, swizzle=1) for c in [r.config for r in TABLE] + rules)
 
 
 def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:

@@ -294,6 +294,30 @@ def test_every_config_writes_exactly_its_output(seed):
             assert_matches_float64(y, x, wg, wu, what)
 
 
+def test_every_config_places_a_partial_last_token_tile_inside_the_problem(seed):
+    """With M not a multiple of the token tile, the last tile of a tokens-along-M config starts at
+    M - tile (collective/sm90_token_tile_shift.hpp) and writes rows that the tile before it writes
+    too; both must write the same bits, and every row must match the call over whole tiles. Below one
+    tile (M < tile) and in swap-AB form the tile reaches past M as before. Output poisoned first."""
+    H, I = 896, 1000
+    for cfg in _lib.configs():
+        dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
+        tile = cfg.tile_n if cfg.swap_ab else cfg.tile_m
+        x, wg, wu = _inputs(4 * tile, H, I, dtype)
+        w, w_up = (pack_gate_up(wg, wu), None) if cfg.kernel == "packed" else (wg, wu)
+
+        def run(M):
+            y = torch.full((M, I), float("nan"), device="cuda", dtype=dtype)
+            _lib.run(cfg.name, x[:M], w, w_up, y)
+            return y
+
+        whole = run(4 * tile)
+        assert_matches_float64(whole, x, wg, wu, f"{cfg.name} M={4 * tile} seed={seed}")
+        for M in (tile - 1, tile + 1, 2 * tile + tile // 2, 4 * tile - 1):
+            part = run(M)
+            assert torch.equal(part, whole[:M]), f"{cfg.name} M={M}: rows differ from the M={4 * tile} call (seed={seed})"
+
+
 def test_epilogue_maths_agree_and_saturate_like_ieee_division(seed):
     """The two silu evaluations differ by a few fp32 ulp at most, so after one rounding to bf16 they
     agree on nearly every element; large |gate| (exp(-g) overflowing fp32) gives +-0 or the input."""

@@ -27,6 +27,7 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 
 #include "fused_swiglu/collective/sm90_tma_cluster_multicast.hpp"
+#include "fused_swiglu/collective/sm90_token_tile_shift.hpp"
 
 namespace fused_swiglu::collective {
 
@@ -51,6 +52,9 @@ template <class Base, int Split>
 struct DualCollectiveMma : Base {
   static_assert(Split == 0 || Split == 1, "Split: 0 = W_gate/W_up in operand A, 1 = in operand B");
   static constexpr bool kSplitA = Split == 0;
+  // Tokens along M (Split = 1): the last token tile is shifted inside the problem (sm90_token_tile_shift.hpp).
+  // In the swap-AB form (tokens along N, decode sizes) tiles stay where the scheduler puts them.
+  static constexpr bool kShiftsLastTokenTile = !kSplitA;
 
   using typename Base::TileShape;
   using typename Base::ElementA;
@@ -169,9 +173,9 @@ struct DualCollectiveMma : Base {
     if constexpr (kSplitA) cute::prefetch_tma_descriptor(params.tma_load_b.get_tma_descriptor());
   }
 
-  // Returns (gA, gB, gW_up): A's and B's tiles first, as the kernel reads the tile counts from them
+  // Returns (gA, gB, gW_up, mX): A's and B's tiles first, as the kernel reads the tile counts from them
   // ((BLK_M,BLK_K,m,k,l) and (BLK_N,BLK_K,n,k,l), the weights' operand as its gate half), then the up
-  // half of the weights' operand.
+  // half of the weights' operand, then X as a whole (tokens, K, L) for the shifted last token tile.
   template <class ProblemShape_MNKL>
   CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
     auto rows_W = get<Split>(problem_shape_MNKL);
@@ -184,14 +188,15 @@ struct DualCollectiveMma : Base {
     Tensor gWg = local_tile(mWg, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
     Tensor gWu = local_tile(mWu, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
     Tensor gX = local_tile(mX, TileShape{}, make_coord(_, _, _), StepX{});           // (BLK_X,BLK_K,t,k,l)
-    if constexpr (kSplitA) return cute::make_tuple(gWg, gX, gWu);
-    else return cute::make_tuple(gX, gWg, gWu);
+    if constexpr (kSplitA) return cute::make_tuple(gWg, gX, gWu, mX);
+    else return cute::make_tuple(gX, gWg, gWu, mX);
   }
 
   // Producer: one elected thread of the producer warp issues the three TMA loads of every k-tile.
-  template <class TensorA, class TensorB, class TensorWu, class KTileIterator, class BlockCoord>
+  template <class TensorA, class TensorB, class TensorWu, class TensorX, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
-                           cute::tuple<TensorA, TensorB, TensorWu> const& load_inputs, BlockCoord const& blk_coord,
+                           cute::tuple<TensorA, TensorB, TensorWu, TensorX> const& load_inputs,
+                           BlockCoord const& blk_coord,
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
     if (!cute::elect_one_sync()) return;
@@ -218,7 +223,19 @@ struct DualCollectiveMma : Base {
     auto const w_coord = get<Split>(cute::make_tuple(m_coord, n_coord));
     auto const x_coord = get<1 - Split>(cute::make_tuple(m_coord, n_coord));
     Tensor gWg = get<Split>(load_inputs)(_, _, w_coord, _, l_coord);                            // (half,BLK_K,k)
-    Tensor gX = get<1 - Split>(load_inputs)(_, _, x_coord, _, l_coord);                        // (BLK_X,BLK_K,k)
+    // (BLK_X,BLK_K,k): in the (M, 2I, K) form the last token tile starts at token_tile_start
+    int const x_tile = int(x_coord);
+    int const l_tile = int(l_coord);
+    Tensor gX = [&] {
+      if constexpr (kShiftsLastTokenTile) {
+        Tensor mX = get<3>(load_inputs);                                                   // (t,k,l)
+        int const start = token_tile_start(x_tile, int(size<0>(TileShape{})), int(size<0>(mX)));
+        return local_tile(domain_offset(make_coord(start, 0, 0), mX), TileShape{}, make_coord(_, _, _),
+                          StepX{})(_, _, 0, _, l_tile);
+      } else {
+        return get<1 - Split>(load_inputs)(_, _, x_tile, _, l_tile);
+      }
+    }();
     Tensor gWu = get<2>(load_inputs)(_, _, w_coord, _, l_coord);                                // (half,BLK_K,k)
 
     Tensor tWgWg = block_tma_wg.partition_S(gWg);                                          // (TMA,TMA_W,TMA_K,k)

@@ -34,6 +34,8 @@
 #include "cutlass/epilogue/collective/builders/sm90_common.inl"
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 
+#include "fused_swiglu/collective/sm90_token_tile_shift.hpp"
+
 namespace fused_swiglu::epilogue::fusion {
 
 using namespace cute;
@@ -146,7 +148,9 @@ template <
   int PairStride,        // P above
   bool BranchFreeMath,   // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
   bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
-  bool PairsAcrossSubtiles = false  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
+  bool PairsAcrossSubtiles = false,  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
+  bool ShiftLastTokenTile = false  // the mainloop starts the last token tile (along M) at
+                                   // token_tile_start (collective/sm90_token_tile_shift.hpp): store it there
 >
 struct Sm90SwiGLUStore {
   // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
@@ -163,6 +167,7 @@ struct Sm90SwiGLUStore {
   static_assert(!PairsAcrossSubtiles || (PairsAlongM && PairStride == EpiM),
                 "PairsAcrossSubtiles pairs rows of consecutive subtiles: PairsAlongM and PairStride == EPI_M");
   static_assert(PairStride % 2 == 0, "output elements are stored in pairs: PairStride must be even");
+  static_assert(!(ShiftLastTokenTile && PairsAlongM), "the shifted token tile runs along M, the output's rows");
   static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<PairsAlongM ? 0 : 1>(StrideMNL{}))>, cute::_1>,
                 "Y must have unit stride along the paired dimension (row-major Y; its transpose with PairsAlongM)");
 
@@ -383,7 +388,19 @@ struct Sm90SwiGLUStore {
       else return make_shape(M, N / 2, L);
     }();
     Tensor mOut = params_ptr->tma_store_out.get_tma_tensor(out_shape);                      // (OUT_M,OUT_N,L)
-    Tensor gOut = local_tile(mOut, out_cta_tile, make_coord(m, n, l));              // (CTA_OUT_M,CTA_OUT_N)
+    // First output row of the tile: m * CTA_M, or token_tile_start for a shifted last token tile.
+    int const tile_m = int(size<0>(args.tile_shape_mnk));
+    int const m_start = ShiftLastTokenTile ? fused_swiglu::collective::token_tile_start(int(m), tile_m, int(M)) : int(m) * tile_m;
+    int const n_tile = int(n);
+    int const l_tile = int(l);
+    int const m_tile = int(m);
+    Tensor gOut = [&] {                                                             // (CTA_OUT_M,CTA_OUT_N)
+      if constexpr (ShiftLastTokenTile) {
+        return local_tile(domain_offset(make_coord(m_start, 0, 0), mOut), out_cta_tile, make_coord(0, n_tile, l_tile));
+      } else {
+        return local_tile(mOut, out_cta_tile, make_coord(m_tile, n_tile, l_tile));
+      }
+    }();
     Tensor gOut_epi = flat_divide(gOut, OutTile{});                // (OUT_M,OUT_N,EPI_M_CNT,EPI_N_CNT)
     Tensor sOut_epi = cute::as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(smem_out), SmemLayout{}));                          // (OUT_M,OUT_N,PIPE)
@@ -406,8 +423,7 @@ struct Sm90SwiGLUStore {
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
     // The tile reaches past the problem (the same for every thread of the CTA, so a uniform branch).
-    bool partial_tile = (int(m) + 1) * int(size<0>(args.tile_shape_mnk)) > int(M) ||
-                        (int(n) + 1) * int(size<1>(args.tile_shape_mnk)) > int(N);
+    bool partial_tile = m_start + tile_m > int(M) || (int(n) + 1) * int(size<1>(args.tile_shape_mnk)) > int(N);
 
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
         cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, partial_tile,

@@ -22,6 +22,7 @@
 
 #include "fused_swiglu.h"
 #include "fused_swiglu/collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp"
+#include "fused_swiglu/collective/sm90_token_tile_shift.hpp"
 #include "fused_swiglu/configs.hpp"
 #include "fused_swiglu/epilogue/sm90_visitor_swiglu_store.hpp"
 
@@ -62,7 +63,8 @@ constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 // Config: a SwiGLUConfig. EpilogueTile: (EPI_M, EPI_N) subtile in accumulator columns; EPI_M must be a
 // multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
 // PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
-// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (UnchangedMainloop for one B operand), after
+// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (ShiftedTokenTileMainloop for one B operand,
+// UnchangedMainloop in swap-AB form; the dual mainloop for Kernel-1), after
 // Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
 // SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
 // and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
@@ -77,10 +79,13 @@ struct SwiGLUGemmBase {
   // Both silu evaluations (fsw_epilogue_math) are compiled only up to 128 accumulator registers per
   // thread: with 192 (128x192 Pingpong), the second code path spills registers (28 bytes, nvcc 13.0).
   static constexpr bool kBranchFreeMath = Config::kAccumulatorsPerThread <= 128;
+  // Tokens along M: the mainloop and the epilogue both start the last token tile at token_tile_start
+  // (collective/sm90_token_tile_shift.hpp). The swap-AB form keeps the scheduler's tiles.
+  static constexpr bool kShiftLastTokenTile = !SwapAB;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
           /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB,
-          PairsAcrossSubtiles>,
+          PairsAcrossSubtiles, kShiftLastTokenTile>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -110,6 +115,8 @@ struct SwiGLUGemmBase {
   using AccumulatingMainloop = typename fused_swiglu::collective::PromotedAccumulation<
       Config::kPromoteKTiles>::template apply<BuiltMainloop>;
   using CollectiveMainloop = MainloopAdaptor<AccumulatingMainloop>;
+  static_assert(fused_swiglu::collective::shifts_last_token_tile<CollectiveMainloop>::value == kShiftLastTokenTile,
+                "the mainloop and the epilogue must place the last token tile alike (MainloopAdaptor)");
   // CUTLASS's collective epilogue visits only the first fragment of each MMA tile when a subtile spans
   // several MMA tiles, so a subtile visited in fragments must lie inside one GMMA atom's N.
   static_assert(kWholeSubtileFragment ||

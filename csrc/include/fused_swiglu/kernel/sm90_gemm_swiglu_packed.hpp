@@ -22,8 +22,8 @@ using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>,
 
 template <class Config>
 struct PackedSwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop> {
-  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, UnchangedMainloop>;
+    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, fused_swiglu::collective::ShiftedTokenTileMainloop> {
+  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, fused_swiglu::collective::ShiftedTokenTileMainloop>;
   using typename Base::Element;
   using typename Base::Gemm;
 

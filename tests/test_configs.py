@@ -153,12 +153,14 @@ def test_shape_rows_match_their_shape_only():
 
 def test_rows_between_m_256_and_384():
     # entry 28: large weights take 64x192 (packed) up to M = 352 and 128x96 up to 384; 1.5B 128x96
-    # above M = 320; 0.5B and 3B keep 64x128
+    # above M = 320; 0.5B and 3B keep 64x128. Entry 42: Kernel-1 at 256 < M <= 320 by shape
     large, small = (18944, 3584), (8960, 1536)  # 7B, 1.5B
     expect = {
         ("packed", large, 256): "packed_pingpong_128x192x64_2x1", ("packed", large, 257): "packed_pingpong_64x192x64_1x1",
         ("packed", large, 352): "packed_pingpong_64x192x64_1x1", ("packed", large, 353): "packed_pingpong_128x96x64_1x1",
-        ("packed", large, 384): "packed_pingpong_128x96x64_1x1", ("dual", large, 320): "dual_pingpong_64x128x64_1x1",
+        ("packed", large, 384): "packed_pingpong_128x96x64_1x1", ("dual", large, 320): "dual_pingpong_128x96x64_1x1",
+        ("dual", (13824, 5120), 300): "dual_pingpong_64x128x64_1x1",  # 14B
+        ("dual", (29568, 8192), 257): "dual_pingpong_64x192x64_1x1", ("dual", (27648, 5120), 320): "dual_pingpong_64x192x64_1x1",
         ("dual", large, 321): "dual_pingpong_128x96x64_1x1", ("dual", large, 384): "dual_pingpong_128x96x64_1x1",
         ("packed", small, 320): "packed_pingpong_64x128x64_1x1", ("packed", small, 321): "packed_pingpong_128x96x64_1x1",
         ("dual", small, 384): "dual_pingpong_128x96x64_1x1",
@@ -167,6 +169,7 @@ def test_rows_between_m_256_and_384():
     }
     for (kernel, (n, h), M), name in expect.items():
         assert select(kernel, M, n, h, torch.bfloat16, ALL).name == name + "_bf16", (kernel, n, h, M)
+    assert select("dual", 300, 29568, 8192, torch.bfloat16, ALL).raster == 1  # 72B: 64x192 along M
 
 
 def test_rows_between_m_32_and_256():
@@ -220,7 +223,7 @@ def test_every_table_row_is_reachable():
     shapes = [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (13824, 5120), (27648, 5120),
               (29568, 8192)]
     used = {select(k, M, n, h, torch.bfloat16, ALL, accumulation=acc).name for k in ("packed", "dual")
-            for M in (1, 128, 512, 2048, 8192) for n, h in shapes for acc in configs.ACCUMULATIONS}
+            for M in (1, 128, 300, 512, 2048, 8192) for n, h in shapes for acc in configs.ACCUMULATIONS}
     assert used == {r.config.name(torch.bfloat16) for r in configs.TABLE}
 
 

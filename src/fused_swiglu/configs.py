@@ -191,6 +191,9 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
 #     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
 #   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
+#   Kernel-1 at 256 < M <= 320 (entry 42, measured after entry 41 shifted partial token tiles inside
+#     the problem): 64x192 along M on 72B (+28-35 %) and 32B (+0-11 %), 128x96 on 7B (+4-13 %) against
+#     64x128; 1.5B, 3B, 14B and 4096x14336 keep 64x128 (alternatives -20 to +15 %, mixed).
 #   Before any row (and before the wave rule), with fast accumulation, at 512 < M <= 1152 where the last
 #     128-token tile would be at most half full: 64x192 tiles for both kernels, for the packed kernel
 #     at K >= 8192 only to M = 768 (tail_config, entry 39).
@@ -265,6 +268,10 @@ TABLE: list[Row] = [
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_3B),
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 256, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
+    # 256 < M <= 320 (entry 42, after entry 41 removed the partial tile's extra cost): per shape
+    Row("dual", 320, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_72B),
+    Row("dual", 320, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_32B),
+    Row("dual", 320, _pp("dual", 128, 96, 1, 1), shape=QWEN25_7B),
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 384, _pp("dual", 128, 96, 1, 1), weight_min=LARGE),
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,6 +67,10 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--methods", ","], "--methods names nothing"),
     (["bench", "--tokens", ",,"], "--tokens names nothing"),
     (["accuracy", "--models", ","], "--models names nothing"),
+    (["bench", "--models", "0.5B,,7B"], "--models has an empty item"),
+    (["bench", "--models", "7B", "7B"], "--models names '7B' more than once"),
+    (["bench", "--config", "nosuchcfg"], "--config: 'nosuchcfg' is not a config of the kernel library"),
+    (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16,"], "--config has an empty item"),
 ])
 def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1
@@ -102,6 +107,40 @@ def test_module_entry_points():
     for mod in ("fused_swiglu.cli", "fused_swiglu"):
         out = subprocess.run([sys.executable, "-m", mod, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "bench" in out.stdout and "build" in out.stdout
+
+
+def test_a_library_config_name_passes_the_option_check(capsys):
+    from fused_swiglu import configs
+
+    name = sorted(c.name(torch.bfloat16) for c in configs.choosable_configs())[0]
+    assert cli.main(["bench", "--config", name]) in (0, 2)  # 2: no Hopper GPU here
+    assert "--config" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["info", "bench", "accuracy", "build"])
+def test_malformed_jobs_variable_is_reported_by_every_command(command, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSED_SWIGLU_JOBS", "0")
+    assert cli.main([command]) == 1
+    assert "FUSED_SWIGLU_JOBS must be a positive integer; got '0'" in capsys.readouterr().err
+
+
+def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys):
+    import fused_swiglu._lib as lib_mod
+    from fused_swiglu import env
+
+    class FakeConfig:
+        name, stages, smem_bytes, epilogue_smem_bytes = "packed_pingpong_64x128x64_1x1_bf16", 8, 2**17, 2**14
+
+    class FakeLibrary:
+        def __init__(self, path):
+            self.configs = [FakeConfig()]
+
+    monkeypatch.setattr(lib_mod, "Library", FakeLibrary)
+    monkeypatch.setattr(env, "library_path", lambda: Path("/nonexistent/libfused_swiglu.so"))
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_64x128x64_1x1_bf16,bogus")
+    assert cli.main(["info"]) == 0
+    assert "not in the library, so ignored: bogus" in capsys.readouterr().out
 
 
 def test_malformed_environment_variable_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):

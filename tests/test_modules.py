@@ -86,6 +86,27 @@ def test_bf16_model_calls_swiglu_and_matches_float64(monkeypatch):
     assert x.grad is not None and mlp.gate_proj.weight.grad is not None and mlp.up_proj.weight.grad is not None
 
 
+@pytest.mark.parametrize("change", ["bias", "act_fn", "hook"])
+def test_a_block_changed_after_patching_runs_its_original_forward(change, monkeypatch):
+    torch.manual_seed(0)
+    mlp = MLP(H=32, I=24).to(torch.bfloat16)
+    fuse_swiglu_mlps(mlp, backend="torch")
+    seen = []
+    if change == "bias":
+        mlp.gate_proj = nn.Linear(32, 24, bias=True).to(torch.bfloat16)
+        nn.init.constant_(mlp.gate_proj.bias, 5.0)
+    elif change == "act_fn":
+        mlp.act_fn = nn.GELU()
+    else:
+        mlp.up_proj.register_forward_hook(lambda *args: seen.append(1))
+    calls = _count_calls(monkeypatch)
+    x = torch.randn(3, 32, dtype=torch.bfloat16)
+    torch.testing.assert_close(mlp(x), MLP.forward(mlp, x), rtol=0, atol=0)
+    assert calls == []
+    if change == "hook":
+        assert seen  # the hook ran: the original forward calls up_proj
+
+
 def test_an_instance_forward_from_before_is_restored():
     mlp = MLP()
     sentinel = lambda x: x  # noqa: E731

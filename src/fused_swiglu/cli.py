@@ -28,13 +28,40 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _split(values: list[str] | None, option: str = "the option") -> list[str] | None:
-    """Accept both ``--x a b`` and ``--x a,b``; a given option that names nothing is an error."""
+    """Accept both ``--x a b`` and ``--x a,b``; a given option that names nothing, an empty item
+    (``a,,b``) and an item named twice are errors."""
     if values is None:
         return None
-    out = [v for item in values for v in item.split(",") if v]
+    items = [v for item in values for v in item.split(",")]
+    out = [v for v in items if v]
     if not out:
         raise ValueError(f"{option} names nothing; got {' '.join(values)!r}")
+    if len(out) != len(items):
+        raise ValueError(f"{option} has an empty item; got {' '.join(values)!r}")
+    twice = sorted({v for v in out if out.count(v) > 1})
+    if twice:
+        raise ValueError(f"{option} names {', '.join(map(repr, twice))} more than once")
     return out
+
+
+def _configs(value: str | None) -> str | None:
+    """``--config``: comma-separated names, each one of the kernel library's configs (the build
+    compiles exactly :func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
+
+    Raises:
+        ValueError: an empty item, or a name that is not a config of the library.
+    """
+    if value is None:
+        return None
+    from .configs import DTYPE_SUFFIX, choosable_configs
+
+    names = _split([value], "--config")
+    known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library "
+                         "(`fused-swiglu info` lists them)")
+    return ",".join(names)
 
 
 def _tokens(values: list[str]) -> list[int]:
@@ -127,6 +154,7 @@ def _cmd_bench(args, console) -> int:
     models = _models(args.models)
     tokens = _tokens(args.tokens) if args.tokens else None
     methods = _split(args.methods, "--methods") if args.methods else None
+    config = _configs(args.config)
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -142,7 +170,7 @@ def _cmd_bench(args, console) -> int:
         models=models,
         dtype=args.dtype,
         out=args.out,
-        config=args.config,
+        config=config,
         warmup_ms=args.warmup_ms,
         reps=args.rep,
         cuda_graph=args.cuda_graph,
@@ -219,6 +247,11 @@ def _cmd_info(args, console) -> int:
             f"  {c.name}  stages={c.stages}  smem={c.smem_bytes / 1024:.1f} KiB"
             f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)"
         )
+    override = env.config_override()
+    if override:
+        missing = [n for n in override if n not in {c.name for c in lib.configs}]
+        console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
+                      + (f" (not in the library, so ignored: {', '.join(missing)})" if missing else ""))
     return 0
 
 
@@ -249,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
     try:
+        from . import env
+
+        env.jobs()  # a malformed FUSED_SWIGLU_JOBS is reported by every command, not only by a build
         return handlers[args.command](args, console)
     except (BuildError, ValueError) as e:  # ValueError: a malformed FUSED_SWIGLU_* variable or option
         print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)

@@ -61,6 +61,10 @@ class FusedSwiGLUForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
+        # checked again at every call: a block changed after patching (a bias, another act_fn or
+        # Linear, hooks on gate_proj / up_proj) no longer computes what the fused kernel does
+        if not _is_swiglu_mlp(m) or _has_hooks(m.gate_proj) or _has_hooks(m.up_proj):
+            return self.original(x)
         wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
             x.dtype in v.DTYPES
@@ -97,8 +101,10 @@ def fuse_swiglu_mlps(
     Blocks already patched are left as they are, and so are blocks carrying an accelerate hook
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
     between devices, and blocks whose ``gate_proj`` or ``up_proj`` has forward hooks or pre-hooks:
-    the fused forward reads their weights without calling them, so such hooks (including any added
-    after patching) do not run; ``down_proj`` is still called as a module. The result is
+    the fused forward reads their weights without calling them, so such hooks would not run;
+    ``down_proj`` is still called as a module. The block is checked again at every call: one changed
+    after patching (a bias or hooks on ``gate_proj`` / ``up_proj``, another ``act_fn``, layers that
+    are no longer ``nn.Linear``) runs its original forward. The result is
     differentiable (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
     ``torch.load`` of the whole model and ``copy.deepcopy``.
 

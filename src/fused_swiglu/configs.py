@@ -154,6 +154,7 @@ QWEN25_14B = (13824, 5120)
 QWEN25_32B = (27648, 5120)
 QWEN25_72B = (29568, 8192)
 MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B, QWEN25_32B, QWEN25_72B})
+_UP_TO_14B = (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B)
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
@@ -191,6 +192,9 @@ MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWE
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
 #     M = 1024 but lost 1.5-2 % at M = 768 (entry 29), so those keep the general rows.
 #   Odd token-tile counts skip the 2x1-cluster rows (Row docstring, entry 29): 128x128 1x2 then.
+#   384 < M <= 448 and 576 < M <= 640 (entry 43, two sweeps after entry 41): 3B 128x96 (both kernels,
+#     +6-8 %), 32B 64x192 along M (both, +6-7 %), 7B and 72B packed 64x192 along M (+3 %, +7 %) at
+#     384 < M <= 448; 128x96 for both kernels on 0.5B-14B at 576 < M <= 640 (+1-9 %; 32B and 72B lost).
 #   Kernel-1 at 256 < M <= 320 (entry 42, measured after entry 41 shifted partial token tiles inside
 #     the problem): 64x192 along M on 72B (+28-35 %) and 32B (+0-11 %), 128x96 on 7B (+4-13 %) against
 #     64x128; 1.5B, 3B, 14B and 4096x14336 keep 64x128 (alternatives -20 to +15 %, mixed).
@@ -233,6 +237,11 @@ TABLE: list[Row] = [
     Row("packed", 320, _pp("packed", 64, 128, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 384, _pp("packed", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 384, _pp("packed", 64, 128, 1, 1)),
+    # 384 < M <= 448 (entry 43, after entry 41): per shape
+    Row("packed", 448, _pp("packed", 128, 96, 1, 1), shape=QWEN25_3B),
+    Row("packed", 448, _pp("packed", 64, 192, 1, 1, raster=1), shape=QWEN25_7B),
+    Row("packed", 448, _pp("packed", 64, 192, 1, 1, raster=1), shape=QWEN25_32B),
+    Row("packed", 448, _pp("packed", 64, 192, 1, 1, raster=1), shape=QWEN25_72B),
     Row("packed", 512, _pp("packed", 64, 192, 1, 1), shape=QWEN25_3B),
     Row("packed", 448, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_14B),
@@ -241,6 +250,8 @@ TABLE: list[Row] = [
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
+    # 576 < M <= 640 (entry 43): five 128-token tiles, the last more than half full; 128x96 up to 14B
+    *(Row("packed", 640, _pp("packed", 128, 96, 1, 1), shape=s) for s in _UP_TO_14B),
     Row("packed", 2048, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), shape=QWEN25_14B),
@@ -277,6 +288,9 @@ TABLE: list[Row] = [
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 384, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
+    # 384 < M <= 448 (entry 43, after entry 41): per shape
+    Row("dual", 448, _pp("dual", 128, 96, 1, 1), shape=QWEN25_3B),
+    Row("dual", 448, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 448, _pp("dual", 128, 128, 2, 1)),
@@ -286,6 +300,8 @@ TABLE: list[Row] = [
     Row("dual", 512, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
+    # 576 < M <= 640 (entry 43), as for packed
+    *(Row("dual", 640, _pp("dual", 128, 96, 1, 1), shape=s) for s in _UP_TO_14B),
     Row("dual", 2048, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),

@@ -36,7 +36,7 @@ import torch
 from fused_swiglu import _lib, configs
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.weights import pack_gate_up
-from tune_configs import in_turn_ms  # scripts/ is on sys.path
+from tune_configs import flush_buffer, in_turn_ms, random_weights  # scripts/ is on sys.path
 
 DEFAULT_TOKENS = list(range(8, 2049, 8)) + list(range(2112, 4097, 64))
 
@@ -82,12 +82,11 @@ def main() -> None:
         raise SystemExit(f"--configs: not in the kernel library: {', '.join(missing)}")
     labels = [f"{name}@{raster}:{swizzle}" for name, raster, swizzle in extra]
     tokens = a.tokens or DEFAULT_TOKENS
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    flush = flush_buffer()
     rows = []
     for shape in find_models(a.models):
         H, I = shape.hidden_size, shape.intermediate_size
-        wg = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
-        wu = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
+        wg, wu = random_weights(H, I)
         wp, wcat = pack_gate_up(wg, wu), torch.cat([wg, wu])
         x_all = torch.randn(max(tokens), H, device="cuda", dtype=torch.bfloat16)
         y_all = torch.empty(max(tokens), I, device="cuda", dtype=torch.bfloat16)

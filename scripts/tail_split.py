@@ -27,7 +27,7 @@ from fused_swiglu import _lib
 from fused_swiglu import configs as C
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.weights import pack_gate_up
-from tune_configs import paired_ms  # scripts/ is on sys.path
+from tune_configs import flush_buffer, paired_ms, random_weights  # scripts/ is on sys.path
 
 # The part of whole waves: (TileShape_ClusterShape, raster, swizzle); the tail: smaller tiles.
 WAVE_PART = {
@@ -75,12 +75,11 @@ def main() -> int:
     a = ap.parse_args()
     lib = _lib.library()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    flush = flush_buffer()
     rows = []
     for shape in find_models(a.models):
         H, I = shape.hidden_size, shape.intermediate_size
-        wg = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
-        wu = torch.randn(I, H, device="cuda", dtype=torch.bfloat16) / H**0.5
+        wg, wu = random_weights(H, I)
         wp, wcat = pack_gate_up(wg, wu), torch.cat([wg, wu])
         for M in a.tokens:
             x = torch.randn(M, H, device="cuda", dtype=torch.bfloat16)

@@ -23,7 +23,7 @@ import torch
 from fused_swiglu import _lib
 from fused_swiglu.configs import epilogue_math_for
 from fused_swiglu.weights import pack_gate_up
-from tune_configs import time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
+from tune_configs import flush_buffer, time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
 
 
 def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -58,7 +58,7 @@ def main() -> int:
         if args.epilogue_math == "1" and not infos[name].branch_free_math:
             ap.error(f"--epilogue-math 1: {name} has no branch-free epilogue (see fsw_config_info.branch_free_math)")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    flush = flush_buffer()
     M, N = args.m, args.n
     rows = []
     for K in args.ks:

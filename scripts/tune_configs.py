@@ -28,9 +28,23 @@ import torch.nn.functional as F
 from fused_swiglu import _lib
 from fused_swiglu.accuracy import compare
 from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
+from fused_swiglu.bench import timing
 from fused_swiglu.bench.shapes import find as find_models
 from fused_swiglu.configs import epilogue_math_for
 from fused_swiglu.weights import pack_gate_up
+
+
+def flush_buffer() -> torch.Tensor:
+    """The benchmark's L2 flush buffer (``fused_swiglu.bench.timing.flush_buffer``) on the current GPU."""
+    return timing.flush_buffer(torch.device("cuda"))
+
+
+def random_weights(H: int, I: int, dtype: torch.dtype = torch.bfloat16) -> tuple[torch.Tensor, torch.Tensor]:
+    """W_gate, W_up (I, H) ~ N(0, 1/H) on the GPU: unit-variance gate and up pre-activations."""
+    wg = torch.randn(I, H, device="cuda", dtype=dtype) / H**0.5
+    wu = torch.randn(I, H, device="cuda", dtype=dtype) / H**0.5
+    return wg, wu
+
 
 def time_ms(fn, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[float]:
     for _ in range(warmup):
@@ -89,14 +103,13 @@ def main() -> int:
     lib = _lib.library()
     configs = [c for c in lib.configs if c.dtype == args.dtype
                and (not args.configs or any(pat in c.name for pat in args.configs))]
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    flush = flush_buffer()
     rasters = [tuple(int(v) for v in r.split(":")) for r in args.rasters]
     rows, failures = [], []
     t0 = time.time()
     for shape in find_models(args.models):
         model, H, I = shape.model, shape.hidden_size, shape.intermediate_size
-        wg = torch.randn(I, H, device="cuda", dtype=dtype) / H**0.5
-        wu = torch.randn(I, H, device="cuda", dtype=dtype) / H**0.5
+        wg, wu = random_weights(H, I, dtype)
         wp = pack_gate_up(wg, wu)
         wcat = torch.cat([wg, wu])
         for M in args.tokens:

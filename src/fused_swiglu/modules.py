@@ -39,6 +39,12 @@ def _is_swiglu_mlp(module: nn.Module) -> bool:
     return gate.weight.shape == up.weight.shape and type(act).__name__ in _SILU_CLASS_NAMES
 
 
+def _fusable(module: nn.Module) -> bool:
+    """A SwiGLU MLP block whose gate_proj and up_proj carry no hooks (the fused forward reads their
+    weights without calling them, so their hooks would not run)."""
+    return _is_swiglu_mlp(module) and not _has_hooks(module.gate_proj) and not _has_hooks(module.up_proj)
+
+
 class FusedSwiGLUForward:
     """The ``forward`` that :func:`fuse_swiglu_mlps` installs on an MLP block (an instance attribute).
 
@@ -63,7 +69,7 @@ class FusedSwiGLUForward:
         m = self.module
         # checked again at every call: a block changed after patching (a bias, another act_fn or
         # Linear, hooks on gate_proj / up_proj) no longer computes what the fused kernel does
-        if not _is_swiglu_mlp(m) or _has_hooks(m.gate_proj) or _has_hooks(m.up_proj):
+        if not _fusable(m):
             return self.original(x)
         wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
@@ -130,10 +136,8 @@ def fuse_swiglu_mlps(
     v.check_choice("backend", backend, v.BACKENDS)
     patched = []
     for name, module in model.named_modules():
-        if not _is_swiglu_mlp(module) or _patch(module) is not None or hasattr(module, "_hf_hook"):
+        if not _fusable(module) or _patch(module) is not None or hasattr(module, "_hf_hook"):
             continue
-        if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
-            continue  # their hooks would no longer run
         previous = vars(module).get("forward")  # an instance forward set by someone else, or None
         module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous)
         patched.append(name)

@@ -236,6 +236,11 @@ def test_library_builds_from_csrc():
         for name in ("fsw_abi_version", "fsw_last_error", "fsw_num_configs", "fsw_get_config",
                      "fsw_can_implement", "fsw_workspace_size", "fsw_run"):
             assert f" T {name}" in symbols, f"{lib} does not export {name}"
+        # the library's own cuTensorMapEncodeTiled (csrc/capi/driver_entry_points.cu) is defined and
+        # hidden: CUTLASS's calls bind to it, and it never interposes on libcuda's for the process
+        assert "cuTensorMapEncodeTiled" not in symbols, f"{lib} exports cuTensorMapEncodeTiled"
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+        assert "cuTensorMapEncodeTiled" not in undefined, f"{lib} leaves cuTensorMapEncodeTiled undefined"
     loaded = Library(lib)  # ctypes load works without a GPU: cudart is linked statically
     assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
     assert loaded.configs, "the library lists no kernel configs"

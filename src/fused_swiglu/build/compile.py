@@ -31,6 +31,9 @@ NVCC_FLAGS: tuple[str, ...] = (
     "-std=c++17",
     "-O3",
     "-DNDEBUG",  # without it nvcc 13.0 reported C7510 (wgmma serialized) on CUTLASS sm90 GEMMs
+    # CUTLASS calls cuTensorMapEncodeTiled by name; csrc/capi/driver_entry_points.cu defines it once
+    # per process through the driver entry point, instead of a lookup before every descriptor.
+    "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL",
     "-gencode=arch=compute_90a,code=sm_90a",
     "--expt-relaxed-constexpr",
     "--expt-extended-lambda",

@@ -1,12 +1,21 @@
 // Host side of both kernels: fsw_problem -> CUTLASS arguments, then CUTLASS's host contract
-// (can_implement -> get_workspace_size -> initialize -> run) with every failure turned into an
-// fsw_status and a sentence for fsw_last_error().
+// (can_implement -> get_workspace_size -> to_underlying_arguments -> launch) with every failure
+// turned into an fsw_status and a sentence for fsw_last_error().
+//
+// The launch does what GemmUniversalAdapter::initialize() + run() do, minus the work they repeat on
+// every call: the kernel's dynamic shared-memory attribute is set once per device here (the adapter
+// sets it, and ClusterLauncher sets the non-portable-cluster attribute, which clusters of at most 8
+// CTAs do not need, on every launch). Per call there remain the TMA descriptors' encoding and one
+// cudaLaunchKernelExC.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
 #include "cutlass/kernel_hardware_info.h"
 
 #include "fused_swiglu.h"
@@ -85,6 +94,8 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
 template <class GemmT>
 struct Launcher {
   using Gemm = typename GemmT::Gemm;
+  using GemmKernel = typename Gemm::GemmKernel;
+  static constexpr int kSmemBytes = GemmKernel::SharedStorageSize;
 
   static fsw_status arguments(const fsw_problem& p, typename Gemm::Arguments* args) {
     cutlass::KernelHardwareInfo hw_info;
@@ -134,18 +145,67 @@ struct Launcher {
     if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "workspace too small: need %zu bytes, got %zu", need, workspace_bytes);
     }
-    Gemm gemm;
-    cutlass::Status st = gemm.initialize(args, workspace, stream);
+    cutlass::Status st = GemmKernel::initialize_workspace(args, workspace, stream, nullptr);
     if (st != cutlass::Status::kSuccess) {
       cudaError_t e = cudaGetLastError();
-      return fail(FSW_ERROR_INTERNAL, "CUTLASS initialize failed: %s (%s)", cutlassGetStatusString(st),
+      return fail(FSW_ERROR_INTERNAL, "CUTLASS initialize_workspace failed: %s (%s)", cutlassGetStatusString(st),
                   cudaGetErrorString(e));
     }
-    st = gemm.run(stream);
-    cudaError_t e = cudaGetLastError();
-    if (st != cutlass::Status::kSuccess || e != cudaSuccess) {
-      return fail(e != cudaSuccess ? FSW_ERROR_CUDA : FSW_ERROR_INTERNAL, "kernel launch failed: %s (%s)",
-                  cutlassGetStatusString(st), cudaGetErrorString(e));
+    if (auto s = set_kernel_attributes_once(); s != FSW_SUCCESS) return s;
+    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+    return launch(params, stream);
+  }
+
+ private:
+  // cudaFuncAttributeMaxDynamicSharedMemorySize for this kernel, set once per device (the attribute
+  // belongs to the device's context). Two threads may both set it the first time; that is harmless.
+  static fsw_status set_kernel_attributes_once() {
+    static std::atomic<uint64_t> done_devices{0};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FSW_ERROR_CUDA, "could not query the current CUDA device");
+    }
+    uint64_t const bit = device < 64 ? (uint64_t{1} << device) : 0;  // devices >= 64: set every call
+    if (bit != 0 && (done_devices.load(std::memory_order_acquire) & bit)) return FSW_SUCCESS;
+    if (kSmemBytes >= (48 << 10)) {
+      cudaError_t e = cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        return fail(FSW_ERROR_CUDA, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize=%d) failed: %s", kSmemBytes,
+                    cudaGetErrorString(e));
+      }
+    }
+    done_devices.fetch_or(bit, std::memory_order_release);
+    return FSW_SUCCESS;
+  }
+
+  // One launch of the persistent grid, with the kernel's static ClusterShape as a launch attribute.
+  static fsw_status launch(typename GemmKernel::Params& params, cudaStream_t stream) {
+    using ClusterShape = typename GemmKernel::DispatchPolicy::ClusterShape;
+    static_assert(cute::is_static_v<ClusterShape>, "the launch reads a static ClusterShape");
+    static_assert(cute::size(ClusterShape{}) <= 8, "clusters above 8 CTAs need the non-portable cluster attribute");
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = unsigned(cute::size<0>(ClusterShape{}));
+    cluster.val.clusterDim.y = unsigned(cute::size<1>(ClusterShape{}));
+    cluster.val.clusterDim.z = unsigned(cute::size<2>(ClusterShape{}));
+    cudaLaunchConfig_t config{};
+    config.gridDim = GemmKernel::get_grid_shape(params);
+    config.blockDim = GemmKernel::get_block_shape();
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = cute::size(ClusterShape{}) > 1 ? 1 : 0;  // 1 x 1: a plain launch, as CUTLASS's adapter does
+    void* kernel_params[] = {&params};
+    cudaError_t e = cudaLaunchKernelExC(&config, reinterpret_cast<void const*>(cutlass::device_kernel<GemmKernel>),
+                                        kernel_params);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clears a launch error; a sticky one stays and is reported as it is
+      return fail(FSW_ERROR_CUDA, "kernel launch failed: %s (grid %u x %u x %u, cluster %u x %u)",
+                  cudaGetErrorString(e), config.gridDim.x, config.gridDim.y, config.gridDim.z,
+                  cluster.val.clusterDim.x, cluster.val.clusterDim.y);
     }
     return FSW_SUCCESS;
   }

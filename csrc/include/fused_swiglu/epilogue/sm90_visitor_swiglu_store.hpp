@@ -383,10 +383,10 @@ struct Sm90SwiGLUStore {
       if constexpr (PairsAlongM) return make_shape(size<0>(args.tile_shape_mnk) / _2{}, size<1>(args.tile_shape_mnk));
       else return make_shape(size<0>(args.tile_shape_mnk), size<1>(args.tile_shape_mnk) / _2{});
     }();
-    auto out_shape = [&] {
-      if constexpr (PairsAlongM) return make_shape(M / 2, N, L);
-      else return make_shape(M, N / 2, L);
-    }();
+    auto out_shape = [](auto M_, auto N_, auto L_) {  // arguments: C++17 lambdas cannot capture structured bindings
+      if constexpr (PairsAlongM) return make_shape(M_ / 2, N_, L_);
+      else return make_shape(M_, N_ / 2, L_);
+    }(M, N, L);
     Tensor mOut = params_ptr->tma_store_out.get_tma_tensor(out_shape);                      // (OUT_M,OUT_N,L)
     // First output row of the tile: m * CTA_M, or token_tile_start for a shifted last token tile.
     int const tile_m = int(size<0>(args.tile_shape_mnk));

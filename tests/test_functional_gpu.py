@@ -294,6 +294,57 @@ def test_every_config_writes_exactly_its_output(seed):
             assert_matches_float64(y, x, wg, wu, what)
 
 
+def _chain_weights(x, wg, wu, layers, run):
+    """Per-layer weights scaled so that every layer's gate and up products have a standard
+    deviation of about 2 (SwiGLU is quadratic in its input's scale: a chain with one weight would
+    vanish or overflow), found by running the chain with a synchronisation after every launch.
+    Returns (weights, outputs)."""
+    weights, outs = [], []
+    for _ in range(layers):
+        c = 2.0 / x.float().std().item()
+        weights.append((wg * c, wu * c))
+        x = run(x, *weights[-1])
+        torch.cuda.synchronize()
+        outs.append(x)
+    return weights, outs
+
+
+@pytest.mark.parametrize("kernel", ["dual", "packed"])
+def test_cuda_graph_of_a_chain(kernel, seed):
+    """Four launches in one CUDA graph, each reading the output of the one before it with its own
+    weights (a stack of layers): every replay gives the bits of the same chain run eagerly with a
+    synchronisation after every launch, so each captured launch kept its own arguments."""
+    M, H = 512, 1024
+    x, wg, wu = _inputs(M, H, H, torch.bfloat16)
+
+    def run(t, g, u):
+        if kernel == "dual":
+            return swiglu(t, g, u, kernel="dual")
+        return swiglu_packed(t, pack_gate_up(g, u), layout="interleaved")
+
+    weights, expected = _chain_weights(x, wg, wu, 4, run)
+    packed = [pack_gate_up(g, u) for g, u in weights]
+
+    def chain(t):
+        for i, (g, u) in enumerate(weights):
+            t = swiglu(t, g, u, kernel="dual") if kernel == "dual" else swiglu_packed(t, packed[i], layout="interleaved")
+        return t
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain(x)  # warm-up
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = chain(x)
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isfinite(expected[-1]).all() and expected[-1].abs().mean() > 0.1
+    assert torch.equal(y, expected[-1]), f"graph of a {kernel} chain differs (seed={seed})"
+
+
 def test_every_config_places_a_partial_last_token_tile_inside_the_problem(seed):
     """With M not a multiple of the token tile, the last tile of a tokens-along-M config starts at
     M - tile (collective/sm90_token_tile_shift.hpp) and writes rows that the tile before it writes

@@ -92,6 +92,11 @@ def _run_2d(x: torch.Tensor, I: int, H: int, launch, *weights: torch.Tensor) -> 
     """Reshape x (..., H) to (M, H), launch, reshape the (M, I) result back. An empty problem
     returns at once, unless autograd records the call (then the op returns the empty result, and
     its backward gives zero weight gradients, as eager PyTorch does)."""
+    if x.dim() == 2:  # (M, H) already: no reshape of x or view of the (M, I) result per call
+        if x.shape[0] == 0 or I == 0:
+            if not _records_grad((x, *weights)):
+                return x.new_empty((x.shape[0], I))
+        return launch(x)
     lead = x.shape[:-1]
     x2d = x.reshape(-1, H)  # (M, H); a view when strides allow, else a copy
     if x2d.shape[0] == 0 or I == 0:

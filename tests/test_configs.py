@@ -119,16 +119,19 @@ def test_no_half_empty_128_row_tiles_up_to_m_320(kernel):
     for n, h in [(11008, 2048), (13824, 5120), (27648, 5120), (29568, 8192)]:
         for M in (129, 192, 257, 320):
             assert "_pingpong_64x" in select(kernel, M, n, h, torch.bfloat16, ALL).name, (n, M)
-        for M in (193, 256):  # 3B, 32B and 72B; 14B (and 7B) lost 2-5 % with them
+        for M in (193, 256):  # 3B, 32B and 72B; 14B (and 7B) lost 2-5 % with them; Kernel-1 on 3B: 128x96 (entry 46)
             name = select(kernel, M, n, h, torch.bfloat16, ALL).name
-            assert (name == f"{kernel}_pingpong_128x128x64_2x1_bf16") == (n != 13824), (n, M)
+            two_by_one = n != 13824 and not (kernel == "dual" and n == 11008)
+            assert (name == f"{kernel}_pingpong_128x128x64_2x1_bf16") == two_by_one, (n, M)
 
 
 def test_128_row_tiles_at_m_512_only_above_m_448():
     # a 128-row tile is at least 7/8 full above M = 448; at 448 the last one is half empty (entries 22, 27)
     for n, h in [(8960, 1536), (11008, 2048)]:
         assert select("dual", 449, n, h, torch.bfloat16, ALL).name == "dual_pingpong_128x96x64_1x1_bf16"
-    assert select("dual", 448, 8960, 1536, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"
+    assert select("dual", 384, 8960, 1536, torch.bfloat16, ALL).name == "dual_pingpong_128x96x64_1x1_bf16"
+    # entry 46: on 1.5B Kernel-1 takes 128x96 along M at 384 < M <= 448 too
+    assert select("dual", 448, 8960, 1536, torch.bfloat16, ALL) == configs.Choice("dual_pingpong_128x96x64_1x1_bf16", 1)
     # entry 43: on 3B, after entry 41 removed the partial tile's extra cost, 128x96 from M = 385 on
     assert select("dual", 448, 11008, 2048, torch.bfloat16, ALL).name == "dual_pingpong_128x96x64_1x1_bf16"
     assert select("packed", 385, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x96x64_1x1_bf16"
@@ -198,7 +201,8 @@ def test_rows_between_m_32_and_256():
     expect = {
         ("packed", b7, 33): "64x64x64_1x1", ("packed", b7, 64): "64x64x64_1x1", ("packed", b72, 64): "64x128x64_1x1",
         ("packed", b14, 64): "64x128x64_1x1", ("packed", b14, 65): "128x128x64_1x2",
-        ("packed", b14, 128): "128x128x64_1x2", ("packed", b14, 129): "64x192x64_1x1",
+        ("packed", b14, 128): "128x128x64_1x2", ("packed", b14, 129): "64x128x64_1x1",
+        ("packed", b7, 129): "64x128x64_1x1", ("packed", b7, 160): "64x128x64_1x1", ("packed", b72, 160): "64x192x64_1x1",
         ("packed", b32, 65): "64x192x64_1x1", ("packed", b32, 96): "64x192x64_1x1", ("packed", b32, 97): "64x128x64_1x1",
         ("packed", b7, 97): "128x96x64_1x1", ("packed", b7, 128): "128x96x64_1x1",
         ("packed", b32, 160): "64x192x64_1x1", ("packed", b32, 161): "64x128x64_1x1",
@@ -209,13 +213,17 @@ def test_rows_between_m_32_and_256():
         ("dual", b32, 64): "64x64x64_1x1", ("dual", b14, 64): "64x128x64_1x1", ("dual", b72, 33): "64x128x64_1x1", ("dual", b14, 128): "128x128x64_1x2",
         ("dual", b72, 65): "128x128x64_1x2", ("dual", b72, 80): "128x128x64_1x2", ("dual", b72, 81): "64x128x64_1x1",
         ("dual", b7, 97): "128x96x64_1x1", ("dual", b7, 129): "64x128x64_1x1",
-        ("dual", b32, 193): "128x128x64_2x1", ("dual", b14, 256): "128x160x64_2x1", ("dual", b7, 193): "128x160x64_2x1", ("dual", b7, 192): "64x128x64_1x1", ("dual", b3, 256): "128x128x64_2x1", ("dual", b15, 193): "128x96x64_1x1",
+        ("dual", b32, 193): "128x128x64_2x1", ("dual", b14, 256): "128x160x64_2x1", ("dual", b7, 193): "128x96x64_1x1", ("dual", b7, 192): "64x128x64_1x1", ("dual", b3, 256): "128x96x64_1x1", ("dual", b15, 193): "128x96x64_1x1",
     }
     for (kernel, (n, h), M), tile in expect.items():
         assert select(kernel, M, n, h, torch.bfloat16, ALL).name == f"{kernel}_pingpong_{tile}_bf16", (kernel, n, h, M)
     for kernel in ("packed", "dual"):  # 0.5B keeps 64x128 from M = 17 to 512
         assert {select(kernel, M, 4864, 896, torch.bfloat16, ALL).name for M in range(17, 513, 8)} == {
             f"{kernel}_pingpong_64x128x64_1x1_bf16"}
+    # entry 46: Kernel-1 at 192 < M <= 256 on 3B and 7B, 128x96 along M
+    for n, h in [(11008, 2048), (18944, 3584)]:
+        for M in (193, 224, 256):
+            assert select("dual", M, n, h, torch.bfloat16, ALL) == configs.Choice("dual_pingpong_128x96x64_1x1_bf16", 1), (n, M)
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
@@ -432,38 +440,45 @@ def test_rows_whose_swizzle_pads_fall_through(kernel):
 # Token counts whose last 128-token tile would be at most half full (perf-notes entry 39).
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_tail_rule_takes_64_token_tiles_where_the_last_128_token_tile_is_half_empty(kernel):
-    tail = configs._pp(kernel, 64, 192, 1, 1, raster=1)
     shapes = list(configs.MEASURED_SHAPES) + OTHER_SHAPES
     for n, h in shapes:
         long_k = kernel == "packed" and h >= 8192
+        # entry 46: Kernel-1 on the small Qwen2.5 shapes takes 128x96 tiles along M instead
+        small_dual = kernel == "dual" and (n, h) in configs.SMALL_QWEN25
+        tail = configs._pp(kernel, 128, 96, 1, 1, raster=1) if small_dual else configs._pp(kernel, 64, 192, 1, 1, raster=1)
         for M in (513, 520, 576, 641, 704, 769, 832, 897, 960, 1025, 1088):
             want = None if long_k and M > 768 else tail
-            assert configs.tail_config(kernel, M, h) == want, (n, h, M)
+            assert configs.tail_config(kernel, M, n, h) == want, (n, h, M)
             for acc in ("fast", "promoted"):
                 cfg = configs.table_config(kernel, M, n, h, acc)
                 assert (cfg == tail) == (acc == "fast" and want is not None), (n, h, M, acc, cfg)
         # the last 128-token tile more than half full, whole token tiles, or outside 512 < M <= 1152
         for M in (512, 577, 600, 640, 705, 768, 1024, 1089, 1152, 1153, 1160, 448, 2048):
-            assert configs.tail_config(kernel, M, h) is None, (n, h, M)
-            if 512 < M <= 1152:  # outside, a row may choose the same tile (entry 43: 32B at M <= 448)
+            assert configs.tail_config(kernel, M, n, h) is None, (n, h, M)
+            # outside, a row may choose the same tile (entry 43: 32B at M <= 448; entry 46: the small
+            # shapes' Kernel-1 rows up to M = 896)
+            if 512 < M <= 1152 and not (small_dual and M <= 896):
                 assert configs.table_config(kernel, M, n, h) != tail, (n, h, M)
     # the benchmark's token counts lie outside 512 < M <= 1152 or are multiples of 128: never the rule
     for M in (1, 16, 128, 512, 2048, 8192):
-        assert configs.tail_config(kernel, M, 4096) is None
+        assert configs.tail_config(kernel, M, 14336, 4096) is None
     # the packed kernel's limit at long K, at its edges
-    assert configs.tail_config(kernel, 769, 8191) == tail
-    assert configs.tail_config(kernel, 704, 8192) == tail
-    assert (configs.tail_config(kernel, 769, 8192) is None) == (kernel == "packed")
-    assert (configs.tail_config(kernel, 1088, 16384) is None) == (kernel == "packed")
+    tail = configs._pp(kernel, 64, 192, 1, 1, raster=1)
+    assert configs.tail_config(kernel, 769, 14336, 8191) == tail
+    assert configs.tail_config(kernel, 704, 14336, 8192) == tail
+    assert (configs.tail_config(kernel, 769, 14336, 8192) is None) == (kernel == "packed")
+    assert (configs.tail_config(kernel, 1088, 14336, 16384) is None) == (kernel == "packed")
 
 
 def test_tail_rule_checks_its_arguments():
     with pytest.raises(ValueError, match="kernel must be one of"):
-        configs.tail_config("triple", 520, 4096)
+        configs.tail_config("triple", 520, 14336, 4096)
     with pytest.raises(ValueError, match="M must be >= 0"):
-        configs.tail_config("packed", -1, 4096)
+        configs.tail_config("packed", -1, 14336, 4096)
+    with pytest.raises(ValueError, match="N must be >= 0"):
+        configs.tail_config("packed", 520, -8, 4096)
     with pytest.raises(TypeError, match="K must be an int"):
-        configs.tail_config("dual", 520, 4096.0)
+        configs.tail_config("dual", 520, 14336, 4096.0)
 
 
 def test_tail_rule_configs_are_compiled():

@@ -155,6 +155,7 @@ QWEN25_32B = (27648, 5120)
 QWEN25_72B = (29568, 8192)
 MEASURED_SHAPES = frozenset({QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B, QWEN25_32B, QWEN25_72B})
 _UP_TO_14B = (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B)
+SMALL_QWEN25 = (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B)  # the measured shapes with I*H below LARGE
 
 # Rows are matched first to last. Each choice is the fastest configuration in the sweeps of
 # scripts/tune_configs.py on the H200 (bf16, L2 flushed; docs/perf-notes.md entries 1-4 and 11):
@@ -200,7 +201,13 @@ _UP_TO_14B = (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B, QWEN25_14B)
 #     64x128; 1.5B, 3B, 14B and 4096x14336 keep 64x128 (alternatives -20 to +15 %, mixed).
 #   Before any row (and before the wave rule), with fast accumulation, at 512 < M <= 1152 where the last
 #     128-token tile would be at most half full: 64x192 tiles for both kernels, for the packed kernel
-#     at K >= 8192 only to M = 768 (tail_config, entry 39).
+#     at K >= 8192 only to M = 768 (tail_config, entry 39); Kernel-1 on 0.5B, 1.5B and 3B takes 128x96
+#     along M there instead (entry 46).
+#   Entry 46 (a survey after entries 41-43, checked on a third set of token counts, +2-13 % in geometric
+#     mean per shape): Kernel-1 128x96 along M on 0.5B-3B at 512 < M <= 896; Kernel-2 128x96 along M
+#     on 0.5B and 1.5B at 640 < M <= 896; Kernel-2 64x128 along M on 7B and 14B at 128 < M <= 160;
+#     Kernel-1 128x96 on 3B and 7B at 192 < M <= 256; Kernel-1 at 384 < M <= 448: 64x192 along M on 14B,
+#     128x96 along M on 1.5B.
 #   M > 2048: on small weights (0.5B, 1.5B) the packed kernel along M with swizzle 2 (entry 19: +1-7 %
 #     on 0.5B, within +-1 % on 1.5B; the dual kernel showed no difference beyond +-1 %). On large
 #     weights the dual kernel rasterises along N with swizzle 8 to keep a wave's operands in L2; the
@@ -221,6 +228,9 @@ TABLE: list[Row] = [
     Row("packed", 128, _pp("packed", 128, 96, 1, 1), shape=QWEN25_7B),
     Row("packed", 128, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
     Row("packed", 192, _pp("packed", 64, 192, 1, 1), shape=QWEN25_72B),
+    # 128 < M <= 160 on 7B and 14B (entry 46): 64x128 along M, +3-5 % and +12-14 % over 64x192
+    Row("packed", 160, _pp("packed", 64, 128, 1, 1, raster=1), shape=QWEN25_7B),
+    Row("packed", 160, _pp("packed", 64, 128, 1, 1, raster=1), shape=QWEN25_14B),
     Row("packed", 160, _pp("packed", 64, 192, 1, 1), weight_min=LARGE),
     Row("packed", 192, _pp("packed", 64, 128, 1, 1), weight_min=LARGE),
     Row("packed", 256, _pp("packed", 128, 128, 2, 1), shape=QWEN25_32B),
@@ -252,6 +262,8 @@ TABLE: list[Row] = [
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
     # 576 < M <= 640 (entry 43): five 128-token tiles, the last more than half full; 128x96 up to 14B
     *(Row("packed", 640, _pp("packed", 128, 96, 1, 1), shape=s) for s in _UP_TO_14B),
+    # 640 < M <= 896 on 0.5B and 1.5B (entry 46; token counts the tail rule leaves to the rows)
+    *(Row("packed", 896, _pp("packed", 128, 96, 1, 1, raster=1), shape=s) for s in (QWEN25_0_5B, QWEN25_1_5B)),
     Row("packed", 2048, _pp("packed", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("packed", 2048, _pp("packed", 128, 128, 2, 1)),
     Row("packed", None, _pp("packed", 128, 192, 2, 1, raster=2, swizzle=8), shape=QWEN25_14B),
@@ -273,10 +285,10 @@ TABLE: list[Row] = [
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), weight_min=LARGE),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_32B),
     Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_72B),
-    Row("dual", 256, _pp("dual", 128, 160, 2, 1), shape=QWEN25_7B),
+    Row("dual", 256, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_7B),  # entry 46
     Row("dual", 256, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_3B),
-    Row("dual", 256, _pp("dual", 128, 128, 2, 1), shape=QWEN25_3B),
+    Row("dual", 256, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_3B),  # entry 46
     Row("dual", 192, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 256, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
     # 256 < M <= 320 (entry 42, after entry 41 removed the partial tile's extra cost): per shape
@@ -288,8 +300,10 @@ TABLE: list[Row] = [
     Row("dual", 320, _pp("dual", 64, 128, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 384, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
     Row("dual", 384, _pp("dual", 64, 128, 1, 1)),
-    # 384 < M <= 448 (entry 43, after entry 41): per shape
+    # 384 < M <= 448 (entry 43, after entry 41): per shape; 14B and 1.5B from entry 46
     Row("dual", 448, _pp("dual", 128, 96, 1, 1), shape=QWEN25_3B),
+    Row("dual", 448, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_14B),
+    Row("dual", 448, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("dual", 448, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
@@ -300,6 +314,9 @@ TABLE: list[Row] = [
     Row("dual", 512, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_32B),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 512, _pp("dual", 128, 128, 2, 1)),
+    # 512 < M <= 896 on 0.5B, 1.5B and 3B (entry 46): 128x96 along M, at the token counts the tail rule
+    # leaves to the rows (577-640, 705-768, 833-896); the tail rule's counts take the same tile there
+    *(Row("dual", 896, _pp("dual", 128, 96, 1, 1, raster=1), shape=s) for s in SMALL_QWEN25),
     # 576 < M <= 640 (entry 43), as for packed
     *(Row("dual", 640, _pp("dual", 128, 96, 1, 1), shape=s) for s in _UP_TO_14B),
     Row("dual", 2048, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
@@ -452,28 +469,36 @@ TAIL_M = (512, 1152)  # the rule serves lo < M <= hi
 TAIL_PACKED_LONG_K = 8192  # from this K on, the packed kernel takes the rule only up to M = 768
 TAIL_PACKED_LONG_K_M_MAX = 768
 TAIL_CONFIGS = {kernel: _pp(kernel, 64, 192, 1, 1, raster=1) for kernel in KERNELS}
+# Perf-notes entry 46, after entry 41 made a partial last 128-token tile cost no more than a whole one:
+# on the measured shapes below LARGE (0.5B, 1.5B, 3B) Kernel-1 runs these token counts faster on
+# 128x96 tiles along M: +1-20 % per cell over 64x192 at 20 such counts (geometric mean +2.6-11 % per
+# shape). Other shapes below LARGE were not measured again and keep 64x192.
+TAIL_SMALL_DUAL = _pp("dual", 128, 96, 1, 1, raster=1)
 
 
-def tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
+def tail_config(kernel: str, M: int, N: int, K: int) -> KernelConfig | None:
     """The config for M tokens whose last 128-token tile would be at most half full (see
-    :data:`TAIL_M`), with fast accumulation: 64x192 Pingpong, cluster 1x1, rasterised along M; None
-    where the rule does not apply.
+    :data:`TAIL_M`), with fast accumulation, for N = I and K = H: 64x192 Pingpong, cluster 1x1,
+    rasterised along M (Kernel-1 on the small Qwen2.5 shapes: 128x96 along M,
+    :data:`TAIL_SMALL_DUAL`); None where the rule does not apply.
 
     Raises:
-        ValueError: unknown kernel; M or K below 0. TypeError: M or K not an int.
+        ValueError: unknown kernel; M, N or K below 0. TypeError: M, N or K not an int.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
-    _check_sizes(M=M, K=K)
-    return _tail_config(kernel, M, K)
+    _check_sizes(M=M, N=N, K=K)
+    return _tail_config(kernel, M, N, K)
 
 
-def _tail_config(kernel: str, M: int, K: int) -> KernelConfig | None:
+def _tail_config(kernel: str, M: int, N: int, K: int) -> KernelConfig | None:
     lo, hi = TAIL_M
     if not lo < M <= hi or not 1 <= M % 128 <= 64:
         return None
     if kernel == "packed" and K >= TAIL_PACKED_LONG_K and M > TAIL_PACKED_LONG_K_M_MAX:
         return None
+    if kernel == "dual" and (N, K) in SMALL_QWEN25:
+        return TAIL_SMALL_DUAL
     return TAIL_CONFIGS[kernel]
 
 
@@ -481,7 +506,7 @@ def choosable_configs() -> frozenset[KernelConfig]:
     """Every config that :func:`table_config` can return (TABLE rows, the wave rule's and the tail
     rule's), with raster 0 and swizzle 1: the kernel library must compile each of them."""
     rules = [c for cs in WAVE_CANDIDATES.values() for c in cs]
-    rules += [_pp(k, 64, 64, 1, 1) for k in KERNELS] + list(TAIL_CONFIGS.values())
+    rules += [_pp(k, 64, 64, 1, 1) for k in KERNELS] + list(TAIL_CONFIGS.values()) + [TAIL_SMALL_DUAL]
     return frozenset(dataclasses.replace(c, raster=0, swizzle=1) for c in [r.config for r in TABLE] + rules)
 
 
@@ -500,7 +525,7 @@ def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast"
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     _check_sizes(M=M, N=N, K=K)
     if accumulation == "fast":
-        config = _tail_config(kernel, M, K)
+        config = _tail_config(kernel, M, N, K)
         if config is None and (N, K) not in MEASURED_SHAPES:
             config = _wave_config(kernel, M, N, NUM_SMS)
         if config is not None:

@@ -7,6 +7,7 @@ Usage (on a Hopper GPU): ``python3 scripts/host_overhead.py``.
 """
 from __future__ import annotations
 
+import argparse
 import cProfile
 import pstats
 import time
@@ -29,6 +30,7 @@ def per_call_us(fn, n: int = 2000) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help; no options
     H, I, M = 896, 4864, 1
     x = torch.randn(M, H, device="cuda", dtype=torch.bfloat16)
     wg = torch.randn(I, H, device="cuda", dtype=torch.bfloat16)

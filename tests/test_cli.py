@@ -69,6 +69,9 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["accuracy", "--models", ","], "--models names nothing"),
     (["bench", "--models", "0.5B,,7B"], "--models has an empty item"),
     (["bench", "--models", "7B", "7B"], "--models names '7B' more than once"),
+    (["bench", "--models", "0.5B", "0.5b"], "--models: '0.5B' and '0.5b' name the same shape (H=896, I=4864)"),
+    (["bench", "--models", "7B,3584x18944"], "--models: '7B' and '3584x18944' name the same shape"),
+    (["bench", "--tokens", "01", "1"], "--tokens names 1 more than once"),
     (["bench", "--config", "nosuchcfg"], "--config: 'nosuchcfg' is not a config of the kernel library"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16,"], "--config has an empty item"),
 ])
@@ -152,3 +155,18 @@ def test_malformed_environment_variable_is_one_line_not_a_traceback(monkeypatch,
     assert cli.main(["build"]) == 1
     err = capsys.readouterr().err
     assert "FUSED_SWIGLU_JOBS must be a positive integer" in err and "Traceback" not in err
+
+
+def test_sigterm_ends_a_command_with_143_and_the_handler_is_restored(monkeypatch, capsys):
+    import signal
+
+    from fused_swiglu import cli
+
+    def terminated(args, console):
+        cli._raise_terminated(signal.SIGTERM, None)  # what the installed handler does on SIGTERM
+
+    monkeypatch.setattr(cli, "_cmd_info", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["info"]) == 143
+    assert "fused-swiglu info: terminated" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -255,6 +255,16 @@ def test_every_table_row_is_reachable():
     used = {select(k, M, n, h, torch.bfloat16, ALL, accumulation=acc).name for k in ("packed", "dual")
             for M in (1, 128, 300, 512, 2048, 8192) for n, h in shapes for acc in configs.ACCUMULATIONS}
     assert used == {r.config.name(torch.bfloat16) for r in configs.TABLE}
+    # every row is the first match somewhere (a row hidden behind earlier ones would be dead code
+    # whose comment describes a choice that never runs)
+    first = set()
+    for kernel in ("packed", "dual"):
+        for n, h in list(configs.MEASURED_SHAPES) + OTHER_SHAPES:
+            for acc in configs.ACCUMULATIONS:
+                for M in [*range(1, 1153), *range(1160, 2305, 8), 3000, 4096, 8192]:
+                    first.add(next(i for i, row in enumerate(configs.TABLE) if row.matches(kernel, M, n, h, acc)))
+    dead = [configs.TABLE[i] for i in range(len(configs.TABLE)) if i not in first]
+    assert not dead, dead
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])

@@ -3,19 +3,22 @@
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
 Exit status: 0 done; 1 a bad option or environment variable, or a failed build (one line on stderr
-names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 130 interrupted.
+names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 130 interrupted;
+143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
 EXIT_STATUS = ("exit status: 0 done; 1 a bad option or environment variable, or a failed build; "
-               "2 bench or accuracy without a Hopper GPU; 130 interrupted")
+               "2 bench or accuracy without a Hopper GPU; 130 interrupted; 143 terminated (SIGTERM)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +81,9 @@ def _tokens(values: list[str]) -> list[int]:
     for v in tokens:
         if v > MAX_SIZE:
             raise ValueError(f"--tokens must be at most 2**31 - 1 (the kernels' 32-bit M); got {v}")
+    twice = sorted({v for v in tokens if tokens.count(v) > 1})
+    if twice:  # also when written differently (01 and 1)
+        raise ValueError(f"--tokens names {', '.join(map(str, twice))} more than once")
     return tokens
 
 
@@ -92,6 +98,12 @@ def _models(values: list[str] | None):
     names = _split(values, "--models")
     try:
         shapes.find(names)
+        if names:  # one shape named twice in different ways (7B and 7b, or 7B and 3584x18944)
+            found = [(m.hidden_size, m.intermediate_size) for n in names for m in shapes.find([n])]
+            for i, hi in enumerate(found):
+                first = found.index(hi)
+                if first != i:
+                    raise ValueError(f"{names[first]!r} and {names[i]!r} name the same shape (H={hi[0]}, I={hi[1]})")
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
     return names
@@ -271,8 +283,18 @@ def _cmd_build(args, console) -> int:
     return 0
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that a build under way cleans up as on Ctrl-C (its
+    nvcc processes stopped, its temporary directory removed) before the command exits."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU)."""
+    """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU,
+    130 interrupted, 143 terminated by SIGTERM)."""
     from rich.console import Console
 
     from .errors import BuildError
@@ -281,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     # no wrapping of plain lines; wide tables when piped into a log
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:
         from . import env
 
@@ -292,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"fused-swiglu {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

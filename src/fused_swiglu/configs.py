@@ -305,7 +305,6 @@ TABLE: list[Row] = [
     Row("dual", 448, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_14B),
     Row("dual", 448, _pp("dual", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("dual", 448, _pp("dual", 64, 192, 1, 1, raster=1), shape=QWEN25_32B),
-    Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), shape=QWEN25_3B),
     Row("dual", 448, _pp("dual", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("dual", 448, _pp("dual", 128, 128, 2, 1)),
     Row("dual", 512, _pp("dual", 128, 96, 1, 1), shape=QWEN25_1_5B),
@@ -317,8 +316,8 @@ TABLE: list[Row] = [
     # 512 < M <= 896 on 0.5B, 1.5B and 3B (entry 46): 128x96 along M, at the token counts the tail rule
     # leaves to the rows (577-640, 705-768, 833-896); the tail rule's counts take the same tile there
     *(Row("dual", 896, _pp("dual", 128, 96, 1, 1, raster=1), shape=s) for s in SMALL_QWEN25),
-    # 576 < M <= 640 (entry 43), as for packed
-    *(Row("dual", 640, _pp("dual", 128, 96, 1, 1), shape=s) for s in _UP_TO_14B),
+    # 576 < M <= 640 (entry 43), as for packed; on 0.5B-3B the entry-46 rows above serve it
+    *(Row("dual", 640, _pp("dual", 128, 96, 1, 1), shape=s) for s in (QWEN25_7B, QWEN25_14B)),
     Row("dual", 2048, _pp("dual", 128, 160, 2, 1), shape=QWEN25_14B),
     Row("dual", 2048, _pp("dual", 128, 128, 1, 2)),
     Row("dual", None, _pp("dual", 128, 128, 2, 1, raster=2, swizzle=8), weight_min=LARGE),

@@ -95,6 +95,7 @@ def test_ensure_built_layout_and_reuse(fake_build):
     assert cache.ensure_built(force=True) == lib2 and len(builds) == 3
 
 
+@pytest.mark.filterwarnings("ignore:fused_swiglu. waiting for another process")
 def test_concurrent_callers_build_once(fake_build):
     _, _, builds = fake_build
     results, errors = [], []
@@ -111,6 +112,25 @@ def test_concurrent_callers_build_once(fake_build):
     for t in threads:
         t.join()
     assert not errors and len(set(results)) == 1 and len(builds) == 1
+
+
+def test_a_caller_that_waits_for_another_build_says_so(fake_build):
+    from filelock import FileLock
+
+    _, root, builds = fake_build
+    key16 = cache._Inputs().key[:16]
+    root.mkdir(parents=True, exist_ok=True)
+    lines, results = [], []
+    with FileLock(str(root / f"{key16}.lock")):  # another process's build holds the lock
+        t = threading.Thread(target=lambda: results.append(cache.ensure_built(log=lines.append)))
+        t.start()
+        deadline = time.monotonic() + 10
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lines and lines[0].startswith("waiting for another process to finish building"), lines
+        assert not results  # still waiting
+    t.join(10)
+    assert results and results[0].is_file() and len(builds) == 1
 
 
 def test_failed_build_leaves_no_partial_install(fake_build, monkeypatch):

@@ -77,6 +77,45 @@ def test_failed_nvcc_shows_command_and_log_tail(tmp_path):
     assert "error line 100" in msg and "error line 61" in msg and "error line 60\n" not in msg
 
 
+class _Stop(BaseException):
+    pass
+
+
+def test_interrupted_build_stops_its_nvcc_processes(tmp_path):
+    """SIGTERM (the CLI turns it into an exception in the main thread, as Ctrl-C does) while nvcc
+    runs: compile_all kills and reaps its nvcc processes instead of waiting for them."""
+    import signal
+    import threading
+    import time
+
+    pids = tmp_path / "pids"
+    nvcc = _script(tmp_path / "nvcc", f'echo $$ >> "{pids}"; exec sleep 60\n')
+    csrc = tmp_path / "csrc"
+    csrc.mkdir()
+    for name in ("a.cu", "b.cu"):
+        (csrc / name).write_text("")
+
+    def stop(signum, frame):
+        raise _Stop()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    start = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(_Stop):
+            nvcc_compile.compile_all(csrc, [Path("a.cu"), Path("b.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 2)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert time.monotonic() - start < 20, "compile_all waited for its nvcc processes"
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    for pid in started:
+        with pytest.raises(ProcessLookupError):  # killed and reaped
+            os.kill(pid, 0)
+
+
 def test_ptxas_error_names_file_and_line(tmp_path):
     nvcc = _script(tmp_path / "nvcc", f"cat >&2 <<'EOF'\n{PTXAS_C7510}EOF\ntouch \"$(eval echo \\${{$#}})\"\n")
     csrc = tmp_path / "csrc"

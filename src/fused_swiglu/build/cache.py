@@ -20,10 +20,11 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from .. import env
 from .._lib import ABI_VERSION
@@ -116,10 +117,23 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
     root = inputs.dir.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(root / f"{inputs.key[:16]}.lock")):
+        lock = FileLock(str(root / f"{inputs.key[:16]}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # another process is building this library: say so, then wait for it
+            message = (f"waiting for another process to finish building the kernel library (lock "
+                       f"{lock.lock_file}); a full build takes minutes, about 15 on 2 CPU cores")
+            if log:
+                log(message)
+            else:
+                warnings.warn(f"fused_swiglu: {message}", stacklevel=2)
+            lock.acquire()
+        try:
             if inputs.library.is_file() and not force:
                 return inputs.library  # another process built it while we waited
             _build_and_install(inputs, log)
+        finally:
+            lock.release()
     except OSError as e:
         raise BuildError(
             f"the build cache directory {root} cannot be used ({e}); set FUSED_SWIGLU_CACHE_DIR to a "

@@ -100,13 +100,39 @@ def _tail(text: str, n: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
+# nvcc processes running now, so that an interrupted build stops them (stop_running_processes)
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def stop_running_processes() -> None:
+    """Kill and reap every nvcc this process started that is still running."""
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+    for proc in procs:
+        proc.kill()
+    for proc in procs:
+        proc.wait()
+
+
 def _run(cmd: list[str], what: str) -> tuple[str, float]:
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
         raise BuildError(f"{what} could not start: {e}\ncommand: {shlex.join(cmd)}") from e
-    log = proc.stdout + proc.stderr
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:  # interrupted in this thread (the link runs in the main thread)
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+    log = stdout + stderr
     if proc.returncode != 0:
         raise BuildError(
             f"{what} failed with exit status {proc.returncode}.\ncommand: {shlex.join(cmd)}\n"
@@ -171,9 +197,10 @@ def compile_all(
         try:
             for f in futures:
                 results.append(f.result())
-        except BaseException:
+        except BaseException:  # a failed compile, or the main thread interrupted (Ctrl-C, SIGTERM)
             for f in futures:
                 f.cancel()
+            stop_running_processes()  # else the pool would wait for every running nvcc to finish
             raise
     for r in results:
         bad = scan_ptxas_log(r.log)

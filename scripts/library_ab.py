@@ -25,8 +25,7 @@ import torch
 
 from fused_swiglu import _lib, configs
 from fused_swiglu.bench.shapes import find as find_models
-from fused_swiglu.weights import pack_gate_up
-from tune_configs import flush_buffer, in_turn_ms, random_weights  # scripts/ is on sys.path
+from tune_configs import flush_buffer, in_turn_ms, kernel_operands  # scripts/ is on sys.path
 
 DEFAULT_TOKENS = [1, 17, 33, 65, 100, 128, 129, 150, 170, 200, 257, 300, 340, 400, 450, 512, 520, 600, 700, 800,
                   900, 1000, 1100, 1300, 1500, 1700, 2048, 2100, 2500, 3000, 4100, 5000, 8192, 8200]
@@ -50,9 +49,7 @@ def main() -> None:
     rows = []
     for shape in find_models(a.models):
         H, I = shape.hidden_size, shape.intermediate_size
-        wg, wu = random_weights(H, I)
-        wcat = torch.cat([wg, wu])
-        operands = {"packed": (pack_gate_up(wg, wu), None), "dual": (wg, wu)}
+        wcat, operands = kernel_operands(H, I)
         x_all = torch.randn(max(a.tokens), H, device="cuda", dtype=torch.bfloat16)
         y_a = torch.empty(max(a.tokens), I, device="cuda", dtype=torch.bfloat16)
         y_b = torch.empty_like(y_a)

@@ -27,8 +27,7 @@ import torch
 
 from fused_swiglu import _lib, configs
 from fused_swiglu.bench.shapes import find as find_models
-from fused_swiglu.weights import pack_gate_up
-from tune_configs import flush_buffer, in_turn_ms, random_weights  # scripts/ is on sys.path
+from tune_configs import flush_buffer, in_turn_ms, kernel_operands  # scripts/ is on sys.path
 
 
 def load_old_table(path: str):
@@ -59,9 +58,7 @@ def main() -> None:
     rows = []
     for shape in find_models(a.models):
         H, I = shape.hidden_size, shape.intermediate_size
-        wg, wu = random_weights(H, I)
-        wcat = torch.cat([wg, wu])
-        operands = {"packed": (pack_gate_up(wg, wu), None), "dual": (wg, wu)}
+        wcat, operands = kernel_operands(H, I)
         x_all = torch.randn(max(a.tokens), H, device="cuda", dtype=torch.bfloat16)
         y = torch.empty(max(a.tokens), I, device="cuda", dtype=torch.bfloat16)
         for kernel, (w, w_up) in operands.items():

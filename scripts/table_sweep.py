@@ -35,8 +35,7 @@ import torch
 
 from fused_swiglu import _lib, configs
 from fused_swiglu.bench.shapes import find as find_models
-from fused_swiglu.weights import pack_gate_up
-from tune_configs import flush_buffer, in_turn_ms, random_weights  # scripts/ is on sys.path
+from tune_configs import flush_buffer, in_turn_ms, kernel_operands  # scripts/ is on sys.path
 
 DEFAULT_TOKENS = list(range(8, 2049, 8)) + list(range(2112, 4097, 64))
 
@@ -86,11 +85,9 @@ def main() -> None:
     rows = []
     for shape in find_models(a.models):
         H, I = shape.hidden_size, shape.intermediate_size
-        wg, wu = random_weights(H, I)
-        wp, wcat = pack_gate_up(wg, wu), torch.cat([wg, wu])
+        wcat, operands = kernel_operands(H, I)
         x_all = torch.randn(max(tokens), H, device="cuda", dtype=torch.bfloat16)
         y_all = torch.empty(max(tokens), I, device="cuda", dtype=torch.bfloat16)
-        operands = {"packed": (wp, None), "dual": (wg, wu)}
         launches = [(name, raster, swizzle, *operands[name.split("_")[0]],
                      configs.epilogue_math_for(H, name in branch_free)) for name, raster, swizzle in extra]
         low, gains = [], {label: [] for label in labels}

@@ -46,6 +46,14 @@ def random_weights(H: int, I: int, dtype: torch.dtype = torch.bfloat16) -> tuple
     return wg, wu
 
 
+def kernel_operands(H: int, I: int) -> tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor | None]]]:
+    """bf16 weights from :func:`random_weights` as the peers and the kernels read them:
+    ``(W_cat (2I, H) = [W_gate; W_up] for the cuBLAS GEMM, {"packed": (W_packed, None),
+    "dual": (W_gate, W_up)})`` (the ``w, w_up`` arguments of ``Library.run``)."""
+    wg, wu = random_weights(H, I)
+    return torch.cat([wg, wu]), {"packed": (pack_gate_up(wg, wu), None), "dual": (wg, wu)}
+
+
 def time_ms(fn, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[float]:
     for _ in range(warmup):
         fn()

@@ -41,10 +41,15 @@ def _split(values: list[str] | None, option: str = "the option") -> list[str] | 
         raise ValueError(f"{option} names nothing; got {' '.join(values)!r}")
     if len(out) != len(items):
         raise ValueError(f"{option} has an empty item; got {' '.join(values)!r}")
-    twice = sorted({v for v in out if out.count(v) > 1})
+    twice = _repeated(out)
     if twice:
         raise ValueError(f"{option} names {', '.join(map(repr, twice))} more than once")
     return out
+
+
+def _repeated(values: list) -> list:
+    """The values that occur more than once in ``values``, sorted."""
+    return sorted({v for v in values if values.count(v) > 1})
 
 
 def _configs(value: str | None) -> str | None:
@@ -81,7 +86,7 @@ def _tokens(values: list[str]) -> list[int]:
     for v in tokens:
         if v > MAX_SIZE:
             raise ValueError(f"--tokens must be at most 2**31 - 1 (the kernels' 32-bit M); got {v}")
-    twice = sorted({v for v in tokens if tokens.count(v) > 1})
+    twice = _repeated(tokens)
     if twice:  # also when written differently (01 and 1)
         raise ValueError(f"--tokens names {', '.join(map(str, twice))} more than once")
     return tokens
@@ -97,8 +102,8 @@ def _models(values: list[str] | None):
 
     names = _split(values, "--models")
     try:
-        shapes.find(names)
-        if names:  # one shape named twice in different ways (7B and 7b, or 7B and 3584x18944)
+        if names:  # each name resolved alone, so one shape named twice in different ways (7B and 7b,
+            # or 7B and 3584x18944) is caught; an unknown name raises here
             found = [(m.hidden_size, m.intermediate_size) for n in names for m in shapes.find([n])]
             for i, hi in enumerate(found):
                 first = found.index(hi)

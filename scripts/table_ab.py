@@ -3,8 +3,8 @@
 src/fused_swiglu/configs.py from another commit) and by the current one, for both kernels, next to
 the cuBLAS GEMM of the same FLOPs, from one kernel library.
 
-For each shape and token count M, the cells where the two tables choose differently (config, raster
-or swizzle) run cuBLAS, the old choice and the new choice in turn, rep by rep
+For each shape and token count M, the cells where the two tables choose differently (config, raster,
+swizzle or epilogue math) run cuBLAS, the old choice and the new choice in turn, rep by rep
 (``tune_configs.in_turn_ms``: L2 flushed before each, the first of them rotating); medians of
 ``--reps`` are kept. Cells where both tables agree are skipped.
 
@@ -40,6 +40,11 @@ def load_old_table(path: str):
     return module
 
 
+def label(c) -> str:
+    """``name@raster:swizzle/math`` of a choice (math: the epilogue's, 0 IEEE division, 1 branch-free)."""
+    return f"{c.name}@{c.raster}:{c.swizzle}/{c.epilogue_math}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--old", required=True, help="a configs.py of another commit")
@@ -66,7 +71,7 @@ def main() -> None:
             for M in a.tokens:
                 c_old = old.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
                 c_new = configs.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
-                if (c_old.name, c_old.raster, c_old.swizzle) == (c_new.name, c_new.raster, c_new.swizzle):
+                if label(c_old) == label(c_new):  # the two modules' Choice classes never compare equal
                     continue
                 x = x_all[:M]
                 fns = [lambda x=x: x @ wcat.T]
@@ -75,8 +80,7 @@ def main() -> None:
                                                         c.epilogue_math))
                 t_cublas, t_old, t_new = (statistics.median(v) * 1e3 for v in in_turn_ms(fns, flush, a.reps))
                 rows.append(dict(model=shape.model, kernel=kernel, tokens=M, cublas_us=t_cublas, old_us=t_old,
-                                 new_us=t_new, old_config=f"{c_old.name}@{c_old.raster}:{c_old.swizzle}",
-                                 new_config=f"{c_new.name}@{c_new.raster}:{c_new.swizzle}"))
+                                 new_us=t_new, old_config=label(c_old), new_config=label(c_new)))
                 ratios.append(t_old / t_new)
                 line.append(f"{M}:{t_old / t_new:.2f}")
             if ratios:

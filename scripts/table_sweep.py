@@ -88,8 +88,7 @@ def main() -> None:
         wcat, operands = kernel_operands(H, I)
         x_all = torch.randn(max(tokens), H, device="cuda", dtype=torch.bfloat16)
         y_all = torch.empty(max(tokens), I, device="cuda", dtype=torch.bfloat16)
-        launches = [(name, raster, swizzle, *operands[name.split("_")[0]],
-                     configs.epilogue_math_for(H, name in branch_free)) for name, raster, swizzle in extra]
+        launches = [(name, raster, swizzle, *operands[name.split("_")[0]]) for name, raster, swizzle in extra]
         low, gains = [], {label: [] for label in labels}
         for M in tokens:
             x, y = x_all[:M], y_all[:M]
@@ -99,7 +98,8 @@ def main() -> None:
                 fns.append(lambda c=c, w=w, w_up=w_up: lib.run(c.name, x, w, w_up, y, c.raster, c.swizzle,
                                                                c.epilogue_math))
                 names.append(f"{c.name}@{c.raster}:{c.swizzle}")
-            for n, r, s, w, w_up, e in launches:
+            for n, r, s, w, w_up in launches:
+                e = configs.epilogue_math_for(H, n in branch_free, configs.is_promoted(n))
                 fns.append(lambda n=n, r=r, s=s, w=w, w_up=w_up, e=e: lib.run(n, x, w, w_up, y, r, s, e))
             t_cublas, t_packed, t_dual, *t_extra = (statistics.median(t) for t in in_turn_ms(fns, flush, a.reps))
             rows.append(dict(model=shape.model, hidden_size=H, intermediate_size=I, tokens=M, cublas_ms=t_cublas,

@@ -356,12 +356,12 @@ class Choice:
 # may depend on M without changing a token's output. Measured on the Qwen2.5 shapes and two others,
 # M = 1-8192 (docs/perf-notes.md, entry 48): where the epilogue weighs most on a tile's time (short K,
 # or few tiles per SM) the branch-free form is faster, 0.5B (K = 896) by 4-28 %, 1.5B-7B at
-# M <= 512-1536 and every shape at M <= 128 by 0-5 %; at longer K and larger M it was up to 2 % (packed)
-# and 4 % (dual) slower. Promoted-accumulation configs keep the branch-free form below K = 1024 only
+# M <= 1024 and every shape at M <= 128 by 0-5 %; at longer K and larger M it was up to 2 % (packed) and
+# 4 % (dual) slower. Promoted-accumulation configs keep the branch-free form below K = 1024 only
 # (entries 10 and 48; the faster-at-small-M cells measured there were not re-measured with this form).
 BRANCH_FREE_EPILOGUE: dict[str, tuple[tuple[int | None, int | None], ...]] = {
     "packed": ((2048, None), (4096, 1024), (None, 128)),
-    "dual": ((1024, None), (2048, 1536), (4096, 512), (None, 128)),
+    "dual": ((1024, None), (4096, 512), (None, 128)),
     "promoted": ((1024, None),),
 }
 

@@ -350,32 +350,25 @@ class Choice:
     epilogue_math: int = 0
 
 
-# Where the SwiGLU epilogue's branch-free form is used: (K below, M up to) pairs per kernel, the form
-# applying where any pair holds (None: no bound). Both forms give the same bits (the branch-free one
-# computes IEEE division's correctly rounded quotient, tested), so the choice is one of speed alone and
-# may depend on M without changing a token's output. Measured on the Qwen2.5 shapes and two others,
-# M = 1-8192 (docs/perf-notes.md, entry 48): where the epilogue weighs most on a tile's time (short K,
-# or few tiles per SM) the branch-free form is faster, 0.5B (K = 896) by 4-28 %, 1.5B-7B at
-# M <= 1024 and every shape at M <= 128 by 0-5 %; at longer K and larger M it was up to 2 % (packed) and
-# 4 % (dual) slower. Promoted-accumulation configs keep the branch-free form below K = 1024 only
-# (entries 10 and 48; the faster-at-small-M cells measured there were not re-measured with this form).
-BRANCH_FREE_EPILOGUE: dict[str, tuple[tuple[int | None, int | None], ...]] = {
-    "packed": ((2048, None), (4096, 1024), (None, 128)),
-    "dual": ((1024, None), (4096, 512), (None, 128)),
-    "promoted": ((1024, None),),
-}
+# Where the SwiGLU epilogue's branch-free form wins (docs/perf-notes.md, entries 8, 10 and 48; measured
+# on Pingpong tiles, applied to every config whose library entry has the path). Below
+# BRANCH_FREE_EPILOGUE_K_MAX the epilogue, not the mainloop, sets a short-K tile's pace: 0.5B (K = 896)
+# +26-31 % at M >= 1024, 1.5B (K = 1536) +1-6 % at every M. Promoted-accumulation configs keep
+# the branch-free form below K = 1024 only: their 64 x 128 Pingpong tile lost up to 2 % with it on 1.5B
+# from M = 512 on. The rule depends on K only, so that a token's output bits do not depend on M (the
+# two forms can differ in the last bit). At K = 2048-3584 the branch-free form was 0-4 % faster at
+# M <= 1024 and up to 2 % slower above (entry 48); it is not used there.
+BRANCH_FREE_EPILOGUE_K_MAX = 2048
+BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX = 1024
 
 
-def epilogue_math_for(name: str, M: int, K: int, branch_free_capable: bool) -> int:
-    """The epilogue's silu evaluation for library config ``name`` at M tokens and hidden size K:
-    1 (branch-free reciprocal and correction) where :data:`BRANCH_FREE_EPILOGUE` names it for the
-    config's kind (``promoted`` for promoted accumulation, else ``packed`` or ``dual``) and the config's
-    library entry compiles that path (``branch_free_capable``, the library's ``branch_free_math`` flag);
-    else 0 (IEEE division). Both give the same output bits."""
-    if not branch_free_capable:
-        return 0
-    kind = "promoted" if is_promoted(name) else name.split("_", 1)[0]
-    return int(any((k is None or K < k) and (m is None or M <= m) for k, m in BRANCH_FREE_EPILOGUE[kind]))
+def epilogue_math_for(K: int, branch_free_capable: bool, promoted: bool = False) -> int:
+    """The epilogue's silu evaluation for hidden size K: 1 (branch-free reciprocal) on a config whose
+    library entry compiles that path (``branch_free_capable``, the library's ``branch_free_math``
+    flag) when K < :data:`BRANCH_FREE_EPILOGUE_K_MAX` (fast accumulation) or K <
+    :data:`BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX` (``promoted``), else 0 (IEEE division)."""
+    k_max = BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX if promoted else BRANCH_FREE_EPILOGUE_K_MAX
+    return int(branch_free_capable and K < k_max)
 
 
 def is_promoted(name: str) -> bool:
@@ -641,9 +634,9 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         name = wanted[0]
         # the table's launch parameters stay with its config; another config runs with the defaults
         raster, swizzle = (cfg.raster, cfg.swizzle) if name == table_name else (0, 1)
-        return Choice(name, raster, swizzle, epilogue_math_for(name, M, K, name in branch_free))
+        return Choice(name, raster, swizzle, epilogue_math_for(K, name in branch_free, is_promoted(name)))
     if table_name in available:
-        return Choice(table_name, cfg.raster, cfg.swizzle, epilogue_math_for(table_name, M, K, table_name in branch_free))
+        return Choice(table_name, cfg.raster, cfg.swizzle, epilogue_math_for(K, table_name in branch_free, promoted))
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -654,7 +647,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         f"config:{table_name}",
         f"fused_swiglu: config {table_name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0], epilogue_math=epilogue_math_for(same_kind[0], M, K, same_kind[0] in branch_free))
+    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0] in branch_free, promoted))
 
 
 # The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
@@ -679,4 +672,4 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
         )
     from . import _lib
 
-    return Choice(config, epilogue_math=epilogue_math_for(config, M, K, config in _lib.branch_free_names()))
+    return Choice(config, epilogue_math=epilogue_math_for(K, config in _lib.branch_free_names(), is_promoted(config)))

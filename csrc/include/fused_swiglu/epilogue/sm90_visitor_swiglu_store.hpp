@@ -72,29 +72,16 @@ CUTLASS_DEVICE float reciprocal(float d) {
   return fmaf(r, fmaf(-d, r, 1.0f), r);
 }
 
-// g / d for finite d >= 1 without a branch, as IEEE division's fast path computes it: the reciprocal
-// above, the quotient q = g r and one correction q + r (g - d q), rounded to nearest (the sequence
-// ptxas emits for div.rn.f32 before its range check, FCHK, and the branch to the slow path). Wherever
-// that check passes, the result is the correctly rounded quotient, bit for bit that of g / d.
-CUTLASS_DEVICE float divide_branch_free(float g, float d) {
-  float r = reciprocal(d);
-  float q = g * r;
-  return fmaf(r, fmaf(-d, q, g), q);
-}
-
-// The same function without branches (FSW_EPILOGUE_MATH_RCP), bit-identical to swiglu() on every
-// gate the range check of the division passes (tested on both kernels, bf16 and fp16, saturated and
-// zero gates included). The two cases the check sends to the slow path are selected instead:
-// g = +-0 gives g (0 / d), and where exp(-g) overflows (g < -88.7) IEEE division gives g / inf = -0,
-// so the result is g * 0; the denominator fed to the division is clamped to FLT_MAX so that it stays
-// finite. The two can differ only where the quotient or the gate is below fp32's normal range
-// (-88.7 < g < -87.3, where 1 / d is subnormal, or subnormal g): by 1e-38 at most. The elements' chains interleave, so the epilogue
-// runs ~2x faster, but as a dense burst that can slow the other warpgroup's mainloop at long K
-// (docs/perf-notes.md, entries 8, 10 and 48).
+// The same function without branches (FSW_EPILOGUE_MATH_RCP): __expf within 2 ulp, the reciprocal
+// within 1 ulp, so still a few fp32 ulp from the fp32 reference. Where exp(-g) overflows (g < -88.7)
+// the reciprocal is selected as 0, as IEEE division gives g / inf = -0; the denominator fed to the
+// Newton step is clamped to FLT_MAX so that it stays finite. The elements' chains interleave, so the
+// epilogue runs ~2x faster, but as a dense burst that slows the other warpgroup's mainloop at long K
+// (docs/perf-notes.md, entries 8 and 10).
 CUTLASS_DEVICE float swiglu_branch_free(float g, float u) {
   float d = 1.0f + __expf(-g);
-  float silu = divide_branch_free(g, fminf(d, 3.402823466e38f));
-  return ((d == INFINITY || g == 0.0f) ? g * 0.0f : silu) * u;
+  float r = reciprocal(fminf(d, 3.402823466e38f));
+  return g * (d == INFINITY ? 0.0f : r) * u;
 }
 
 // For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first

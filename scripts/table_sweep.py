@@ -99,7 +99,7 @@ def main() -> None:
                                                                c.epilogue_math))
                 names.append(f"{c.name}@{c.raster}:{c.swizzle}")
             for n, r, s, w, w_up in launches:
-                e = configs.epilogue_math_for(n, M, H, n in branch_free)
+                e = configs.epilogue_math_for(H, n in branch_free, configs.is_promoted(n))
                 fns.append(lambda n=n, r=r, s=s, w=w, w_up=w_up, e=e: lib.run(n, x, w, w_up, y, r, s, e))
             t_cublas, t_packed, t_dual, *t_extra = (statistics.median(t) for t in in_turn_ms(fns, flush, a.reps))
             rows.append(dict(model=shape.model, hidden_size=H, intermediate_size=I, tokens=M, cublas_ms=t_cublas,

@@ -21,7 +21,7 @@ import sys
 import torch
 
 from fused_swiglu import _lib
-from fused_swiglu.configs import epilogue_math_for
+from fused_swiglu.configs import epilogue_math_for, is_promoted
 from fused_swiglu.weights import pack_gate_up
 from tune_configs import flush_buffer, time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
 
@@ -72,7 +72,7 @@ def main() -> int:
             c = infos[name]
             w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
             tiles = math.ceil(M / c.tile_m) * math.ceil(2 * N / c.tile_n)
-            em = epilogue_math_for(name, M, K, c.branch_free_math) if args.epilogue_math == "auto" else int(args.epilogue_math)
+            em = epilogue_math_for(K, c.branch_free_math, is_promoted(name)) if args.epilogue_math == "auto" else int(args.epilogue_math)
             ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y, 0, 1, em), flush, args.reps))
             rows.append(dict(config=name, K=K, epilogue_math=em, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
                              us_per_tile_per_sm=ms * 1e3 * sms / tiles))

@@ -30,7 +30,7 @@ from fused_swiglu.accuracy import compare
 from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
 from fused_swiglu.bench import timing
 from fused_swiglu.bench.shapes import find as find_models
-from fused_swiglu.configs import epilogue_math_for
+from fused_swiglu.configs import epilogue_math_for, is_promoted
 from fused_swiglu.weights import pack_gate_up
 
 
@@ -147,7 +147,7 @@ def main() -> int:
             for c in configs:
                 w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
                 for raster, swizzle in rasters:
-                    em = epilogue_math_for(c.name, M, H, c.branch_free_math)
+                    em = epilogue_math_for(H, c.branch_free_math, is_promoted(c.name))
                     y.fill_(float("nan"))
                     try:
                         lib.run(c.name, x, w, w_up, y, raster, swizzle, em)

@@ -35,31 +35,26 @@ def test_table_heuristic(kernel):
     assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
 
 
-# Every config treated as compiling the branch-free epilogues (the library's branch_free_math flag),
-# so that the rule, not a config's flag, decides.
-BRANCH_FREE_ALL = frozenset(ALL)
+# Configs the library compiles with the branch-free epilogue (its branch_free_math flag): here all
+# but the 128x192 tiles (Pingpong, and Cooperative promoted), which hold > 128 accumulators per thread.
+BRANCH_FREE = frozenset(n for n in ALL if "_128x192x" not in n)
+BRANCH_FREE_ALL = frozenset(ALL)  # so that the rule, not the config's flag, decides
 
 
-def test_epilogue_math_rule():
-    # (kernel, M, K) -> fast accumulation's epilogue math: 1 below K = 2048 at every M (chosen by K
-    # alone: 1 may differ from 0 in the last bit); else 2 (the bits of 0) at small M; else 0
-    cases = [
-        ("packed", 8192, 896, 1), ("dual", 1, 896, 1), ("packed", 8192, 1536, 1), ("dual", 8192, 2040, 1),
-        ("packed", 1024, 2048, 2), ("packed", 1025, 2048, 0), ("packed", 1024, 4088, 2), ("packed", 512, 4096, 0),
-        ("dual", 512, 3584, 2), ("dual", 513, 3584, 0), ("dual", 512, 4096, 0),
-        ("packed", 128, 8192, 2), ("dual", 128, 8192, 2), ("packed", 129, 5120, 0), ("dual", 129, 8192, 0),
-    ]
-    for kernel, M, K, want in cases:
-        got = select(kernel, M, 8960, K, torch.bfloat16, ALL, "fast", BRANCH_FREE_ALL).epilogue_math
-        assert got == want, (kernel, M, K)
-        # promoted accumulation: form 1 below K = 1024 only, never form 2
-        promoted = select(kernel, M, 8960, K, torch.bfloat16, ALL, "promoted", BRANCH_FREE_ALL)
-        assert promoted.epilogue_math == (K < 1024), (kernel, M, K, promoted.name)
-    assert configs.epilogue_math_for("dual_pingpong_64x128x64_1x1_promote4_bf16", 16, 1016, True) == 1
-    assert configs.epilogue_math_for("dual_pingpong_64x128x64_1x1_promote4_bf16", 16, 1024, True) == 0
-    # a config whose library entry lacks the branch-free paths always gets IEEE division
-    for M, K in ((1, 896), (1, 8192), (512, 2048)):
-        assert configs.epilogue_math_for("packed_pingpong_128x192x64_2x1_bf16", M, K, False) == 0
+def test_branch_free_epilogue_rule():
+    # fast accumulation: below K = 2048 (0.5B, 1.5B) at every M; promoted: below K = 1024 only
+    for kernel in ("packed", "dual"):
+        for M in (1, 16, 512, 2048, 8192):
+            for K, fast, promoted in [(896, 1, 1), (1536, 1, 0), (2048, 0, 0), (3584, 0, 0), (8192, 0, 0)]:
+                for acc, want in (("fast", fast), ("promoted", promoted)):
+                    got = select(kernel, M, 8960, K, torch.bfloat16, ALL, acc, BRANCH_FREE_ALL).epilogue_math
+                    assert got == want, (kernel, M, K, acc)
+    assert configs.epilogue_math_for(2040, True) == 1
+    assert configs.epilogue_math_for(2048, True) == 0
+    assert configs.epilogue_math_for(1016, True, promoted=True) == 1
+    assert configs.epilogue_math_for(1024, True, promoted=True) == 0
+    # a config whose library entry lacks the branch-free path always gets IEEE division
+    assert configs.epilogue_math_for(896, False) == 0
     assert select("packed", 512, 4864, 896, torch.bfloat16, ALL, branch_free=frozenset()).epilogue_math == 0
 
 
@@ -68,8 +63,7 @@ def test_resolve_reads_the_library_flag(monkeypatch):
 
     monkeypatch.setattr(_lib, "branch_free_names", lambda: frozenset({"dual_pingpong_64x128x64_1x1_bf16"}))
     assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 1
-    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 2048, torch.bfloat16).epilogue_math == 2
-    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 2048, 64, 2048, torch.bfloat16).epilogue_math == 0
+    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 2048, torch.bfloat16).epilogue_math == 0
     assert configs.resolve("packed", "packed_pingpong_128x192x64_2x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 0
 
 

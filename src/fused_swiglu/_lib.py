@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 6  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 5  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -92,7 +92,7 @@ class ConfigInfo:
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
-    ``branch_free_math``: the config accepts ``epilogue_math`` 1 and 2; ``stages``: mainloop pipeline
+    ``branch_free_math``: the config accepts ``epilogue_math=1``; ``stages``: mainloop pipeline
     stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
     the collective epilogue (with the SwiGLU node's output buffers); ``swap_ab``: the GEMM takes the
     weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M).
@@ -235,8 +235,7 @@ class Library:
             w_up: ``W_up (N, K)`` for a dual config, None for a packed one.
             y: ``(M, N)`` output, same dtype, written in place.
             raster: 0 heuristic, 1 along M, 2 along N. swizzle: 1, 2, 4 or 8.
-            epilogue_math: 0 IEEE division, 1 branch-free reciprocal, 2 branch-free and correctly
-                rounded, the bits of 0 (fsw_epilogue_math).
+            epilogue_math: 0 IEEE division, 1 branch-free reciprocal (fsw_epilogue_math).
 
         Raises:
             UnsupportedError: unknown config name (or the library declines the problem).
@@ -328,7 +327,7 @@ def config_names() -> frozenset[str]:
 
 
 def branch_free_names() -> frozenset[str]:
-    """Names of the library's configs that compile the branch-free epilogues (``epilogue_math`` 1, 2)."""
+    """Names of the library's configs that compile the branch-free epilogue (``epilogue_math=1``)."""
     return library().branch_free_names
 
 

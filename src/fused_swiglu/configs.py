@@ -342,8 +342,7 @@ TABLE: list[Row] = [
 @dataclass(frozen=True)
 class Choice:
     """What to launch: the library config name and its launch parameters (epilogue_math: 0 IEEE
-    division, 1 branch-free reciprocal, 2 branch-free and correctly rounded; see
-    :func:`epilogue_math_for`)."""
+    division, 1 branch-free reciprocal; see :func:`epilogue_math_for`)."""
 
     name: str
     raster: int = 0
@@ -351,44 +350,25 @@ class Choice:
     epilogue_math: int = 0
 
 
-# Where the SwiGLU epilogue runs without IEEE division's per-element check and branch, whose cost
-# weighs most on a tile where K is short or the tiles per SM are few (docs/perf-notes.md, entries 8,
-# 10 and 48; measured on Pingpong tiles, applied to every config whose library entry has the path):
-# - below BRANCH_FREE_EPILOGUE_K_MAX (BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX with promoted accumulation),
-#   at every M, the one-Newton-step form (epilogue_math 1): 0.5B (K = 896) +23-31 % at M >= 1024,
-#   1.5B (K = 1536) +1-6 % at every M. It can differ from IEEE division in the last fp32 bit, so it is
-#   chosen by K alone: a token's output does not depend on M.
-# - elsewhere, where ROUNDED_EPILOGUE lists (per kernel, (K below, M up to) pairs, None: no bound), the
-#   correctly rounded form (2), whose bits are IEEE division's, so the choice may depend on M: 3B and
-#   7B at M <= 1024 (Kernel-2) or 512 (Kernel-1) +0-4 %, every shape at M <= 128 +0-3 %. At larger M and
-#   K it was up to 2 % (Kernel-2) and 4 % (Kernel-1) slower than IEEE division. It costs three more
-#   instructions per element than form 1, which made 0.5B 2-4 % slower, hence the two forms.
+# Where the SwiGLU epilogue's branch-free form wins (docs/perf-notes.md, entries 8, 10 and 48; measured
+# on Pingpong tiles, applied to every config whose library entry has the path). Below
+# BRANCH_FREE_EPILOGUE_K_MAX the epilogue, not the mainloop, sets a short-K tile's pace: 0.5B (K = 896)
+# +26-31 % at M >= 1024, 1.5B (K = 1536) +1-6 % at every M. Promoted-accumulation configs keep
+# the branch-free form below K = 1024 only: their 64 x 128 Pingpong tile lost up to 2 % with it on 1.5B
+# from M = 512 on. The rule depends on K only, so that a token's output bits do not depend on M (the
+# two forms can differ in the last bit). At K = 2048-3584 the branch-free form was 0-4 % faster at
+# M <= 1024 and up to 2 % slower above (entry 48); it is not used there.
 BRANCH_FREE_EPILOGUE_K_MAX = 2048
 BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX = 1024
-ROUNDED_EPILOGUE: dict[str, tuple[tuple[int | None, int | None], ...]] = {
-    "packed": ((4096, 1024), (None, 128)),
-    "dual": ((4096, 512), (None, 128)),
-}
 
 
-def epilogue_math_for(name: str, M: int, K: int, branch_free_capable: bool) -> int:
-    """The epilogue's silu evaluation (``fsw_epilogue_math``) for library config ``name`` at M tokens
-    and hidden size K, on a config whose library entry compiles the branch-free forms
-    (``branch_free_capable``, the library's ``branch_free_math`` flag; else always 0):
-
-    - 1 (branch-free, one Newton step) when K < :data:`BRANCH_FREE_EPILOGUE_K_MAX`, or K <
-      :data:`BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX` for a promoted-accumulation config;
-    - else 2 (branch-free, correctly rounded: the bits of 0) where :data:`ROUNDED_EPILOGUE` lists
-      (K, M) for the config's kernel (fast accumulation only);
-    - else 0 (IEEE division)."""
-    if not branch_free_capable:
-        return 0
-    if is_promoted(name):
-        return int(K < BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX)
-    if K < BRANCH_FREE_EPILOGUE_K_MAX:
-        return 1
-    pairs = ROUNDED_EPILOGUE[name.split("_", 1)[0]]
-    return 2 if any((k is None or K < k) and (m is None or M <= m) for k, m in pairs) else 0
+def epilogue_math_for(K: int, branch_free_capable: bool, promoted: bool = False) -> int:
+    """The epilogue's silu evaluation for hidden size K: 1 (branch-free reciprocal) on a config whose
+    library entry compiles that path (``branch_free_capable``, the library's ``branch_free_math``
+    flag) when K < :data:`BRANCH_FREE_EPILOGUE_K_MAX` (fast accumulation) or K <
+    :data:`BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX` (``promoted``), else 0 (IEEE division)."""
+    k_max = BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX if promoted else BRANCH_FREE_EPILOGUE_K_MAX
+    return int(branch_free_capable and K < k_max)
 
 
 def is_promoted(name: str) -> bool:
@@ -654,10 +634,9 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         name = wanted[0]
         # the table's launch parameters stay with its config; another config runs with the defaults
         raster, swizzle = (cfg.raster, cfg.swizzle) if name == table_name else (0, 1)
-        return Choice(name, raster, swizzle, epilogue_math_for(name, M, K, name in branch_free))
+        return Choice(name, raster, swizzle, epilogue_math_for(K, name in branch_free, is_promoted(name)))
     if table_name in available:
-        return Choice(table_name, cfg.raster, cfg.swizzle,
-                      epilogue_math_for(table_name, M, K, table_name in branch_free))
+        return Choice(table_name, cfg.raster, cfg.swizzle, epilogue_math_for(K, table_name in branch_free, promoted))
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -668,7 +647,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         f"config:{table_name}",
         f"fused_swiglu: config {table_name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0], epilogue_math=epilogue_math_for(same_kind[0], M, K, same_kind[0] in branch_free))
+    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0] in branch_free, promoted))
 
 
 # The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
@@ -693,4 +672,4 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
         )
     from . import _lib
 
-    return Choice(config, epilogue_math=epilogue_math_for(config, M, K, config in _lib.branch_free_names()))
+    return Choice(config, epilogue_math=epilogue_math_for(K, config in _lib.branch_free_names(), is_promoted(config)))

@@ -84,29 +84,6 @@ CUTLASS_DEVICE float swiglu_branch_free(float g, float u) {
   return g * (d == INFINITY ? 0.0f : r) * u;
 }
 
-// g / d for finite d >= 1 without a branch, as IEEE division's fast path computes it: the reciprocal
-// above, the quotient q = g r and one correction q + r (g - d q), rounded to nearest (the sequence
-// ptxas emits for div.rn.f32 ahead of its range check, FCHK, and the branch to the slow path).
-// Wherever that check passes, this is the correctly rounded quotient, the bits of g / d.
-CUTLASS_DEVICE float divide_branch_free(float g, float d) {
-  float r = reciprocal(d);
-  float q = g * r;
-  return fmaf(r, fmaf(-d, q, g), q);
-}
-
-// swiglu() without branches and with its bits (FSW_EPILOGUE_MATH_RCP_ROUNDED; tested on every config
-// that compiles it, bf16 and fp16, saturated and zero gates included). The cases the division's range
-// check sends to its slow path are selected instead: g = +-0 gives g (0 / d = +-0), and where exp(-g)
-// overflows (g < -88.7) IEEE division gives g / inf = -0, i.e. g * 0; the denominator is clamped to
-// FLT_MAX so that it stays finite. The two can differ only where the quotient or the gate is below
-// fp32's normal range (-88.7 < g < -87.3, where 1 / d is subnormal, or a subnormal g), by 1e-38 at
-// most. Three more instructions per element than swiglu_branch_free (docs/perf-notes.md, entry 48).
-CUTLASS_DEVICE float swiglu_branch_free_rounded(float g, float u) {
-  float d = 1.0f + __expf(-g);
-  float silu = divide_branch_free(g, fminf(d, 3.402823466e38f));
-  return ((d == INFINITY || g == 0.0f) ? g * 0.0f : silu) * u;
-}
-
 // For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
 // element are given by the static layout CrdLayout (fragment index -> (dm, dn)), list the gate elements
 // in fragment order with their up partner. Evaluated at compile time so that every register index in
@@ -169,7 +146,7 @@ template <
   class StrideMNL,       // stride of Y in the GEMM's frame: (M, N/2, L) as (ldy, _1, batch), or with
                          // PairsAlongM (M/2, N, L) as (_1, ldy, batch)
   int PairStride,        // P above
-  bool BranchFreeMath,   // also compile swiglu_branch_free(_rounded), chosen at run time by Params::branch_free_math
+  bool BranchFreeMath,   // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
   bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
   bool PairsAcrossSubtiles = false,  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
   bool ShiftLastTokenTile = false  // the mainloop starts the last token tile (along M) at
@@ -213,8 +190,7 @@ struct Sm90SwiGLUStore {
   struct Arguments {
     Element* ptr_out = nullptr;  // Y, (M, N/2, L)
     StrideMNL dOut = {};
-    int32_t branch_free_math = 0;  // fsw_epilogue_math: 0 swiglu (IEEE division), 1 swiglu_branch_free,
-                                   // 2 swiglu_branch_free_rounded
+    int32_t branch_free_math = 0;  // 1: swiglu_branch_free, 0: swiglu (IEEE division)
   };
 
   struct Params {
@@ -344,12 +320,8 @@ struct Sm90SwiGLUStore {
       };
       // one uniform branch per subtile, outside the per-element code
       if constexpr (BranchFreeMath) {
-        if (params_ptr->branch_free_math == 1) {
+        if (params_ptr->branch_free_math) {
           all_outputs([](float g, float u) { return detail::swiglu_branch_free(g, u); });
-          return frg_input;
-        }
-        if (params_ptr->branch_free_math == 2) {
-          all_outputs([](float g, float u) { return detail::swiglu_branch_free_rounded(g, u); });
           return frg_input;
         }
       }

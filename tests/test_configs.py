@@ -148,9 +148,9 @@ def test_128_row_tiles_at_m_512_only_above_m_448():
 
 
 def test_shape_rows_match_their_shape_only():
-    # 3B at M <= 512 and 14B at M <= 448 have 64x192 rows of their own; 14B at 448 < M <= 512 a 128x96
-    # row; a hidden size off by 8 gets the general rows (or the wave rule where it decides)
-    assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
+    # 14B at M <= 448 has a 64x192 row of its own; 3B at 384 < M <= 512 and 14B at 448 < M <= 512
+    # 128x96 rows; a hidden size off by 8 gets the general rows (or the wave rule where it decides)
+    assert select("packed", 512, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x96x64_1x1_bf16"
     assert select("packed", 448, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_64x192x64_1x1_fp16"
     assert select("packed", 512, 13824, 5120, torch.float16, ALL).name == "packed_pingpong_128x96x64_1x1_fp16"
     assert configs.row_config("packed", 512, 11008, 2056) == configs._pp("packed", 128, 128, 2, 1)

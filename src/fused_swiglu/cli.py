@@ -72,6 +72,28 @@ def _configs(value: str | None) -> str | None:
     return ",".join(names)
 
 
+def _config_applies(config: str | None, methods: list[str], dtype: str) -> None:
+    """``--config`` against ``--methods`` and ``--dtype``: a config name applies only to calls of its
+    kernel, dtype and accumulation (``FUSED_SWIGLU_CONFIG``), so each name must match a selected
+    fused method in the benchmark's dtype; otherwise the option would change nothing.
+
+    Raises:
+        ValueError: a name that no selected method would run (the message says which would).
+    """
+    from .bench.methods import FUSED_KERNEL
+    from .configs import is_promoted
+
+    for name in config.split(",") if config else []:
+        kernel, accumulation = name.split("_", 1)[0], "promoted" if is_promoted(name) else "fast"
+        runs = [m for m, ka in FUSED_KERNEL.items() if ka == (kernel, accumulation)]
+        if not name.endswith("_" + dtype):
+            raise ValueError(f"--config: {name!r} is a {name.rsplit('_', 1)[1]} config; the benchmark runs "
+                             f"--dtype {dtype}, so it would change nothing")
+        if not any(m in methods for m in runs):
+            raise ValueError(f"--config: {name!r} runs only in method {runs[0]}, which --methods leaves out, "
+                             "so it would change nothing")
+
+
 def _tokens(values: list[str]) -> list[int]:
     """``--tokens`` values as positive integers.
 
@@ -175,6 +197,7 @@ def _cmd_bench(args, console) -> int:
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    _config_applies(config, methods or list(METHODS), args.dtype)
     if args.rep < 1:
         raise ValueError(f"--rep must be a positive integer; got {args.rep}")
     if not (0.0 <= args.warmup_ms < float("inf")):

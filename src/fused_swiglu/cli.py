@@ -3,7 +3,9 @@
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
 Exit status: 0 done; 1 a bad option or environment variable, or a failed build (one line on stderr
-names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 130 interrupted;
+names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
+method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
+line names the method, the shape and the fault); 130 interrupted;
 143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
 """
 
@@ -17,8 +19,10 @@ from pathlib import Path
 
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
+EXIT_WRONG_OUTPUT = 3
 EXIT_STATUS = ("exit status: 0 done; 1 a bad option or environment variable, or a failed build; "
-               "2 bench or accuracy without a Hopper GPU; 130 interrupted; 143 terminated (SIGTERM)")
+               "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
+               "made before timing; 130 interrupted; 143 terminated (SIGTERM)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -322,10 +326,10 @@ def _raise_terminated(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU,
-    130 interrupted, 143 terminated by SIGTERM)."""
+    3 a wrong result in bench, 130 interrupted, 143 terminated by SIGTERM)."""
     from rich.console import Console
 
-    from .errors import BuildError
+    from .errors import BuildError, WrongOutputError
 
     args = _parser().parse_args(argv)
     # no wrapping of plain lines; wide tables when piped into a log
@@ -341,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BuildError, ValueError) as e:  # ValueError: a malformed FUSED_SWIGLU_* variable or option
         print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
         return EXIT_BAD_OPTION
+    except WrongOutputError as e:
+        print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
+        return EXIT_WRONG_OUTPUT
     except KeyboardInterrupt:
         print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from .. import env
-from . import methods as m
+from . import check, methods as m
 from . import report, shapes, timing
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -49,7 +49,13 @@ def derive(rows: list[dict]) -> None:
 
 def run_bench(opts: BenchOptions, console) -> list[dict]:
     """Run the benchmark; prints a progress bar and the table to ``console``; writes JSON + CSV
-    when ``opts.out`` is set. Returns the rows."""
+    when ``opts.out`` is set. Returns the rows.
+
+    Raises:
+        ValueError: an unknown method or model.
+        WrongOutputError: a method's result on a shape failed the check made before that shape is
+            timed (:mod:`fused_swiglu.bench.check`).
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if opts.config:
@@ -76,6 +82,7 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
             n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype), l2)
             sets = [m.make_input_set(M, H, I, dtype, device) for _ in range(n_sets)]
             calls = m.build_calls(opts.methods, sets)
+            check.check_outputs(calls, sets[0], f"{shape.model} M={M}")  # before any timing
             if opts.cuda_graph:
                 calls = timing.as_graph_replays(calls, device)
             times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)

@@ -152,6 +152,39 @@ def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys)
     assert "not in the library, so ignored: bogus" in capsys.readouterr().out
 
 
+def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatch, capsys, tmp_path):
+    from fused_swiglu.build import cache
+
+    built = tmp_path / "cache" / "libfused_swiglu.so"
+    monkeypatch.setattr(cache, "ensure_built", lambda force=False, log=None: built)
+    monkeypatch.setattr(cache, "read_build_info", lambda path: None)
+    monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "other.so"))
+    assert cli.main(["build"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{built}\n")
+    assert f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {tmp_path / 'other.so'}, not the library above" in out
+    monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(built))
+    assert cli.main(["build"]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_info_without_nvcc_does_not_ask_for_a_build(monkeypatch, capsys):
+    from fused_swiglu import env
+    from fused_swiglu.build import toolchain
+    from fused_swiglu.errors import BuildError
+
+    def no_nvcc():
+        raise BuildError("nvcc not found")
+
+    monkeypatch.setattr(toolchain, "find_nvcc", no_nvcc)
+    monkeypatch.setattr(env, "library_path", lambda: None)
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "nvcc: unavailable: nvcc not found" in out
+    assert "library: unknown: the cache is keyed by nvcc's version, and no nvcc was found (above)" in out
+    assert "run `fused-swiglu build`" not in out
+
+
 def test_malformed_environment_variable_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
     from fused_swiglu import cli
 

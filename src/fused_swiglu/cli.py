@@ -256,6 +256,7 @@ def _cmd_info(args, console) -> int:
             console.print(f"GPU {i}: {p.name} (compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs)")
     else:
         console.print("GPU: no CUDA GPU")
+    tc = None
     try:
         tc = toolchain.find_nvcc()
         console.print(f"nvcc: {tc.nvcc} ({tc.version[0]}.{tc.version[1]}, found via {tc.source})")
@@ -274,6 +275,9 @@ def _cmd_info(args, console) -> int:
     path, how = env.library_path(), "FUSED_SWIGLU_LIBRARY"
     if path is None:
         path, how = cache.cached_library(), "cache"
+    if path is None and tc is None:
+        console.print("library: unknown: the cache is keyed by nvcc's version, and no nvcc was found (above)")
+        return 0
     if path is None:
         console.print("library: not built for the current sources and toolchain (run `fused-swiglu build`)")
         return 0
@@ -300,6 +304,7 @@ def _cmd_info(args, console) -> int:
 
 
 def _cmd_build(args, console) -> int:
+    from . import env
     from .build import cache
 
     def log(line: str) -> None:
@@ -307,6 +312,9 @@ def _cmd_build(args, console) -> int:
 
     path = cache.ensure_built(force=args.force, log=log)
     print(path)
+    override = env.library_path()
+    if override is not None and override.resolve() != path.resolve():
+        log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}, not the library above")
     info = cache.read_build_info(path) or {}
     for source, kernels in sorted(info.get("ptxas", {}).items()):
         for k in kernels:

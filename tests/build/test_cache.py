@@ -87,6 +87,9 @@ def test_ensure_built_layout_and_reuse(fake_build):
     assert (root / f"{key16}.lock").exists()
     assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temp dirs left
     assert cache.ensure_built() == lib and len(builds) == 1
+    lines = []
+    assert cache.ensure_built(log=lines.append) == lib and len(builds) == 1
+    assert lines == [f"up to date: the cache holds the library of these sources and this toolchain (key {key16})"]
     assert cache.cached_library() == lib
     (csrc / "k.cu").write_text("// kernel, edited\n")
     assert cache.cached_library() is None

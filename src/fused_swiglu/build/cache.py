@@ -113,6 +113,8 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
 
     inputs = _Inputs()
     if inputs.library.is_file() and not force:
+        if log:
+            log(f"up to date: the cache holds the library of these sources and this toolchain (key {inputs.key[:16]})")
         return inputs.library
     root = inputs.dir.parent
     try:

@@ -124,7 +124,7 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
             lock.acquire(timeout=0)
         except Timeout:  # another process is building this library: say so, then wait for it
             message = (f"waiting for another process to finish building the kernel library (lock "
-                       f"{lock.lock_file}); a full build takes minutes, about 15 on 2 CPU cores")
+                       f"{lock.lock_file}); a full build takes 15-40 minutes on 2 CPU cores")
             if log:
                 log(message)
             else:

@@ -65,6 +65,43 @@ def test_each_kind_of_wrong_result_is_refused(fault):
         check.check_outputs(calls, s, "Qwen2.5-0.5B M=37")
 
 
+def _off_by(s, rel):
+    """eager's result with every element scaled by (1 + rel), rounded: rel = 1 % is ~2.5 bf16 ulps
+    everywhere, far more than a fused kernel may be off but within what a reduced-precision cuBLAS
+    reduction might give PyTorch's paths."""
+    y = swiglu_eager(s.x, s.w_gate, s.w_up)
+    return lambda: (y.float() * (1 + rel)).to(y.dtype)
+
+
+@pytest.mark.parametrize("method", ["eager", "torch_compile"])
+def test_pytorch_paths_are_held_to_a_relative_error(method):
+    s = _set()
+    check.check_outputs({method: [_off_by(s, 0.01)]}, s, "test")  # 1 % off: passes
+    for wrong, message in ((_off_by(s, 0.2), r"relative error 0\.(199|2\d*) against the float64 reference "
+                                             r"\(at most 0\.05 allowed\); not timed$"),
+                           (lambda: swiglu_eager(s.x, s.w_up, s.w_gate), "relative error"),
+                           (lambda: torch.zeros(37, 48, dtype=torch.bfloat16), r"relative error 1 ")):
+        with pytest.raises(WrongOutputError, match=f"^{method} on test: {message}"):
+            check.check_outputs({method: [wrong]}, s, "test")
+
+
+def test_fused_methods_are_held_to_ulps_not_to_the_relative_error():
+    s = _set()
+    y = swiglu_eager(s.x, s.w_gate, s.w_up)
+    spiked = y.clone()
+    i = int(spiked.float().abs().view(-1).argsort()[spiked.numel() // 2])  # an element of median size
+    spiked.view(-1)[i] *= 1.25  # 25 % off: ~32-64 ulps, a tiny relative L2 error
+    check.check_outputs({"eager": [lambda: spiked]}, s, "test")
+    with pytest.raises(WrongOutputError, match=r"^fused_dual on test: \d+ ulps from the float64 reference"):
+        check.check_outputs({"fused_dual": [lambda: spiked]}, s, "test")
+
+
+def test_only_cublas_gemm_computes_no_reference(monkeypatch):
+    s = _set()
+    monkeypatch.setattr(check, "swiglu_float64", lambda *a: pytest.fail("reference computed"))
+    check.check_outputs(methods.build_calls(["cublas_gemm"], [s]), s, "test")
+
+
 def test_cublas_gemm_is_not_compared_and_only_the_first_input_set_is_used():
     s, other = _set(), _set(M=5)
     calls = methods.build_calls(["cublas_gemm", "eager"], [s, other])

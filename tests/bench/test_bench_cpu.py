@@ -6,7 +6,10 @@ import json
 import pytest
 import torch
 
+from rich.console import Console
+
 from fused_swiglu.bench import methods, report, run, shapes, timing
+from fused_swiglu.errors import WrongOutputError
 
 
 def test_shapes_are_the_qwen25_family():
@@ -105,3 +108,61 @@ def test_meta_names_the_loaded_kernel_library(tmp_path, monkeypatch):
     assert report.kernel_library() == {
         "path": str(so), "sha256_16": hashlib.sha256(so.read_bytes()).hexdigest()[:16], "configs": 3}
     assert report.machine_meta()["kernel_library"]["configs"] == 3
+
+
+def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = None):
+    """run_bench with the GPU parts replaced: shape number ``fail_at`` (0-based) raises ``error``."""
+    from fused_swiglu.bench import report, run
+
+    calls = []
+
+    def measure(shape, M, opts, dtype, device, flush, l2):
+        if len(calls) == fail_at:
+            raise error
+        calls.append((shape.model, M))
+        row = {"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
+               "tokens": M, "dtype": opts.dtype, "method": "eager", "median_ms": 1.0, "p10_ms": 0.9,
+               "p90_ms": 1.1, "tflops": 1.0, "config": ""}
+        run.derive([row])
+        return [row]
+
+    monkeypatch.setattr(run, "_gpu_setup", lambda: (torch.device("cpu"), None, 0))
+    monkeypatch.setattr(run, "_measure_shape", measure)
+    monkeypatch.setattr(report, "machine_meta", lambda device=None: {"gpu": "fake"})
+    return run
+
+
+@pytest.mark.parametrize("fail_at, error, reason", [
+    (2, WrongOutputError("fused_evt on 1.5B M=1: 3 NaN; not timed"), "WrongOutputError: fused_evt on 1.5B M=1"),
+    (1, KeyboardInterrupt(), "interrupted"),
+])
+def test_a_stopped_bench_writes_the_rows_measured_before(tmp_path, monkeypatch, fail_at, error, reason):
+    run = _fake_run(monkeypatch, fail_at, error)
+    out = tmp_path / "bench.json"
+    opts = run.BenchOptions(models=["0.5B", "1.5B"], tokens=[1, 16], methods=["eager"], out=out)
+    with pytest.raises(type(error)):
+        run.run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    data = json.loads(out.read_text())
+    assert data["meta"]["complete"] is False and data["meta"]["stopped_by"].startswith(reason)
+    assert [(r["model"], r["tokens"]) for r in data["rows"]] == [("Qwen2.5-0.5B", 1), ("Qwen2.5-0.5B", 16)][:fail_at]
+    assert len(out.with_suffix(".csv").read_text().splitlines()) == 1 + fail_at
+    assert "stopped after" in (tmp_path / "log.txt").read_text()
+
+
+def test_a_bench_stopped_before_any_row_writes_nothing(tmp_path, monkeypatch):
+    run = _fake_run(monkeypatch, 0, WrongOutputError("eager on 0.5B M=1: wrong shape; not timed"))
+    out = tmp_path / "bench.json"
+    with pytest.raises(WrongOutputError):
+        run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1], methods=["eager"], out=out),
+                      Console(file=open(tmp_path / "log.txt", "w")))
+    assert not out.exists()
+
+
+def test_a_complete_bench_says_so(tmp_path, monkeypatch):
+    run = _fake_run(monkeypatch, None)
+    out = tmp_path / "bench.json"
+    rows = run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1, 16], methods=["eager"], out=out),
+                         Console(file=open(tmp_path / "log.txt", "w")))
+    data = json.loads(out.read_text())
+    assert len(rows) == 2 and data["rows"] == rows
+    assert data["meta"]["complete"] is True and "stopped_by" not in data["meta"]

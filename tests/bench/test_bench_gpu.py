@@ -8,6 +8,7 @@ from rich.console import Console
 
 from fused_swiglu.bench import accuracy_run, methods, timing
 from fused_swiglu.bench.run import BenchOptions, run_bench
+from fused_swiglu.errors import WrongOutputError
 
 pytestmark = pytest.mark.gpu
 
@@ -35,10 +36,42 @@ def test_bench_writes_json_and_csv(tmp_path):
     rows = run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
     assert len(rows) == len(methods.METHODS)
     data = json.loads(out.read_text())
-    assert data["meta"]["gpu"] and data["meta"]["sm_count"] > 0
+    assert data["meta"]["gpu"] and data["meta"]["sm_count"] > 0 and data["meta"]["complete"] is True
     fused = [r for r in data["rows"] if r["method"] == "fused_evt"][0]
     assert fused["config"].startswith("packed_") and fused["tflops"] > 0 and fused["ratio_to_cublas"] > 0
     assert out.with_suffix(".csv").is_file()
+
+
+def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, monkeypatch):
+    """The second shape's fused_evt output has one element off: the check refuses it, the first
+    shape's rows are written, marked incomplete."""
+    build_calls = methods.build_calls
+    shapes_seen = []
+
+    def corrupt_second_shape(names, sets):
+        calls = build_calls(names, sets)
+        shapes_seen.append(sets[0].x.shape[0])
+        if len(shapes_seen) == 2:
+            good = calls["fused_evt"]
+
+            def bad(fn):
+                def call():
+                    y = fn()
+                    y[-1, -1] = 1000.0  # outputs are O(1): far off, counted or not
+                    return y
+                return call
+            calls["fused_evt"] = [bad(fn) for fn in good]
+        return calls
+
+    monkeypatch.setattr(methods, "build_calls", corrupt_second_shape)
+    out = tmp_path / "bench.json"
+    opts = BenchOptions(models=["0.5B"], tokens=[16, 128], methods=["cublas_gemm", "fused_evt"], out=out,
+                        warmup_ms=1, reps=3)
+    with pytest.raises(WrongOutputError, match="fused_evt on Qwen2.5-0.5B M=128"):
+        run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    data = json.loads(out.read_text())
+    assert data["meta"]["complete"] is False and "fused_evt" in data["meta"]["stopped_by"]
+    assert sorted((r["tokens"], r["method"]) for r in data["rows"]) == [(16, "cublas_gemm"), (16, "fused_evt")]
 
 
 def test_accuracy_command_meets_the_anchor(tmp_path):

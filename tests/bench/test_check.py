@@ -36,6 +36,13 @@ def _wrong_calls(s):
         y[:16, :8] = 0  # a tile the kernel never stored, read as zeros
         return y
 
+    def small_element_wrong():
+        y = swiglu_eager(s.x, s.w_gate, s.w_up)
+        ref = swiglu_float64(s.x, s.w_gate, s.w_up)
+        i = int(ref.abs().argmin())  # an element below the counting threshold, which ulps ignore
+        y.view(-1)[i] = 0.5 * ref.square().mean().sqrt().item()
+        return y
+
     def one_nan():
         y = swiglu_eager(s.x, s.w_gate, s.w_up)
         y[3, 5] = float("nan")
@@ -44,6 +51,7 @@ def _wrong_calls(s):
     return {
         "zeroed block": (zeroed_block, r"\d+ ulps from the float64 reference \(at most 16 allowed\)"),
         "NaN": (one_nan, "1 of 1776 elements are NaN or infinite"),
+        "small element wrong": (small_element_wrong, "an element below the counting threshold is"),
         # concatenated [gate; up] weights read as interleaved pairs
         "wrong layout": (lambda: swiglu_packed(s.x, s.w_cat, layout="interleaved", backend="torch"), "ulps from"),
         "gate and up swapped": (lambda: swiglu_eager(s.x, s.w_up, s.w_gate), "ulps from"),
@@ -54,7 +62,7 @@ def _wrong_calls(s):
     }
 
 
-@pytest.mark.parametrize("fault", ["zeroed block", "NaN", "wrong layout", "gate and up swapped", "no activation",
+@pytest.mark.parametrize("fault", ["zeroed block", "NaN", "small element wrong", "wrong layout", "gate and up swapped", "no activation",
                                    "fp32 output", "not a tensor"])
 def test_each_kind_of_wrong_result_is_refused(fault):
     s = _set()

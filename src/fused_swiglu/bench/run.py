@@ -47,9 +47,54 @@ def derive(rows: list[dict]) -> None:
         r["ratio_to_cublas"] = r["median_ms"] / cublas if cublas else None
 
 
+def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device: torch.device,
+                   flush: torch.Tensor, l2: int) -> list[dict]:
+    """Check, then time, every method of ``opts`` on one (model, tokens) shape; one row per method."""
+    H, I = shape.hidden_size, shape.intermediate_size
+    n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype), l2)
+    sets = [m.make_input_set(M, H, I, dtype, device) for _ in range(n_sets)]
+    calls = m.build_calls(opts.methods, sets)
+    check.check_outputs(calls, sets[0], f"{shape.model} M={M}")  # before any timing
+    if opts.cuda_graph:
+        calls = timing.as_graph_replays(calls, device)
+    times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)
+    rows = []
+    for method, t in times.items():
+        rows.append({
+            "model": shape.model, "hidden_size": H, "intermediate_size": I, "tokens": M,
+            "dtype": opts.dtype, "method": method,
+            "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+            "tflops": report.tflops(M, H, I, t.median_ms),
+            "config": _config_name(method, M, H, I, dtype),
+        })
+    derive(rows)
+    del sets, calls
+    torch.cuda.empty_cache()
+    return rows
+
+
+def _gpu_setup() -> tuple[torch.device, torch.Tensor, int]:
+    """The current GPU, the L2 flush buffer and the L2 size in bytes; warms the GPU up."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
+    flush = timing.flush_buffer(device)
+    timing.warm_gpu(device)
+    return device, flush, l2
+
+
+def _stop_reason(e: BaseException) -> str:
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
 def run_bench(opts: BenchOptions, console) -> list[dict]:
     """Run the benchmark; prints a progress bar and the table to ``console``; writes JSON + CSV
     when ``opts.out`` is set. Returns the rows.
+
+    If the run stops early (a wrong result, Ctrl-C, SIGTERM), the rows of the shapes measured so far
+    are still printed and written, with ``meta["complete"] = False`` and ``meta["stopped_by"]``
+    naming the cause, and the exception is raised again. A complete run has ``complete = True``.
 
     Raises:
         ValueError: an unknown method or model.
@@ -65,46 +110,40 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(m.METHODS)}")
     dtype = DTYPES[opts.dtype]
     models = shapes.find(opts.models)
-    device = torch.device("cuda", torch.cuda.current_device())
-    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
-    flush = timing.flush_buffer(device)
-    timing.warm_gpu(device)
+    device, flush, l2 = _gpu_setup()
     rows: list[dict] = []
     todo = [(s, M) for s in models for M in opts.tokens]
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
-    ) as progress:
-        task = progress.add_task("bench", total=len(todo))
-        for shape, M in todo:
-            H, I = shape.hidden_size, shape.intermediate_size
-            progress.update(task, description=f"{shape.model} M={M}")
-            n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype), l2)
-            sets = [m.make_input_set(M, H, I, dtype, device) for _ in range(n_sets)]
-            calls = m.build_calls(opts.methods, sets)
-            check.check_outputs(calls, sets[0], f"{shape.model} M={M}")  # before any timing
-            if opts.cuda_graph:
-                calls = timing.as_graph_replays(calls, device)
-            times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)
-            shape_rows = []
-            for method, t in times.items():
-                shape_rows.append({
-                    "model": shape.model, "hidden_size": H, "intermediate_size": I, "tokens": M,
-                    "dtype": opts.dtype, "method": method,
-                    "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-                    "tflops": report.tflops(M, H, I, t.median_ms),
-                    "config": _config_name(method, M, H, I, dtype),
-                })
-            derive(shape_rows)
-            rows.extend(shape_rows)
-            del sets, calls
-            torch.cuda.empty_cache()
-            progress.advance(task)
+    stopped: BaseException | None = None
+    try:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=True,
+        ) as progress:
+            task = progress.add_task("bench", total=len(todo))
+            for shape, M in todo:
+                progress.update(task, description=f"{shape.model} M={M}")
+                rows.extend(_measure_shape(shape, M, opts, dtype, device, flush, l2))
+                progress.advance(task)
+    except BaseException as e:  # keep what was measured, then stop as asked
+        stopped = e
+        raise
+    finally:
+        if stopped is None or rows:
+            _report(rows, opts, device, console, stopped)
+    return rows
+
+
+def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
+            stopped: BaseException | None) -> None:
+    """Print the table and, with ``opts.out``, write JSON + CSV (marked incomplete if ``stopped``)."""
     console.print(report.bench_table(rows))
+    if stopped is not None:
+        console.print(f"stopped after {len(rows)} rows ({_stop_reason(stopped)}); the table holds the shapes measured before")
     if opts.out:
         meta = report.machine_meta(device)
         meta.update({"reps": opts.reps, "warmup_ms": opts.warmup_ms, "l2_flush_bytes": timing.FLUSH_BYTES,
-                     "cuda_graph": opts.cuda_graph})
+                     "cuda_graph": opts.cuda_graph, "complete": stopped is None})
+        if stopped is not None:
+            meta["stopped_by"] = _stop_reason(stopped)
         paths = report.write_results(opts.out, meta, rows, report.BENCH_FIELDS)
-        console.print(f"wrote {paths[0]} and {paths[1]}")
-    return rows
+        console.print(f"wrote {paths[0]} and {paths[1]}" + ("" if stopped is None else " (incomplete)"))

@@ -209,3 +209,50 @@ def test_sigterm_ends_a_command_with_143_and_the_handler_is_restored(monkeypatch
     assert cli.main(["info"]) == 143
     assert "fused-swiglu info: terminated" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_out_with_a_trailing_separator_names_a_folder(tmp_path, capsys):
+    assert cli.main(["bench", "--out", f"{tmp_path}/results/"]) == 1
+    assert "--out must be a file path, not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_out_in_a_folder_that_takes_no_files_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    from fused_swiglu.bench import report
+
+    def refuse(**kwargs):  # a read-only or virtual file system, where root passes os.access
+        raise PermissionError(30, "Read-only file system")
+
+    monkeypatch.setattr(report.tempfile, "mkstemp", refuse)
+    assert cli.main(["accuracy", "--out", str(tmp_path / "x.json")]) == 1
+    assert f"--out: cannot write in the folder {tmp_path} (Read-only file system)" in capsys.readouterr().err
+
+
+def test_out_probe_leaves_nothing_behind(tmp_path):
+    from fused_swiglu.bench import report
+
+    assert report.check_out_path(str(tmp_path / "x.json")) == tmp_path / "x.json"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_of_the_results_names_out(tmp_path, monkeypatch):
+    from fused_swiglu.bench import report
+
+    def full(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report.Path, "write_text", full)
+    with pytest.raises(ValueError, match=r"^--out: cannot write the results to .*x\.json .*No space left on device"):
+        report.write_results(tmp_path / "x.json", {}, [], report.BENCH_FIELDS)
+
+
+@pytest.mark.parametrize("how", ["print", "rich"])
+def test_a_closed_stdout_stops_quietly_with_status_141(how, monkeypatch, capsys):
+    def closed(args, console):
+        if how == "rich":
+            console.on_broken_pipe()  # what rich calls when a write to stdout fails
+        raise BrokenPipeError
+
+    monkeypatch.setattr(cli, "_cmd_info", closed)
+    assert cli.main(["info"]) == 141
+    assert capsys.readouterr().err == ""

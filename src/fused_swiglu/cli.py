@@ -5,13 +5,14 @@ Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 Exit status: 0 done; 1 a bad option or environment variable, or a failed build (one line on stderr
 names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
 method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
-line names the method, the shape and the fault); 130 interrupted;
-143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
+line names the method, the shape and the fault); 130 interrupted; 141 stdout closed early
+(e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -22,7 +23,7 @@ EXIT_NO_GPU = 2
 EXIT_WRONG_OUTPUT = 3
 EXIT_STATUS = ("exit status: 0 done; 1 a bad option or environment variable, or a failed build; "
                "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
-               "made before timing; 130 interrupted; 143 terminated (SIGTERM)")
+               "made before timing; 130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -157,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all)")
-    b.add_argument("--out", type=Path, help="write results as JSON here, and as CSV beside it")
+    b.add_argument("--out", help="write results as JSON here, and as CSV beside it")
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
     b.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up per method and shape, ms (default 25)")
     b.add_argument("--rep", type=int, default=50, help="timed repetitions per method and shape (default 50)")
@@ -166,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048",
                        epilog=EXIT_STATUS)
-    a.add_argument("--out", type=Path, help="write rows as JSON here, and as CSV beside it")
+    a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")
     a.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
     a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven)")
@@ -206,14 +207,13 @@ def _cmd_bench(args, console) -> int:
         raise ValueError(f"--rep must be a positive integer; got {args.rep}")
     if not (0.0 <= args.warmup_ms < float("inf")):
         raise ValueError(f"--warmup-ms must be a finite number >= 0; got {args.warmup_ms}")
-    if args.out is not None:
-        check_out_path(args.out)
+    out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(
         models=models,
         dtype=args.dtype,
-        out=args.out,
+        out=out,
         config=config,
         warmup_ms=args.warmup_ms,
         reps=args.rep,
@@ -234,11 +234,10 @@ def _cmd_accuracy(args, console) -> int:
     models = _models(args.models)  # a typo is reported on any machine
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
-    if args.out is not None:
-        check_out_path(args.out)
+    out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("accuracy")) is not None:
         return code
-    run_accuracy(console, out=args.out, dtype_name=args.dtype, seed=args.seed, models=models)
+    run_accuracy(console, out=out, dtype_name=args.dtype, seed=args.seed, models=models)
     return 0
 
 
@@ -332,9 +331,23 @@ def _raise_terminated(signum, frame):
     raise _Terminated()
 
 
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush of a closed pipe raises no
+    second BrokenPipeError (as the Python docs advise for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout without a file descriptor (e.g. captured)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU,
-    3 a wrong result in bench, 130 interrupted, 143 terminated by SIGTERM)."""
+    3 a wrong result in bench, 130 interrupted, 141 stdout closed early, 143 terminated by SIGTERM)."""
     from rich.console import Console
 
     from .errors import BuildError, WrongOutputError
@@ -342,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # no wrapping of plain lines; wide tables when piped into a log
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    console.on_broken_pipe = _raise_broken_pipe  # rich would exit 1; one status for a closed stdout
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
@@ -356,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     except WrongOutputError as e:
         print(f"fused-swiglu {args.command}: {e}", file=sys.stderr)
         return EXIT_WRONG_OUTPUT
+    except BrokenPipeError:  # stdout closed early, e.g. `fused-swiglu info | head -1`: stop quietly
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -105,19 +106,25 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
     return meta
 
 
-def check_out_path(path: Path, option: str = "--out") -> Path:
+def check_out_path(path: str | Path, option: str = "--out") -> Path:
     """Check, before a run, that results can be written to ``path`` (JSON) and beside it (CSV).
-    Creates nothing: the folder is made when the results are written.
+    Creates no folder (the folder is made when the results are written); to prove that the nearest
+    existing folder takes new files, one empty probe file is created there and removed at once.
+
+    Returns:
+        ``path`` as a Path.
 
     Raises:
-        ValueError: ``path`` ends in ``.csv`` (the CSV would overwrite the JSON), is a directory, or
-            its folder cannot be created or written; the message names ``option``.
+        ValueError: ``path`` ends in ``.csv`` (the CSV would overwrite the JSON), names a directory
+            (or ends in a path separator), or its folder cannot be created or written; the message
+            names ``option``.
     """
+    text = str(path)
     path = Path(path)
     if path.suffix.lower() == ".csv":
         raise ValueError(f"{option} names the JSON file (its CSV goes beside it as .csv); got {path}")
-    if path.is_dir():
-        raise ValueError(f"{option} must be a file path, not a directory; got {path}")
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        raise ValueError(f"{option} must be a file path, not a directory; got {text}")
     existing = path.parent.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -125,6 +132,12 @@ def check_out_path(path: Path, option: str = "--out") -> Path:
         raise ValueError(f"{option}: cannot create the folder {path.parent} ({existing} is not a directory)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{option}: the folder {existing} is not writable")
+    try:  # os.access trusts permission bits: root passes it on read-only and virtual file systems
+        fd, probe = tempfile.mkstemp(prefix=".fused-swiglu-probe-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{option}: cannot write in the folder {existing} ({e.strerror or e})") from e
     return path
 
 
@@ -133,20 +146,23 @@ def write_results(path: Path, meta: dict, rows: Sequence[dict], fields: Sequence
     (same name, ``.csv``). Returns both paths.
 
     Raises:
-        ValueError: see :func:`check_out_path`.
+        ValueError: see :func:`check_out_path`; or writing a file failed (the OS error is quoted).
     """
     path = check_out_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"--out: cannot create the folder {path.parent} ({e})") from e
-    path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=2) + "\n")
     csv_path = path.with_suffix(".csv")
-    with csv_path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow(row)
+    try:
+        path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=2) + "\n")
+        with csv_path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
+            w.writeheader()
+            for row in rows:
+                w.writerow(row)
+    except OSError as e:
+        raise ValueError(f"--out: cannot write the results to {path} or {csv_path} ({e})") from e
     return path, csv_path
 
 

@@ -73,8 +73,10 @@ def test_table_launch_parameters_follow_the_row():
     assert (big.name, big.raster, big.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 2, 8)
     seven = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 8192 (entry 36)
     assert (seven.name, seven.raster, seven.swizzle) == ("packed_pingpong_128x128x64_1x2_bf16", 1, 2)
-    mid = select("packed", 512, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 512
+    mid = select("packed", 512, 29568, 8192, torch.bfloat16, ALL)  # 72B, M = 512: the general row
     assert (mid.name, mid.raster, mid.swizzle) == ("packed_pingpong_128x128x64_2x1_bf16", 0, 1)
+    seven_mid = select("packed", 512, 18944, 3584, torch.bfloat16, ALL)  # 7B, M = 512 (entry 53)
+    assert (seven_mid.name, seven_mid.raster, seven_mid.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 1, 1)
     small = select("packed", 512, 4864, 896, torch.bfloat16, ALL)  # 0.5B, M = 512
     assert (small.name, small.raster, small.swizzle) == ("packed_pingpong_64x128x64_1x1_bf16", 1, 1)
     dual = select("dual", 8192, 18944, 3584, torch.bfloat16, ALL)

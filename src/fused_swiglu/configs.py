@@ -189,7 +189,8 @@ SMALL_QWEN25 = (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B)  # the measured shapes with
 #     3B, 14B and 32B) where it beat the previous row by 1-7 % (entry 27): packed 1.5B and 14B, dual 1.5B, 3B, 14B and 32B; at
 #     M = 448 it runs 0.6-0.8x (3.5 token tiles), so those shapes keep their M <= 448 rows. Packed 3B
 #     runs 128x96 from 384 < M <= 448 (entry 43) on to M = 512: +2-3 % at every M in 449..512 over
-#     64x192 in two runs (entry 49).
+#     64x192 in two runs (entry 49). Packed 7B runs 128x192 2x1 along M there: +1-2 % at every M in
+#     449..512 over 128x128 2x1 in two runs (entry 53).
 #   M <= 2048: 128x128 tiles; the scheduler's default rasterisation was within noise of the best.
 #     On 14B, 128x160 (one 160-wide GMMA, gate 80 + up 80 in the dual kernel), whose tile count fills
 #     the last wave better: +1.4-2.4 % at M = 1024 and 2048 (entry 27); on 1.5B and 32B it gained at
@@ -257,6 +258,7 @@ TABLE: list[Row] = [
     Row("packed", 448, _pp("packed", 64, 192, 1, 1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_32B),
+    Row("packed", 512, _pp("packed", 128, 192, 2, 1, raster=1), shape=QWEN25_7B),
     Row("packed", 448, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),

@@ -64,11 +64,14 @@ def output_error(y: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
     return err, int(torch.isnan(y).sum().item())
 
 
-def output_ok(y: torch.Tensor, ref: torch.Tensor) -> bool:
-    """Whether a NaN-poisoned output ``y`` was fully written and matches ``ref`` (:func:`output_error`
-    below :data:`REL_ERR_MAX`)."""
-    err, nan = output_error(y, ref)
+def output_passes(err: float, nan: int) -> bool:
+    """Whether :func:`output_error`'s ``(err, nan)`` pass: no NaN left, error below :data:`REL_ERR_MAX`."""
     return nan == 0 and err < REL_ERR_MAX
+
+
+def output_ok(y: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Whether a NaN-poisoned output ``y`` was fully written and matches ``ref`` (:func:`output_passes`)."""
+    return output_passes(*output_error(y, ref))
 
 
 def time_ms(fn, flush: torch.Tensor, reps: int, warmup: int = 3) -> list[float]:
@@ -173,7 +176,7 @@ def main() -> int:
                         failures.append(dict(model=model, M=M, config=c.name, error=str(e)))
                         continue
                     err, nan = output_error(y, ref)
-                    ok = nan == 0 and err < REL_ERR_MAX
+                    ok = output_passes(err, nan)
                     if not ok:
                         failures.append(dict(model=model, M=M, config=c.name, rel_err=err, nan=nan))
                     t_cub, t_cfg = paired_ms(

@@ -76,6 +76,12 @@ def count_threshold_for(dtype: torch.dtype) -> float:
     return COUNT_THRESHOLD * 2.0 ** (_FORMATS[dtype][0] - _FORMATS[torch.bfloat16][0])
 
 
+def count_limit(ref64: torch.Tensor, count_threshold: float = COUNT_THRESHOLD) -> torch.Tensor:
+    """The magnitude from which an element of the float64 reference ``ref64`` is counted:
+    ``count_threshold * RMS(ref64)`` (a 0-d float64 tensor on ``ref64``'s device)."""
+    return count_threshold * ref64.square().mean().sqrt()
+
+
 def ulp_at(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Spacing of ``dtype`` values at each ``|ref64|``: ``eps * 2**floor(log2|v|)`` for normal
     magnitudes, the subnormal spacing below (float64, same shape).
@@ -167,8 +173,7 @@ def compare(out: torch.Tensor, ref64: torch.Tensor, count_threshold: float = COU
     ref = round_once(ref64, out.dtype)
     same_bits = out.contiguous().view(torch.int16) == ref.contiguous().view(torch.int16)
     exact = same_bits.sum().item() / n
-    rms = ref64.square().mean().sqrt()
-    counted_mask = ref64.abs() >= count_threshold * rms
+    counted_mask = ref64.abs() >= count_limit(ref64, count_threshold)
     counted = int(counted_mask.sum().item())
     dist = ulp_distance(out, ref)[counted_mask]
     mismatch = (dist > 1).sum().item() / counted if counted else 0.0

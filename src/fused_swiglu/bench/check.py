@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..accuracy import compare, count_threshold_for
+from ..accuracy import compare, count_limit, count_threshold_for
 from ..errors import WrongOutputError
 from ..reference import swiglu_float64
 from .methods import FUSED_KERNEL, InputSet
@@ -62,10 +62,10 @@ def output_problem(y: object, ref64: torch.Tensor, dtype: torch.dtype, fused: bo
                     f"{report.mismatch:.2%} of counted elements are more than 1 ulp away")
         # elements too small to be counted may differ in their last bits, not by more than the
         # counting threshold itself
-        limit = threshold * ref64.square().mean().sqrt().item()
+        limit = count_limit(ref64, threshold).item()
         small = ref64.abs() < limit
         if small.any():
-            worst = (y.to(torch.float64)[small] - ref64[small]).abs().max().item()
+            worst = (y[small].to(torch.float64) - ref64[small]).abs().max().item()
             if not worst <= limit:
                 return (f"an element below the counting threshold is {worst:.3g} from the float64 reference "
                         f"(at most {limit:.3g}, the threshold, allowed)")

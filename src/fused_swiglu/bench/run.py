@@ -137,13 +137,14 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
             stopped: BaseException | None) -> None:
     """Print the table and, with ``opts.out``, write JSON + CSV (marked incomplete if ``stopped``)."""
     console.print(report.bench_table(rows))
-    if stopped is not None:
-        console.print(f"stopped after {len(rows)} rows ({_stop_reason(stopped)}); the table holds the shapes measured before")
+    reason = None if stopped is None else _stop_reason(stopped)
+    if reason is not None:
+        console.print(f"stopped after {len(rows)} rows ({reason}); the table holds the shapes measured before")
     if opts.out:
         meta = report.machine_meta(device)
         meta.update({"reps": opts.reps, "warmup_ms": opts.warmup_ms, "l2_flush_bytes": timing.FLUSH_BYTES,
                      "cuda_graph": opts.cuda_graph, "complete": stopped is None})
-        if stopped is not None:
-            meta["stopped_by"] = _stop_reason(stopped)
+        if reason is not None:
+            meta["stopped_by"] = reason
         paths = report.write_results(opts.out, meta, rows, report.BENCH_FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}" + ("" if stopped is None else " (incomplete)"))

@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-ORDER = ["eager", "cublas_gemm", "torch_compile", "fused_evt", "fused_dual", "fused_evt_promoted",
+ORDER = ["eager", "cublas_gemm", "torch_compile", "quack", "fused_evt", "fused_dual", "fused_evt_promoted",
          "fused_dual_promoted"]
 FUSED = ["fused_evt", "fused_dual", "fused_evt_promoted", "fused_dual_promoted"]
 SHORT = {"fused_evt": "evt", "fused_dual": "dual", "fused_evt_promoted": "evt-p", "fused_dual_promoted": "dual-p"}
@@ -33,16 +33,19 @@ def bench_section(bench: dict) -> list[str]:
     out = [f"## {bench['rows'][0]['dtype']}, {mode}: median ms", ""]
     out.append(f"CUDA events, L2 flushed before every repetition, {meta.get('reps', '?')} repetitions after "
                f"warm-up, input sets rotated. Ratios > 1: the fused kernel is faster. "
-               f"-p: accumulation=\"promoted\".")
+               f"-p: accumulation=\"promoted\"." + (" quack: quack-kernels' gemm_gated (SwiGLU epilogue), "
+                                                     "default config." if "quack" in methods else ""))
     out.append("")
     fused = [f for f in FUSED if f in methods]
-    head = ["model", "M", *methods, *(f"{SHORT[f]} vs cuBLAS" for f in fused), *(f"{SHORT[f]} vs eager" for f in fused)]
+    bases = ["cublas_gemm", "eager"] + (["quack"] if "quack" in methods else [])
+    label = {"cublas_gemm": "cuBLAS", "eager": "eager", "quack": "quack"}
+    head = ["model", "M", *methods, *(f"{SHORT[f]} vs {label[b]}" for b in bases for f in fused)]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for model, M in order:
         t = {m: cells[(model, M)][m]["median_ms"] for m in methods if m in cells[(model, M)]}
         row = [model.replace("Qwen2.5-", ""), str(M)] + [f"{t[m]:.4f}" if m in t else "—" for m in methods]
-        for base in ("cublas_gemm", "eager"):
+        for base in bases:
             for f in fused:
                 row.append(f"{t[base] / t[f]:.2f}" if f in t and base in t else "—")
         out.append("| " + " | ".join(row) + " |")

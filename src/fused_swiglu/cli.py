@@ -157,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: the seven Qwen2.5 models)")
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
-    b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all)")
+    b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all; "
+                        "quack only where the quack-kernels package is installed)")
     b.add_argument("--out", help="write results as JSON here, and as CSV beside it")
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
     b.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up per method and shape, ms (default 25)")

@@ -166,3 +166,60 @@ def test_a_complete_bench_says_so(tmp_path, monkeypatch):
     data = json.loads(out.read_text())
     assert len(rows) == 2 and data["rows"] == rows
     assert data["meta"]["complete"] is True and "stopped_by" not in data["meta"]
+
+
+def _peer_import(monkeypatch, importable: bool):
+    """Make the optional peers' modules import (or fail to import) regardless of this machine."""
+    real = methods.importlib.import_module
+
+    def fake(name, *args):
+        if name in {module for module, _ in methods.OPTIONAL_PEERS.values()}:
+            if not importable:
+                raise ImportError(f"No module named {name.split('.')[0]!r}")
+            return object()
+        return real(name, *args)
+
+    monkeypatch.setattr(methods.importlib, "import_module", fake)
+
+
+def test_an_optional_peer_runs_only_where_its_package_imports(monkeypatch):
+    assert set(methods.OPTIONAL_PEERS) <= set(methods.METHODS)
+    _peer_import(monkeypatch, importable=False)
+    why = methods.peer_problem("quack")
+    assert why.startswith("quack needs the quack-kernels package (pip install quack-kernels)") and "ImportError" in why
+    assert methods.default_methods() == [m for m in methods.METHODS if m != "quack"]
+    assert methods.peer_problem("fused_evt") is None
+    _peer_import(monkeypatch, importable=True)
+    assert methods.peer_problem("quack") is None and methods.default_methods() == list(methods.METHODS)
+
+
+def test_a_default_bench_without_the_peer_package_says_why_in_its_file(tmp_path, monkeypatch):
+    run = _fake_run(monkeypatch, None)
+    _peer_import(monkeypatch, importable=False)
+    out = tmp_path / "bench.json"
+    opts = run.BenchOptions(models=["0.5B"], tokens=[1], out=out)  # methods: the defaults
+    run.run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    assert "quack" not in opts.methods and "fused_evt" in opts.methods
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["peers_not_run"]["quack"].startswith("quack needs the quack-kernels package")
+    assert "not run: quack needs" in (tmp_path / "log.txt").read_text()
+
+
+def test_asking_for_a_peer_whose_package_is_missing_is_refused(tmp_path, monkeypatch):
+    run = _fake_run(monkeypatch, None)
+    _peer_import(monkeypatch, importable=False)
+    opts = run.BenchOptions(models=["0.5B"], tokens=[1], methods=["cublas_gemm", "quack"], out=tmp_path / "b.json")
+    with pytest.raises(ValueError, match=r"--methods: quack needs the quack-kernels package \(pip install quack-kernels\)"):
+        run.run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_the_peer_weight_layout_alternates_gate_and_up_rows():
+    s = methods.make_input_set(3, 16, 8, torch.float32, torch.device("cpu"), alternating=True)
+    assert s.w_alternating.shape == (16, 16)
+    assert torch.equal(s.w_alternating[0::2], s.w_gate) and torch.equal(s.w_alternating[1::2], s.w_up)
+    assert methods.make_input_set(3, 16, 8, torch.float32, torch.device("cpu")).w_alternating is None
+    assert (methods.bytes_held(3, 16, 8, torch.bfloat16, alternating=True)
+            - methods.bytes_held(3, 16, 8, torch.bfloat16)) == 2 * 8 * 16 * 2  # one more (2I, H) layout
+    with pytest.raises(ValueError, match="alternating=True"):
+        methods.build_calls(["quack"], [methods.make_input_set(3, 16, 8, torch.float32, torch.device("cpu"))])

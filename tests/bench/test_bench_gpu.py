@@ -32,14 +32,25 @@ def test_graph_replays_are_timed():
 
 def test_bench_writes_json_and_csv(tmp_path):
     out = tmp_path / "bench.json"
-    opts = BenchOptions(models=["0.5B"], tokens=[16], methods=list(methods.METHODS), out=out, warmup_ms=1, reps=3)
+    opts = BenchOptions(models=["0.5B"], tokens=[16], out=out, warmup_ms=1, reps=3)  # the default methods
     rows = run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
-    assert len(rows) == len(methods.METHODS)
+    assert len(rows) == len(methods.default_methods()) >= len(methods.METHODS) - len(methods.OPTIONAL_PEERS)
     data = json.loads(out.read_text())
     assert data["meta"]["gpu"] and data["meta"]["sm_count"] > 0 and data["meta"]["complete"] is True
     fused = [r for r in data["rows"] if r["method"] == "fused_evt"][0]
     assert fused["config"].startswith("packed_") and fused["tflops"] > 0 and fused["ratio_to_cublas"] > 0
     assert out.with_suffix(".csv").is_file()
+
+
+@pytest.mark.skipif(methods.peer_problem("quack") is not None, reason="the quack-kernels package does not import here")
+def test_the_quack_peer_is_checked_and_timed_beside_the_kernels(tmp_path):
+    out = tmp_path / "bench.json"
+    opts = BenchOptions(models=["0.5B"], tokens=[129], methods=["cublas_gemm", "fused_evt", "quack"], out=out,
+                        warmup_ms=1, reps=3, cuda_graph=True)
+    rows = run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
+    quack = [r for r in rows if r["method"] == "quack"][0]
+    assert quack["median_ms"] > 0 and quack["config"] == "" and quack["ratio_to_cublas"] > 0
+    assert "peers_not_run" not in json.loads(out.read_text())["meta"]
 
 
 def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""``fused-swiglu accuracy``: eager and each fused kernel against float64 on every model shape."""
+"""``fused-swiglu accuracy``: eager, each fused kernel and (where its package imports) the quack peer
+against float64 on every model shape."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..accuracy import compare, count_threshold_for
 from ..reference import swiglu_eager, swiglu_float64, swiglu_fp32_one_rounding
 from ..weights import pack_gate_up
 from . import report, shapes
-from .methods import FUSED_KERNEL, fused_call
+from .methods import FUSED_KERNEL, alternate_rows, fused_call, peer_problem, quack_swiglu
 
 M_TOKENS = 2048
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -26,7 +27,8 @@ def run_accuracy(
     console, out: Path | None = None, dtype_name: str = "bf16", seed: int | None = None,
     models: list[str] | None = None,
 ) -> list[dict]:
-    """x ~ N(0, 1) (M = 2048), weights ~ N(0, 1/H); every method vs float64 rounded once.
+    """x ~ N(0, 1) (M = 2048), weights ~ N(0, 1/H); every method vs float64 rounded once. The
+    ``quack`` peer is measured too where the quack-kernels package imports.
 
     The seed is fresh unless given, and printed so a run can be repeated. Mismatches are counted
     over elements of at least 1 % of the RMS for bf16 (the definition), 8 % for fp16
@@ -38,6 +40,9 @@ def run_accuracy(
     console.print(f"seed {seed}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     device = torch.device("cuda", torch.cuda.current_device())
+    methods = dict(METHODS)
+    if peer_problem("quack") is None:
+        methods["quack"] = lambda x, wg, wu, wp: quack_swiglu(x, alternate_rows(wg, wu))
     rows = []
     for shape in shapes.find(models):
         H, I = shape.hidden_size, shape.intermediate_size
@@ -46,7 +51,7 @@ def run_accuracy(
         wu = (torch.randn(I, H, device=device, generator=gen) * H**-0.5).to(dtype)
         wp = pack_gate_up(wg, wu)
         ref64 = swiglu_float64(x, wg, wu)
-        for method, fn in METHODS.items():
+        for method, fn in methods.items():
             r = compare(fn(x, wg, wu, wp), ref64, threshold)
             rows.append({"model": shape.model, "method": method, "exact": r.exact, "mismatch": r.mismatch,
                          "max_ulp": r.max_ulp, "counted": r.counted, "n": r.n})

@@ -20,7 +20,7 @@ class BenchOptions:
     models: list[str] | None = None
     tokens: list[int] = field(default_factory=lambda: list(shapes.TOKENS))
     dtype: str = "bf16"
-    methods: list[str] = field(default_factory=lambda: list(m.METHODS))
+    methods: list[str] | None = None  # None: methods.default_methods(), resolved by run_bench
     out: Path | None = None
     config: str | None = None
     warmup_ms: float = 25.0
@@ -51,8 +51,9 @@ def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device
                    flush: torch.Tensor, l2: int) -> list[dict]:
     """Check, then time, every method of ``opts`` on one (model, tokens) shape; one row per method."""
     H, I = shape.hidden_size, shape.intermediate_size
-    n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype), l2)
-    sets = [m.make_input_set(M, H, I, dtype, device) for _ in range(n_sets)]
+    alternating = "quack" in opts.methods
+    n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype, alternating), l2)
+    sets = [m.make_input_set(M, H, I, dtype, device, alternating) for _ in range(n_sets)]
     calls = m.build_calls(opts.methods, sets)
     check.check_outputs(calls, sets[0], f"{shape.model} M={M}")  # before any timing
     if opts.cuda_graph:
@@ -96,8 +97,13 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
     are still printed and written, with ``meta["complete"] = False`` and ``meta["stopped_by"]``
     naming the cause, and the exception is raised again. A complete run has ``complete = True``.
 
+    ``opts.methods`` None runs :func:`fused_swiglu.bench.methods.default_methods` (every method,
+    the optional peers where their package imports); the JSON's ``meta["peers_not_run"]`` then
+    says why each left-out peer did not run.
+
     Raises:
-        ValueError: an unknown method or model.
+        ValueError: an unknown method or model, or an optional peer asked for by name whose package
+            does not import here.
         WrongOutputError: a method's result on a shape failed the check made before that shape is
             timed (:mod:`fused_swiglu.bench.check`).
     """
@@ -105,9 +111,17 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
 
     if opts.config:
         os.environ[env.PREFIX + "CONFIG"] = opts.config
+    peers_not_run: dict[str, str] = {}
+    if opts.methods is None:
+        opts.methods = m.default_methods()
+        peers_not_run = {p: m.peer_problem(p) for p in m.OPTIONAL_PEERS if p not in opts.methods}
     for method in opts.methods:
         if method not in m.METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(m.METHODS)}")
+        if (problem := m.peer_problem(method)) is not None:
+            raise ValueError(f"--methods: {problem}")
+    for peer, why in peers_not_run.items():
+        console.print(f"not run: {why}")
     dtype = DTYPES[opts.dtype]
     models = shapes.find(opts.models)
     device, flush, l2 = _gpu_setup()
@@ -129,12 +143,12 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
         raise
     finally:
         if stopped is None or rows:
-            _report(rows, opts, device, console, stopped)
+            _report(rows, opts, device, console, stopped, peers_not_run)
     return rows
 
 
 def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
-            stopped: BaseException | None) -> None:
+            stopped: BaseException | None, peers_not_run: dict[str, str] | None = None) -> None:
     """Print the table and, with ``opts.out``, write JSON + CSV (marked incomplete if ``stopped``)."""
     console.print(report.bench_table(rows))
     reason = None if stopped is None else _stop_reason(stopped)
@@ -146,5 +160,7 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
                      "cuda_graph": opts.cuda_graph, "complete": stopped is None})
         if reason is not None:
             meta["stopped_by"] = reason
+        if peers_not_run:
+            meta["peers_not_run"] = peers_not_run
         paths = report.write_results(opts.out, meta, rows, report.BENCH_FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}" + ("" if stopped is None else " (incomplete)"))

@@ -6,8 +6,7 @@ For each shape and token count M, the table's config for Kernel-2 (packed) and K
 from both libraries with the table's raster, swizzle and epilogue math, and all five launches are
 timed in turn, rep by rep (``tune_configs.in_turn_ms``: L2 flushed before each, the first of them
 rotating); medians of ``--reps`` are kept. The two libraries' Kernel-1 outputs of each cell are
-compared bit for bit. Both libraries must hold the configs that the table picks (same config names);
-each launches them with the epilogue math it compiles (``branch_free_math``).
+compared bit for bit. Both libraries must hold the configs that the table picks (same config names).
 
 Prints, per shape, ``M:packed/dual`` with time(A) / time(B) (> 1: B is faster; ``!`` marks a cell
 whose outputs differ); ``--out`` writes every row as JSON. Perf-notes entry 41 ran it with A = the
@@ -45,8 +44,6 @@ def main() -> None:
 
     lib_a, lib_b = _lib.Library(a.a), _lib.Library(a.b)
     available = frozenset(c.name for c in lib_b.configs)
-    # each library launches its configs with the epilogue math it compiles (entry 48's rule)
-    branch_free = {id(lib): frozenset(c.name for c in lib.configs if c.branch_free_math) for lib in (lib_a, lib_b)}
     flush = flush_buffer()
     rows = []
     for shape in find_models(a.models):
@@ -60,10 +57,10 @@ def main() -> None:
             x = x_all[:M]
             fns, names = [lambda: x @ wcat.T], []
             for kernel, (w, w_up) in operands.items():
+                c = configs.select(kernel, M, I, H, torch.bfloat16, available)
                 for lib, y in ((lib_a, y_a), (lib_b, y_b)):
-                    c = configs.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free[id(lib)])
                     fns.append(lambda lib=lib, y=y, c=c, w=w, w_up=w_up:
-                               lib.run(c.name, x, w, w_up, y[:M], c.raster, c.swizzle, c.epilogue_math))
+                               lib.run(c.name, x, w, w_up, y[:M], c.raster, c.swizzle))
                 names.append(f"{c.name}@{c.raster}:{c.swizzle}")
             t = [statistics.median(v) * 1e3 for v in in_turn_ms(fns, flush, a.reps)]
             same = bool(torch.equal(y_a[:M], y_b[:M]))  # the last launches of each: Kernel-1

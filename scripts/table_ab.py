@@ -41,8 +41,8 @@ def load_old_table(path: str):
 
 
 def label(c) -> str:
-    """``name@raster:swizzle/math`` of a choice (math: the epilogue's, 0 IEEE division, 1 branch-free)."""
-    return f"{c.name}@{c.raster}:{c.swizzle}/{c.epilogue_math}"
+    """``name@raster:swizzle`` of a choice."""
+    return f"{c.name}@{c.raster}:{c.swizzle}"
 
 
 def main() -> None:
@@ -58,7 +58,6 @@ def main() -> None:
     old = load_old_table(a.old)
     lib = _lib.library()
     available = lib.names
-    branch_free = lib.branch_free_names
     flush = flush_buffer()
     rows = []
     for shape in find_models(a.models):
@@ -69,15 +68,14 @@ def main() -> None:
         for kernel, (w, w_up) in operands.items():
             line, ratios = [], []
             for M in a.tokens:
-                c_old = old.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
-                c_new = configs.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
+                c_old = old.select(kernel, M, I, H, torch.bfloat16, available)
+                c_new = configs.select(kernel, M, I, H, torch.bfloat16, available)
                 if label(c_old) == label(c_new):  # the two modules' Choice classes never compare equal
                     continue
                 x = x_all[:M]
                 fns = [lambda x=x: x @ wcat.T]
                 for c in (c_old, c_new):
-                    fns.append(lambda c=c, x=x: lib.run(c.name, x, w, w_up, y[:M], c.raster, c.swizzle,
-                                                        c.epilogue_math))
+                    fns.append(lambda c=c, x=x: lib.run(c.name, x, w, w_up, y[:M], c.raster, c.swizzle))
                 t_cublas, t_old, t_new = (statistics.median(v) * 1e3 for v in in_turn_ms(fns, flush, a.reps))
                 rows.append(dict(model=shape.model, kernel=kernel, tokens=M, cublas_us=t_cublas, old_us=t_old,
                                  new_us=t_new, old_config=label(c_old), new_config=label(c_new)))

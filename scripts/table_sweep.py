@@ -75,7 +75,6 @@ def main() -> None:
     extra = parse_configs(a.configs)
     lib = _lib.library()
     available = frozenset(c.name for c in lib.configs)
-    branch_free = frozenset(c.name for c in lib.configs if c.branch_free_math)
     missing = [name for name, _, _ in extra if name not in available]
     if missing:
         raise SystemExit(f"--configs: not in the kernel library: {', '.join(missing)}")
@@ -94,13 +93,11 @@ def main() -> None:
             x, y = x_all[:M], y_all[:M]
             fns, names = [lambda: x @ wcat.T], []
             for kernel, (w, w_up) in operands.items():
-                c = configs.select(kernel, M, I, H, torch.bfloat16, available, branch_free=branch_free)
-                fns.append(lambda c=c, w=w, w_up=w_up: lib.run(c.name, x, w, w_up, y, c.raster, c.swizzle,
-                                                               c.epilogue_math))
+                c = configs.select(kernel, M, I, H, torch.bfloat16, available)
+                fns.append(lambda c=c, w=w, w_up=w_up: lib.run(c.name, x, w, w_up, y, c.raster, c.swizzle))
                 names.append(f"{c.name}@{c.raster}:{c.swizzle}")
             for n, r, s, w, w_up in launches:
-                e = configs.epilogue_math_for(H, n in branch_free, configs.is_promoted(n))
-                fns.append(lambda n=n, r=r, s=s, w=w, w_up=w_up, e=e: lib.run(n, x, w, w_up, y, r, s, e))
+                fns.append(lambda n=n, r=r, s=s, w=w, w_up=w_up: lib.run(n, x, w, w_up, y, r, s))
             t_cublas, t_packed, t_dual, *t_extra = (statistics.median(t) for t in in_turn_ms(fns, flush, a.reps))
             rows.append(dict(model=shape.model, hidden_size=H, intermediate_size=I, tokens=M, cublas_ms=t_cublas,
                              packed_ms=t_packed, dual_ms=t_dual, packed_config=names[0], dual_config=names[1],

@@ -88,10 +88,9 @@ def main() -> int:
             for kernel in a.kernels:
 
                 def launch(name, n0, n1, raster, swizzle, kernel=kernel, x=x, y=y):
-                    em = C.epilogue_math_for(H, name in lib.branch_free_names, C.is_promoted(name))
                     if kernel == "packed":
-                        return lambda: lib.run(name, x, wp[2 * n0 : 2 * n1], None, y[:, n0:n1], raster, swizzle, em)
-                    return lambda: lib.run(name, x, wg[n0:n1], wu[n0:n1], y[:, n0:n1], raster, swizzle, em)
+                        return lambda: lib.run(name, x, wp[2 * n0 : 2 * n1], None, y[:, n0:n1], raster, swizzle)
+                    return lambda: lib.run(name, x, wg[n0:n1], wu[n0:n1], y[:, n0:n1], raster, swizzle)
 
                 table = C.select(kernel, M, I, H, torch.bfloat16)
                 cands = [(f"table {table.name}[{table.raster}:{table.swizzle}]",

@@ -21,7 +21,6 @@ import sys
 import torch
 
 from fused_swiglu import _lib
-from fused_swiglu.configs import epilogue_math_for, is_promoted
 from fused_swiglu.weights import pack_gate_up
 from tune_configs import flush_buffer, time_ms  # same protocol as the config sweeps (scripts/ is on sys.path)
 
@@ -45,8 +44,6 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=4864, help="I (output columns)")
     ap.add_argument("--ks", nargs="*", type=int, default=[128, 256, 512, 896, 1536, 2048, 3584])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--epilogue-math", default="auto", choices=["auto", "0", "1"],
-                    help="0 IEEE division, 1 branch-free, auto: as the library's table would choose for each K")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -55,8 +52,6 @@ def main() -> int:
     for name in args.configs:
         if name not in infos:
             ap.error(f"--configs: {name} is not in the kernel library")
-        if args.epilogue_math == "1" and not infos[name].branch_free_math:
-            ap.error(f"--epilogue-math 1: {name} has no branch-free epilogue (see fsw_config_info.branch_free_math)")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = flush_buffer()
     M, N = args.m, args.n
@@ -72,9 +67,8 @@ def main() -> int:
             c = infos[name]
             w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
             tiles = math.ceil(M / c.tile_m) * math.ceil(2 * N / c.tile_n)
-            em = epilogue_math_for(K, c.branch_free_math, is_promoted(name)) if args.epilogue_math == "auto" else int(args.epilogue_math)
-            ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y, 0, 1, em), flush, args.reps))
-            rows.append(dict(config=name, K=K, epilogue_math=em, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
+            ms = statistics.median(time_ms(lambda: lib.run(name, x, w, w_up, y, 0, 1), flush, args.reps))
+            rows.append(dict(config=name, K=K, ms=ms, tiles=tiles, k_tiles=math.ceil(K / c.tile_k),
                              us_per_tile_per_sm=ms * 1e3 * sms / tiles))
     for name in ["cublas_gemm", *args.configs]:
         print(name)
@@ -82,13 +76,10 @@ def main() -> int:
             cub = next(q["ms"] for q in rows if q["config"] == "cublas_gemm" and q["K"] == r["K"])
             extra = f"  {r['us_per_tile_per_sm']:.3f} us/tile/SM" if "tiles" in r else ""
             print(f"  K={r['K']:5d} {r['ms']:.4f} ms  cuBLAS/this {cub / r['ms']:.2f}{extra}")
-        # one fit per epilogue form: with --epilogue-math auto the form changes at K = 1024
-        for em in sorted({r["epilogue_math"] for r in rows if r["config"] == name and "tiles" in r}):
-            pts = [(r["k_tiles"], r["us_per_tile_per_sm"]) for r in rows
-                   if r["config"] == name and "tiles" in r and r["epilogue_math"] == em]
-            if len(pts) >= 2:
-                a, b = fit(pts)
-                print(f"  fit (epilogue_math {em}): {b:.4f} us per k-tile, {a:.3f} us fixed per tile")
+        pts = [(r["k_tiles"], r["us_per_tile_per_sm"]) for r in rows if r["config"] == name and "tiles" in r]
+        if len(pts) >= 2:
+            a, b = fit(pts)
+            print(f"  fit: {b:.4f} us per k-tile, {a:.3f} us fixed per tile")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), M=M, N=N, rows=rows), f, indent=1)

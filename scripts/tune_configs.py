@@ -3,8 +3,7 @@
 
 The data behind the per-shape table in ``src/fused_swiglu/configs.py`` (see docs/perf-notes.md).
 Each configuration is first checked for correctness on the shape (output poisoned with NaN, compared
-with the fp32 one-rounding reference), then timed with the epilogue math the library would choose
-(``configs.epilogue_math_for``): CUDA events, L2 flushed before every repetition, median of ``--reps``
+with the fp32 one-rounding reference), then timed: CUDA events, L2 flushed before every repetition, median of ``--reps``
 after warm-up, alternating rep by rep with the cuBLAS GEMM of the same FLOPs; ``cublas_over_config``
 is cuBLAS's median time over the config's (> 1: the config is faster; the benchmark's
 ``ratio_to_cublas`` is the inverse).
@@ -30,7 +29,6 @@ from fused_swiglu.accuracy import compare
 from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
 from fused_swiglu.bench import timing
 from fused_swiglu.bench.shapes import find as find_models
-from fused_swiglu.configs import epilogue_math_for, is_promoted
 from fused_swiglu.weights import pack_gate_up
 
 
@@ -167,10 +165,9 @@ def main() -> int:
             for c in configs:
                 w, w_up = (wp, None) if c.kernel == "packed" else (wg, wu)
                 for raster, swizzle in rasters:
-                    em = epilogue_math_for(H, c.branch_free_math, is_promoted(c.name))
                     y.fill_(float("nan"))
                     try:
-                        lib.run(c.name, x, w, w_up, y, raster, swizzle, em)
+                        lib.run(c.name, x, w, w_up, y, raster, swizzle)
                         torch.cuda.synchronize()
                     except Exception as e:  # noqa: BLE001 - record and continue the sweep
                         failures.append(dict(model=model, M=M, config=c.name, error=str(e)))
@@ -180,13 +177,13 @@ def main() -> int:
                     if not ok:
                         failures.append(dict(model=model, M=M, config=c.name, rel_err=err, nan=nan))
                     t_cub, t_cfg = paired_ms(
-                        peers["cublas_gemm"], lambda: lib.run(c.name, x, w, w_up, y, raster, swizzle, em),
+                        peers["cublas_gemm"], lambda: lib.run(c.name, x, w, w_up, y, raster, swizzle),
                         flush, args.reps,
                     )
                     t, cub_here = statistics.median(t_cfg), statistics.median(t_cub)
                     acc = accuracy_of(y)
                     rows.append(dict(model=model, H=H, I=I, M=M, method=c.name, raster=raster, swizzle=swizzle,
-                                     epilogue_math=em, ms=t, tflops=flops / t / 1e9, cublas_ms=cub_here,
+                                     ms=t, tflops=flops / t / 1e9, cublas_ms=cub_here,
                                      cublas_over_config=cub_here / t, rel_err=err, nan=nan, ok=ok, **acc))
                     if acc:
                         print(f"{model:13s} M={M:5d} {c.name} exact={acc['exact']:.5f} "

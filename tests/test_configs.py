@@ -35,38 +35,6 @@ def test_table_heuristic(kernel):
     assert "_pingpong_128x128x64_" in select(kernel, 2048, 18944, 3584, torch.bfloat16, ALL).name
 
 
-# Configs the library compiles with the branch-free epilogue (its branch_free_math flag): here all
-# but the 128x192 tiles (Pingpong, and Cooperative promoted), which hold > 128 accumulators per thread.
-BRANCH_FREE = frozenset(n for n in ALL if "_128x192x" not in n)
-BRANCH_FREE_ALL = frozenset(ALL)  # so that the rule, not the config's flag, decides
-
-
-def test_branch_free_epilogue_rule():
-    # fast accumulation: below K = 2048 (0.5B, 1.5B) at every M; promoted: below K = 1024 only
-    for kernel in ("packed", "dual"):
-        for M in (1, 16, 512, 2048, 8192):
-            for K, fast, promoted in [(896, 1, 1), (1536, 1, 0), (2048, 0, 0), (3584, 0, 0), (8192, 0, 0)]:
-                for acc, want in (("fast", fast), ("promoted", promoted)):
-                    got = select(kernel, M, 8960, K, torch.bfloat16, ALL, acc, BRANCH_FREE_ALL).epilogue_math
-                    assert got == want, (kernel, M, K, acc)
-    assert configs.epilogue_math_for(2040, True) == 1
-    assert configs.epilogue_math_for(2048, True) == 0
-    assert configs.epilogue_math_for(1016, True, promoted=True) == 1
-    assert configs.epilogue_math_for(1024, True, promoted=True) == 0
-    # a config whose library entry lacks the branch-free path always gets IEEE division
-    assert configs.epilogue_math_for(896, False) == 0
-    assert select("packed", 512, 4864, 896, torch.bfloat16, ALL, branch_free=frozenset()).epilogue_math == 0
-
-
-def test_resolve_reads_the_library_flag(monkeypatch):
-    from fused_swiglu import _lib
-
-    monkeypatch.setattr(_lib, "branch_free_names", lambda: frozenset({"dual_pingpong_64x128x64_1x1_bf16"}))
-    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 1
-    assert configs.resolve("dual", "dual_pingpong_64x128x64_1x1_bf16", 1, 64, 2048, torch.bfloat16).epilogue_math == 0
-    assert configs.resolve("packed", "packed_pingpong_128x192x64_2x1_bf16", 1, 64, 896, torch.bfloat16).epilogue_math == 0
-
-
 def test_table_launch_parameters_follow_the_row():
     # the same config name can be chosen with different rasterisation in different rows
     big = select("packed", 8192, 13824, 5120, torch.bfloat16, ALL)  # 14B, M = 8192
@@ -502,7 +470,7 @@ def test_tail_rule_configs_are_compiled():
     for kernel in ("packed", "dual"):
         for dtype in (torch.bfloat16, torch.float16):
             name = configs._pp(kernel, 64, 192, 1, 1).name(dtype)
-            assert select(kernel, 520, 18944, 3584, dtype, ALL) == configs.Choice(name, 1, 1, 0)
+            assert select(kernel, 520, 18944, 3584, dtype, ALL) == configs.Choice(name, 1, 1)
 
 
 def test_choosable_configs_cover_every_choice():

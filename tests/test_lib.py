@@ -36,12 +36,19 @@ def test_status_mapping_includes_last_error():
 
 
 def test_struct_layouts_match_the_header():
-    # fsw_problem: 3 int64, 4 int32, then 4 (pointer, int64) pairs = 24 + 16 + 64 bytes
+    # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, then 4 (pointer, int64) pairs = 24 + 16 + 64 bytes
     assert ctypes.sizeof(_lib.Problem) == 104
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
-    # fsw_config_info: a pointer then 14 int32
+    # the per-launch packing writes every field at the C offset
+    names = [name for name, _ in _lib.Problem._fields_]
+    buf = bytearray(_lib._PROBLEM.size)
+    _lib._PROBLEM.pack_into(buf, 0, *range(1, len(names) + 1))
+    for value, name in enumerate(names, 1):
+        field = getattr(_lib.Problem, name)
+        assert int.from_bytes(buf[field.offset:field.offset + field.size], "little") == value, name
+    # fsw_config_info: a pointer then 13 int32 (and 4 bytes of padding)
     assert ctypes.sizeof(_lib._ConfigInfo) == 64
-    assert _lib._ConfigInfo.smem_bytes.offset == 52 and _lib._ConfigInfo.swap_ab.offset == 60
+    assert _lib._ConfigInfo.smem_bytes.offset == 48 and _lib._ConfigInfo.swap_ab.offset == 56
 
 
 def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):

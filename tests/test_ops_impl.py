@@ -16,16 +16,13 @@ AVAILABLE = frozenset(r.config.name(d) for r in configs.TABLE for d in (torch.bf
 def launches(monkeypatch):
     calls = []
 
-    def fake_run(name, x, w, w_up, y, raster=0, swizzle=1, epilogue_math=0):
-        calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle,
-                          epilogue_math=epilogue_math))
+    def fake_run(name, x, w, w_up, y, raster=0, swizzle=1):
+        calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle))
         wg, wu = (w, w_up) if w_up is not None else unpack_gate_up(w, layout="interleaved")
         y.copy_(swiglu_fp32_one_rounding(x, wg, wu))
 
     monkeypatch.setattr(_lib, "run", fake_run)
     monkeypatch.setattr(_lib, "config_names", lambda: AVAILABLE)
-    # the library's branch_free_math flags, without loading (or building) a library
-    monkeypatch.setattr(_lib, "branch_free_names", lambda: frozenset(n for n in AVAILABLE if "_128x192x" not in n))
     monkeypatch.setattr(_lib, "library", _no_library)
     return calls
 

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 5
+#define FSW_ABI_VERSION 6
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -29,12 +29,6 @@ typedef enum fsw_status {
 } fsw_status;
 
 typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1 } fsw_dtype;
-
-// How the epilogue evaluates silu(g) = g / (1 + exp(-g)); both within a few fp32 ulp.
-typedef enum fsw_epilogue_math {
-  FSW_EPILOGUE_MATH_IEEE_DIV = 0,  // IEEE division: per-element branch, slower epilogue, best at long K
-  FSW_EPILOGUE_MATH_RCP = 1        // branch-free reciprocal + Newton step: ~2x faster epilogue, best at short K
-} fsw_epilogue_math;
 
 // Which weight operand a kernel reads.
 typedef enum fsw_kernel_kind {
@@ -52,7 +46,6 @@ typedef struct fsw_problem {
   int32_t dtype;      // fsw_dtype of x, the weights and y
   int32_t raster;     // tile rasterisation: 0 = heuristic, 1 = along M, 2 = along N
   int32_t swizzle;    // max swizzle size of the tile scheduler (1, 2, 4 or 8); 0 = 1
-  int32_t epilogue_math;  // fsw_epilogue_math
   const void* x;      // (M, K)
   int64_t ldx;
   const void* w;      // PACKED: (2N, K) interleaved gate/up (see weights.py); DUAL: W_gate (N, K)
@@ -72,7 +65,6 @@ typedef struct fsw_config_info {
   int32_t pingpong;   // 1 = Pingpong schedule, 0 = Cooperative
   int32_t stages;     // mainloop pipeline stages
   int32_t promote_k_tiles;  // 0: GMMA accumulates all of K; p > 0: partials of p k-tiles promoted to fp32
-  int32_t branch_free_math; // 1: accepts epilogue_math = FSW_EPILOGUE_MATH_RCP; 0: IEEE division only
   int32_t smem_bytes;       // shared memory per CTA in bytes (mainloop stages + epilogue + barriers)
   int32_t epilogue_smem_bytes;  // of which the collective epilogue, the SwiGLU node's output buffers included
   int32_t swap_ab;          // 1: swap-AB GEMM (weights as GMMA's A, tile_m weight rows by tile_n tokens)

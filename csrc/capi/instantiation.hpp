@@ -26,7 +26,6 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   e.info.pingpong = Config::kPingpong ? 1 : 0;
   e.info.stages = GemmT::CollectiveMainloop::DispatchPolicy::Stages;
   e.info.promote_k_tiles = Config::kPromoteKTiles;
-  e.info.branch_free_math = GemmT::kBranchFreeMath ? 1 : 0;
   e.info.smem_bytes = GemmT::GemmKernel::SharedStorageSize;
   e.info.epilogue_smem_bytes = int(sizeof(typename GemmT::CollectiveEpilogue::SharedStorage));
   e.info.swap_ab = GemmT::kSwapAB ? 1 : 0;

@@ -19,7 +19,7 @@ import torch
 from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 5  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 6  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -46,7 +46,6 @@ class Problem(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("raster", ctypes.c_int32),
         ("swizzle", ctypes.c_int32),
-        ("epilogue_math", ctypes.c_int32),
         ("x", ctypes.c_void_p),  # (M, K)
         ("ldx", ctypes.c_int64),
         ("w", ctypes.c_void_p),  # PACKED: (2N, K); DUAL: W_gate (N, K)
@@ -59,7 +58,7 @@ class Problem(ctypes.Structure):
 
 
 # The same layout as Problem / fsw_problem: three int64, four int32, then (pointer, int64) x 4.
-_PROBLEM = struct.Struct("<qqqiiiiQqQqQqQq")
+_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQq")  # 4 pad bytes before the first pointer, as in C
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
@@ -78,7 +77,6 @@ class _ConfigInfo(ctypes.Structure):
         ("pingpong", ctypes.c_int32),
         ("stages", ctypes.c_int32),
         ("promote_k_tiles", ctypes.c_int32),
-        ("branch_free_math", ctypes.c_int32),
         ("smem_bytes", ctypes.c_int32),
         ("epilogue_smem_bytes", ctypes.c_int32),
         ("swap_ab", ctypes.c_int32),
@@ -92,7 +90,7 @@ class ConfigInfo:
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
-    ``branch_free_math``: the config accepts ``epilogue_math=1``; ``stages``: mainloop pipeline
+    ``stages``: mainloop pipeline
     stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
     the collective epilogue (with the SwiGLU node's output buffers); ``swap_ab``: the GEMM takes the
     weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M).
@@ -110,7 +108,6 @@ class ConfigInfo:
     schedule: str
     stages: int
     promote_k_tiles: int = 0
-    branch_free_math: bool = False
     smem_bytes: int = 0
     epilogue_smem_bytes: int = 0
     swap_ab: bool = False
@@ -155,7 +152,6 @@ class Library:
         self.configs = self._read_configs()
         self.index = {c.name: c.index for c in self.configs}
         self.names = frozenset(self.index)
-        self.branch_free_names = frozenset(c.name for c in self.configs if c.branch_free_math)
         self._workspace_bytes: dict[tuple, int] = {}
         # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch
         self._tls = threading.local()
@@ -207,7 +203,6 @@ class Library:
                     schedule="pingpong" if info.pingpong else "cooperative",
                     stages=info.stages,
                     promote_k_tiles=info.promote_k_tiles,
-                    branch_free_math=bool(info.branch_free_math),
                     smem_bytes=info.smem_bytes,
                     epilogue_smem_bytes=info.epilogue_smem_bytes,
                     swap_ab=bool(info.swap_ab),
@@ -224,7 +219,6 @@ class Library:
         y: torch.Tensor,
         raster: int = 0,
         swizzle: int = 1,
-        epilogue_math: int = 0,
     ) -> None:
         """Launch ``config_name`` on x's current CUDA stream: ``y = silu(x @ Wg^T) * (x @ Wu^T)``.
 
@@ -235,7 +229,6 @@ class Library:
             w_up: ``W_up (N, K)`` for a dual config, None for a packed one.
             y: ``(M, N)`` output, same dtype, written in place.
             raster: 0 heuristic, 1 along M, 2 along N. swizzle: 1, 2, 4 or 8.
-            epilogue_math: 0 IEEE division, 1 branch-free reciprocal (fsw_epilogue_math).
 
         Raises:
             UnsupportedError: unknown config name (or the library declines the problem).
@@ -254,7 +247,7 @@ class Library:
         n = y.shape[1]
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
-            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle, epilogue_math,
+            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle,
             x.data_ptr(), x.stride(0), w.data_ptr(), w.stride(0),
             w_up.data_ptr() if w_up is not None else 0, w_up.stride(0) if w_up is not None else 0,
             y.data_ptr(), y.stride(0),
@@ -326,11 +319,6 @@ def config_names() -> frozenset[str]:
     return library().names
 
 
-def branch_free_names() -> frozenset[str]:
-    """Names of the library's configs that compile the branch-free epilogue (``epilogue_math=1``)."""
-    return library().branch_free_names
-
-
 def run(
     config_name: str,
     x: torch.Tensor,
@@ -339,12 +327,11 @@ def run(
     y: torch.Tensor,
     raster: int = 0,
     swizzle: int = 1,
-    epilogue_math: int = 0,
 ) -> None:
     """Launch one kernel on the current stream of x's device; see :meth:`Library.run`."""
     lib = library()
     if x.device.index is not None and x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):
-            lib.run(config_name, x, w, w_up, y, raster, swizzle, epilogue_math)
+            lib.run(config_name, x, w, w_up, y, raster, swizzle)
     else:
-        lib.run(config_name, x, w, w_up, y, raster, swizzle, epilogue_math)
+        lib.run(config_name, x, w, w_up, y, raster, swizzle)

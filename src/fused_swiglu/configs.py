@@ -344,34 +344,11 @@ TABLE: list[Row] = [
 
 @dataclass(frozen=True)
 class Choice:
-    """What to launch: the library config name and its launch parameters (epilogue_math: 0 IEEE
-    division, 1 branch-free reciprocal; see :func:`epilogue_math_for`)."""
+    """What to launch: the library config name and its launch parameters."""
 
     name: str
     raster: int = 0
     swizzle: int = 1
-    epilogue_math: int = 0
-
-
-# Where the SwiGLU epilogue's branch-free form wins (docs/perf-notes.md, entries 8, 10 and 48; measured
-# on Pingpong tiles, applied to every config whose library entry has the path). Below
-# BRANCH_FREE_EPILOGUE_K_MAX the epilogue, not the mainloop, sets a short-K tile's pace: 0.5B (K = 896)
-# +26-31 % at M >= 1024, 1.5B (K = 1536) +1-6 % at every M. Promoted-accumulation configs keep
-# the branch-free form below K = 1024 only: their 64 x 128 Pingpong tile lost up to 2 % with it on 1.5B
-# from M = 512 on. The rule depends on K only, so that a token's output bits do not depend on M (the
-# two forms can differ in the last bit). At K = 2048-3584 the branch-free form was 0-4 % faster at
-# M <= 1024 and up to 2 % slower above (entry 48); it is not used there.
-BRANCH_FREE_EPILOGUE_K_MAX = 2048
-BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX = 1024
-
-
-def epilogue_math_for(K: int, branch_free_capable: bool, promoted: bool = False) -> int:
-    """The epilogue's silu evaluation for hidden size K: 1 (branch-free reciprocal) on a config whose
-    library entry compiles that path (``branch_free_capable``, the library's ``branch_free_math``
-    flag) when K < :data:`BRANCH_FREE_EPILOGUE_K_MAX` (fast accumulation) or K <
-    :data:`BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX` (``promoted``), else 0 (IEEE division)."""
-    k_max = BRANCH_FREE_EPILOGUE_PROMOTED_K_MAX if promoted else BRANCH_FREE_EPILOGUE_K_MAX
-    return int(branch_free_capable and K < k_max)
 
 
 def is_promoted(name: str) -> bool:
@@ -565,7 +542,6 @@ def select(
     dtype: torch.dtype,
     available: frozenset[str] | None = None,
     accumulation: str = "fast",
-    branch_free: frozenset[str] | None = None,
 ) -> Choice:
     """Choose the config for one problem.
 
@@ -582,8 +558,6 @@ def select(
         available: config names to choose from (any iterable of str; None: ask the library, which
             loads it and, on first use, builds it: see the README's "Building").
         accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
-        branch_free: the names among ``available`` that compile the branch-free epilogue (None:
-            ask the library when ``available`` is None, else none).
 
     Raises:
         ValueError: unknown kernel or accumulation, M, N or K below 0. TypeError: unsupported dtype,
@@ -594,17 +568,11 @@ def select(
     _check_sizes(M=M, N=N, K=K)
     if available is not None:
         available = frozenset(available)
-    if branch_free is not None:
-        branch_free = frozenset(branch_free)
-    if available is None:
+    else:
         from . import _lib
 
         available = _lib.config_names()
-        if branch_free is None:
-            branch_free = _lib.branch_free_names()
-    return _select(
-        kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation, branch_free or frozenset()
-    )
+    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation)
 
 
 def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
@@ -614,7 +582,7 @@ def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_free) -> Choice:
+def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if suffix == "_?":
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
@@ -637,9 +605,9 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         name = wanted[0]
         # the table's launch parameters stay with its config; another config runs with the defaults
         raster, swizzle = (cfg.raster, cfg.swizzle) if name == table_name else (0, 1)
-        return Choice(name, raster, swizzle, epilogue_math_for(K, name in branch_free, is_promoted(name)))
+        return Choice(name, raster, swizzle)
     if table_name in available:
-        return Choice(table_name, cfg.raster, cfg.swizzle, epilogue_math_for(K, table_name in branch_free, promoted))
+        return Choice(table_name, cfg.raster, cfg.swizzle)
     same_kind = sorted(n for n in available if fits(n))
     if not same_kind:
         raise UnsupportedError(
@@ -650,7 +618,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, branch_f
         f"config:{table_name}",
         f"fused_swiglu: config {table_name} is not in the kernel library; using {same_kind[0]} instead.",
     )
-    return Choice(same_kind[0], epilogue_math=epilogue_math_for(K, same_kind[0] in branch_free, promoted))
+    return Choice(same_kind[0])
 
 
 # The ops' ``config`` argument: a library config name, or one of these keys for the table's choice.
@@ -673,6 +641,4 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
             f"ending with {suffix!r}), '' or 'promoted'; got config={config!r}"
         )
-    from . import _lib
-
-    return Choice(config, epilogue_math=epilogue_math_for(K, config in _lib.branch_free_names(), is_promoted(config)))
+    return Choice(config)

@@ -37,7 +37,7 @@ def _swiglu_packed_cuda(x: torch.Tensor, w_packed: torch.Tensor, config: str) ->
         return y
     x, w_packed = tma_ready(x), tma_ready(w_packed)
     choice = configs.resolve("packed", config, M, I, H, x.dtype)
-    _lib.run(choice.name, x, w_packed, None, y, choice.raster, choice.swizzle, choice.epilogue_math)
+    _lib.run(choice.name, x, w_packed, None, y, choice.raster, choice.swizzle)
     return y
 
 
@@ -67,7 +67,7 @@ def _swiglu_dual_cuda(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
         return y
     x, w_gate, w_up = tma_ready(x), tma_ready(w_gate), tma_ready(w_up)
     choice = configs.resolve("dual", config, M, I, H, x.dtype)
-    _lib.run(choice.name, x, w_gate, w_up, y, choice.raster, choice.swizzle, choice.epilogue_math)
+    _lib.run(choice.name, x, w_gate, w_up, y, choice.raster, choice.swizzle)
     return y
 
 

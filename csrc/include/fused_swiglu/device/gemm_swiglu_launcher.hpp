@@ -47,14 +47,6 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     return fail(FSW_ERROR_INVALID_ARGUMENT, "problem dtype %d does not match config %s", p.dtype, info.name);
   }
   if (p.m < 0) return fail(FSW_ERROR_INVALID_ARGUMENT, "M must be >= 0; got M=%lld", (long long)p.m);
-  if (p.epilogue_math != FSW_EPILOGUE_MATH_IEEE_DIV && p.epilogue_math != FSW_EPILOGUE_MATH_RCP) {
-    return fail(FSW_ERROR_INVALID_ARGUMENT, "epilogue_math must be 0 (IEEE division) or 1 (reciprocal); got %d",
-                p.epilogue_math);
-  }
-  if (p.epilogue_math == FSW_EPILOGUE_MATH_RCP && !info.branch_free_math) {
-    return fail(FSW_ERROR_NOT_SUPPORTED, "config %s has no branch-free epilogue (epilogue_math=1); use 0",
-                info.name);
-  }
   if (p.n <= 0 || p.n % 8 != 0) {
     return fail(FSW_ERROR_INVALID_ARGUMENT,
                 "N (intermediate size I) must be a positive multiple of 8 for 16-byte TMA rows; got N=%lld",

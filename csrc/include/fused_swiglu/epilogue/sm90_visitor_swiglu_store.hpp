@@ -2,6 +2,7 @@
 // accumulator tile and writes a half-width output tile with TMA.
 //
 //   Y[m, j] = silu(G[m, j]) * U[m, j],   silu(v) = v / (1 + exp(-v))       (fp32, rounded once)
+//   evaluated as G * U * rcp(1 + 2^(-G log2 e)) with the MUFU's ex2 and rcp (detail::swiglu)
 //
 // The GEMM computes an accumulator tile of CTA_N columns in which gate and up columns are paired at a
 // fixed distance PairStride (P):
@@ -47,41 +48,21 @@ using cutlass::Array;
 
 namespace detail {
 
-// silu(g) * u in fp32. IEEE division; __expf is accurate to 2 ulp of fp32, far below one ulp of the
-// 16-bit output, so the result is rounded once from an fp32 value as close as the fp32 reference.
-// The division compiles to a check (FCHK) and a branch to a slow path per element, which keeps the
-// elements' instruction chains apart (slow, but it leaves the other warpgroup's mainloop alone).
-CUTLASS_DEVICE float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
-
-// The same result for tiles that reach past the problem: FCHK sends a zero numerator to the slow
-// path, and the rows or columns of such a tile past the problem are zero-filled by TMA, so every gate
-// accumulator there is 0 (docs/perf-notes.md, entry 40: partial token tiles ran up to 1.6x slower).
-// g == +-0 skips the division; g / d == g there, so the result is bit-identical. Full tiles keep
-// swiglu(): this branch per element made Qwen2.5-1.5B take 10-15 % more time at M = 2048 and 8192.
-CUTLASS_DEVICE float swiglu_zero_safe(float g, float u) {
-  float silu = g;
-  if (g != 0.0f) silu = g / (1.0f + __expf(-g));
-  return silu * u;
-}
-
-// 1 / d for finite d >= 1 without a branch: the MUFU reciprocal (rcp.approx.f32, < 1 ulp, denormal
-// results kept) refined by one Newton step, r' = r + r * (1 - d * r).
-CUTLASS_DEVICE float reciprocal(float d) {
-  float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(d));
-  return fmaf(r, fmaf(-d, r, 1.0f), r);
-}
-
-// The same function without branches (FSW_EPILOGUE_MATH_RCP): __expf within 2 ulp, the reciprocal
-// within 1 ulp, so still a few fp32 ulp from the fp32 reference. Where exp(-g) overflows (g < -88.7)
-// the reciprocal is selected as 0, as IEEE division gives g / inf = -0; the denominator fed to the
-// Newton step is clamped to FLT_MAX so that it stays finite. The elements' chains interleave, so the
-// epilogue runs ~2x faster, but as a dense burst that slows the other warpgroup's mainloop at long K
-// (docs/perf-notes.md, entries 8 and 10).
-CUTLASS_DEVICE float swiglu_branch_free(float g, float u) {
-  float d = 1.0f + __expf(-g);
-  float r = reciprocal(fminf(d, 3.402823466e38f));
-  return g * (d == INFINITY ? 0.0f : r) * u;
+// silu(g) * u in fp32 from two MUFU operations: g * u * rcp(1 + 2^(-g log2 e)), no division and no
+// branch. ex2.approx.ftz is within 2 ulp of fp32 (its argument rounded once), rcp.approx.ftz within
+// 1 ulp, so the result is a few fp32 ulp from the exact value, far below half an ulp of the 16-bit
+// output it is rounded to: at M = 2048 the kernels' exact-match rates against float64 equal those of
+// an IEEE division to 0.0001 % on the seven Qwen2.5 shapes (docs/perf-notes.md, entry 54).
+// Edge cases: g -> -inf makes 2^(-g log2 e) = +inf and rcp(inf) = 0, so the result is -0 * u as with
+// g / inf; g = 0 gives 0; large positive g gives g * u; a NaN propagates. A denormal exponential is
+// flushed to 0, which changes 1 + e by less than an fp32 ulp. Against the IEEE division this form
+// issues a few instructions per element instead of a check and a slow-path branch, and at long K
+// the lighter epilogue lets the SMs keep a higher clock (entry 54).
+CUTLASS_DEVICE float swiglu(float g, float u) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return g * r * u;
 }
 
 // For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
@@ -146,7 +127,6 @@ template <
   class StrideMNL,       // stride of Y in the GEMM's frame: (M, N/2, L) as (ldy, _1, batch), or with
                          // PairsAlongM (M/2, N, L) as (_1, ldy, batch)
   int PairStride,        // P above
-  bool BranchFreeMath,   // also compile swiglu_branch_free, chosen at run time by Params::branch_free_math
   bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
   bool PairsAcrossSubtiles = false,  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
   bool ShiftLastTokenTile = false  // the mainloop starts the last token tile (along M) at
@@ -190,7 +170,6 @@ struct Sm90SwiGLUStore {
   struct Arguments {
     Element* ptr_out = nullptr;  // Y, (M, N/2, L)
     StrideMNL dOut = {};
-    int32_t branch_free_math = 0;  // 1: swiglu_branch_free, 0: swiglu (IEEE division)
   };
 
   struct Params {
@@ -199,7 +178,6 @@ struct Sm90SwiGLUStore {
         make_tensor(static_cast<Element*>(nullptr), repeat_like(StrideMNL{}, int32_t(0)), StrideMNL{}),
         SmemLayoutTma{}));
     TMA_Out tma_store_out;
-    int32_t branch_free_math;
   };
 
   // problem_shape is the GEMM's (M, N, K[, L]) with N = 2 * I accumulator columns.
@@ -209,7 +187,7 @@ struct Sm90SwiGLUStore {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     auto out_shape = PairsAlongM ? make_shape(M / 2, N, L) : make_shape(M, N / 2, L);
     Tensor tensor_out = make_tensor(args.ptr_out, make_layout(out_shape, args.dOut));
-    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{}), args.branch_free_math};
+    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{})};
   }
 
   template <class ProblemShape>
@@ -260,18 +238,17 @@ struct Sm90SwiGLUStore {
     static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
 
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
-                                          int thr_m_out, int thr_n_out, bool partial_tile, Params const* params_ptr)
+                                          int thr_m_out, int thr_n_out, Params const* params_ptr)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
-          thr_m_out(thr_m_out), thr_n_out(thr_n_out), partial_tile(partial_tile), params_ptr(params_ptr) {}
+          thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr) {}
 
     STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
     GTensorS2G bSG_gOut;   // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     int thr_m_out;         // output row of this thread's first element inside the subtile
     int thr_n_out;         // output column of this thread's first element inside the subtile
-    bool partial_tile;     // the CTA tile reaches past M or N: its rows / columns there are zero
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
     Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
@@ -304,31 +281,17 @@ struct Sm90SwiGLUStore {
         }
       }
       // every output of this subtile, from its gate and up accumulators
-      auto all_outputs = [&](auto swiglu) {
-        if constexpr (PairsAcrossSubtiles) {  // element i of the up subtile pairs with element i kept above
-          cute::for_each(make_int_sequence<F>{}, [&](auto i) {
-            out[i] = static_cast<Element>(swiglu(gate[i], value(i)));
-          });
-        } else {
-          cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
-            constexpr auto t = pair_table();
-            float g = value(t.gate[decltype(p)::value]);
-            float u = value(t.up[decltype(p)::value]);
-            out[decltype(p)::value] = static_cast<Element>(swiglu(g, u));
-          });
-        }
-      };
-      // one uniform branch per subtile, outside the per-element code
-      if constexpr (BranchFreeMath) {
-        if (params_ptr->branch_free_math) {
-          all_outputs([](float g, float u) { return detail::swiglu_branch_free(g, u); });
-          return frg_input;
-        }
-      }
-      if (partial_tile) {
-        all_outputs([](float g, float u) { return detail::swiglu_zero_safe(g, u); });
+      if constexpr (PairsAcrossSubtiles) {  // element i of the up subtile pairs with element i kept above
+        cute::for_each(make_int_sequence<F>{}, [&](auto i) {
+          out[i] = static_cast<Element>(detail::swiglu(gate[i], value(i)));
+        });
       } else {
-        all_outputs([](float g, float u) { return detail::swiglu(g, u); });
+        cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
+          constexpr auto t = pair_table();
+          float g = value(t.gate[decltype(p)::value]);
+          float u = value(t.up[decltype(p)::value]);
+          out[decltype(p)::value] = static_cast<Element>(detail::swiglu(g, u));
+        });
       }
       return frg_input;
     }
@@ -422,12 +385,8 @@ struct Sm90SwiGLUStore {
     int thr_m_out = PairsAlongM && !PairsAcrossSubtiles ? detail::paired_out(thr_m, PairStride) : thr_m;
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
-    // The tile reaches past the problem (the same for every thread of the CTA, so a uniform branch).
-    bool partial_tile = m_start + tile_m > int(M) || (int(n) + 1) * int(size<1>(args.tile_shape_mnk)) > int(N);
-
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
-        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, partial_tile,
-        params_ptr);
+        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
   }
 };
 

@@ -76,15 +76,12 @@ struct SwiGLUGemmBase {
   static constexpr bool kSwapAB = SwapAB;
   using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
 
-  // Both silu evaluations (fsw_epilogue_math) are compiled only up to 128 accumulator registers per
-  // thread: with 192 (128x192 Pingpong), the second code path spills registers (28 bytes, nvcc 13.0).
-  static constexpr bool kBranchFreeMath = Config::kAccumulatorsPerThread <= 128;
   // Tokens along M: the mainloop and the epilogue both start the last token tile at token_tile_start
   // (collective/sm90_token_tile_shift.hpp). The swap-AB form keeps the scheduler's tiles.
   static constexpr bool kShiftLastTokenTile = !SwapAB;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
-          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, kBranchFreeMath, /*PairsAlongM=*/SwapAB,
+          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, /*PairsAlongM=*/SwapAB,
           PairsAcrossSubtiles, kShiftLastTokenTile>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -139,7 +136,7 @@ struct SwiGLUGemmBase {
         SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
-        {{{}, {static_cast<Element*>(p.y), d_out, p.epilogue_math}},
+        {{{}, {static_cast<Element*>(p.y), d_out}},
          nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
         hw_info};
     return args;

@@ -110,8 +110,12 @@ def test_128_row_tiles_at_m_512_only_above_m_448():
     # entry 43: on 3B, after entry 41 removed the partial tile's extra cost, 128x96 from M = 385 on
     assert select("dual", 448, 11008, 2048, torch.bfloat16, ALL).name == "dual_pingpong_128x96x64_1x1_bf16"
     assert select("packed", 385, 11008, 2048, torch.bfloat16, ALL).name == "packed_pingpong_128x96x64_1x1_bf16"
-    assert select("packed", 448, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_64x128x64_1x1_bf16"
-    assert select("packed", 449, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_128x96x64_1x1_bf16"
+    # entry 55: Kernel-2 on 1.5B takes 64x192 to M = 448, then 128x192 2x1 (four token tiles) to 512
+    assert select("packed", 385, 8960, 1536, torch.bfloat16, ALL) == configs.Choice("packed_pingpong_64x192x64_1x1_bf16")
+    assert select("packed", 448, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
+    assert select("packed", 449, 8960, 1536, torch.bfloat16, ALL) == configs.Choice("packed_pingpong_128x192x64_2x1_bf16")
+    assert select("packed", 512, 8960, 1536, torch.bfloat16, ALL).name == "packed_pingpong_128x192x64_2x1_bf16"
+    assert select("packed", 448, 4864, 896, torch.bfloat16, ALL).name == "packed_pingpong_64x128x64_1x1_bf16"
     assert select("packed", 448, 13824, 5120, torch.bfloat16, ALL).name == "packed_pingpong_64x192x64_1x1_bf16"
     assert select("packed", 512, 13824, 5120, torch.bfloat16, ALL).raster == 1
     assert select("dual", 512, 4864, 896, torch.bfloat16, ALL).name == "dual_pingpong_64x128x64_1x1_bf16"  # 0.5B

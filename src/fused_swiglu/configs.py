@@ -259,8 +259,10 @@ TABLE: list[Row] = [
     Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_14B),
     Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_32B),
     Row("packed", 512, _pp("packed", 128, 192, 2, 1, raster=1), shape=QWEN25_7B),
+    # Qwen2.5-1.5B after the two-MUFU epilogue (entry 55): 64x192 to 448, 128x192 2x1 to 512
+    Row("packed", 448, _pp("packed", 64, 192, 1, 1), shape=QWEN25_1_5B),
     Row("packed", 448, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
-    Row("packed", 512, _pp("packed", 128, 96, 1, 1, raster=1), shape=QWEN25_1_5B),
+    Row("packed", 512, _pp("packed", 128, 192, 2, 1), shape=QWEN25_1_5B),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, raster=1), weight_max=SMALL),
     Row("packed", 512, _pp("packed", 128, 128, 2, 1)),
     # 576 < M <= 640 (entry 43): five 128-token tiles, the last more than half full; 128x96 up to 14B

@@ -49,7 +49,7 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--models", "9000B"], "unknown model '9000B'"),
     (["bench", "--tokens", "-5"], "--tokens must be integers >= 1; got '-5'"),
     (["bench", "--tokens", "abc"], "--tokens must be integers >= 1; got 'abc'"),
-    (["bench", "--methods", "eager,fused"], "unknown method 'fused'"),
+    (["bench", "--methods", "eager,fused"], "--methods: unknown method 'fused'"),
     (["accuracy", "--models", "9000B"], "unknown model '9000B'"),
     (["bench", "--models", "4096x100"], "--models: custom shape '4096x100': hidden size H and intermediate size I must be"),
     (["accuracy", "--models", "7B,12x64"], "--models: custom shape '12x64'"),
@@ -85,6 +85,22 @@ def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert rule in err and SENTENCE not in err
+
+
+def test_a_peer_without_its_package_is_reported_before_the_gpu_check(capsys, monkeypatch):
+    from fused_swiglu.bench import methods
+
+    real = methods.importlib.import_module
+
+    def no_quack(name, *args):
+        if name.startswith("quack"):
+            raise ImportError("No module named 'quack'")
+        return real(name, *args)
+
+    monkeypatch.setattr(methods.importlib, "import_module", no_quack)
+    assert cli.main(["bench", "--methods", "cublas_gemm,quack"]) == 1
+    err = capsys.readouterr().err
+    assert "--methods: quack needs the quack-kernels package (pip install quack-kernels" in err and SENTENCE not in err
 
 
 def test_info_works_without_gpu(capsys, tmp_path, monkeypatch):

@@ -191,7 +191,7 @@ def _no_hopper(command: str) -> int | None:
 
 
 def _cmd_bench(args, console) -> int:
-    from .bench.methods import METHODS
+    from .bench.methods import METHODS, peer_problem
     from .bench.report import check_out_path
     from .bench.run import BenchOptions, run_bench
 
@@ -202,13 +202,16 @@ def _cmd_bench(args, console) -> int:
     config = _configs(args.config)
     for method in methods or []:
         if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+            raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
     _config_applies(config, methods or list(METHODS), args.dtype)
     if args.rep < 1:
         raise ValueError(f"--rep must be a positive integer; got {args.rep}")
     if not (0.0 <= args.warmup_ms < float("inf")):
         raise ValueError(f"--warmup-ms must be a finite number >= 0; got {args.warmup_ms}")
     out = check_out_path(args.out) if args.out is not None else None
+    for method in methods or []:  # an optional peer asked for by name: its package, on any machine
+        if (problem := peer_problem(method)) is not None:
+            raise ValueError(f"--methods: {problem}")
     if (code := _no_hopper("bench")) is not None:
         return code
     opts = BenchOptions(

@@ -186,7 +186,8 @@ def test_an_optional_peer_runs_only_where_its_package_imports(monkeypatch):
     assert set(methods.OPTIONAL_PEERS) <= set(methods.METHODS)
     _peer_import(monkeypatch, importable=False)
     why = methods.peer_problem("quack")
-    assert why.startswith("quack needs the quack-kernels package (pip install quack-kernels)") and "ImportError" in why
+    assert why.startswith("quack needs the quack-kernels package (pip install quack-kernels, or this package's "
+                          "[peers] extra)") and "ImportError" in why
     assert methods.default_methods() == [m for m in methods.METHODS if m != "quack"]
     assert methods.peer_problem("fused_evt") is None
     _peer_import(monkeypatch, importable=True)
@@ -209,7 +210,7 @@ def test_asking_for_a_peer_whose_package_is_missing_is_refused(tmp_path, monkeyp
     run = _fake_run(monkeypatch, None)
     _peer_import(monkeypatch, importable=False)
     opts = run.BenchOptions(models=["0.5B"], tokens=[1], methods=["cublas_gemm", "quack"], out=tmp_path / "b.json")
-    with pytest.raises(ValueError, match=r"--methods: quack needs the quack-kernels package \(pip install quack-kernels\)"):
+    with pytest.raises(ValueError, match=r"--methods: quack needs the quack-kernels package \(pip install quack-kernels"):
         run.run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
     assert not (tmp_path / "b.json").exists()
 

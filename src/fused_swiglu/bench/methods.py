@@ -90,7 +90,8 @@ def peer_problem(method: str) -> str | None:
     try:
         importlib.import_module(module)
     except Exception as e:  # ImportError, or whatever the package's import raises on this machine
-        return f"{method} needs the {dist} package (pip install {dist}); importing {module} failed: {type(e).__name__}: {e}"
+        return (f"{method} needs the {dist} package (pip install {dist}, or this package's [peers] extra); "
+                f"importing {module} failed: {type(e).__name__}: {e}")
     return None
 
 

@@ -124,7 +124,7 @@ def check_out_path(path: str | Path, option: str = "--out") -> Path:
     if path.suffix.lower() == ".csv":
         raise ValueError(f"{option} names the JSON file (its CSV goes beside it as .csv); got {path}")
     if path.is_dir() or text.endswith(("/", os.sep)):
-        raise ValueError(f"{option} must be a file path, not a directory; got {text}")
+        raise ValueError(f"{option} must be a file path, not a directory; got {text!r}")
     existing = path.parent.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -1,5 +1,6 @@
 """The command line on a machine without a Hopper GPU."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,7 @@ def test_a_peer_without_its_package_is_reported_before_the_gpu_check(capsys, mon
         return real(name, *args)
 
     monkeypatch.setattr(methods.importlib, "import_module", no_quack)
+    monkeypatch.setattr(methods, "peer_problem", functools.lru_cache(maxsize=None)(methods.peer_problem.__wrapped__))
     assert cli.main(["bench", "--methods", "cublas_gemm,quack"]) == 1
     err = capsys.readouterr().err
     assert "--methods: quack needs the quack-kernels package (pip install quack-kernels" in err and SENTENCE not in err

@@ -1,6 +1,7 @@
 """Pure parts of the benchmark: shapes, input-set rotation, statistics, derived columns, files."""
 
 import csv
+import functools
 import json
 
 import pytest
@@ -171,6 +172,8 @@ def test_a_complete_bench_says_so(tmp_path, monkeypatch):
 def _peer_import(monkeypatch, importable: bool):
     """Make the optional peers' modules import (or fail to import) regardless of this machine."""
     real = methods.importlib.import_module
+    # peer_problem caches its answer per process: a fresh cache for this test, the real one after it
+    monkeypatch.setattr(methods, "peer_problem", functools.lru_cache(maxsize=None)(methods.peer_problem.__wrapped__))
 
     def fake(name, *args):
         if name in {module for module, _ in methods.OPTIONAL_PEERS.values()}:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,9 +82,11 @@ def bytes_held(M: int, H: int, I: int, dtype: torch.dtype, alternating: bool = F
     return (M * H + 2 * layouts * I * H + 2 * M * I) * torch.finfo(dtype).bits // 8
 
 
+@functools.lru_cache(maxsize=None)
 def peer_problem(method: str) -> str | None:
     """Why the optional peer ``method`` (:data:`OPTIONAL_PEERS`) cannot run in this process, as a
-    sentence, or None if it can (and for every method that is not an optional peer)."""
+    sentence, or None if it can (and for every method that is not an optional peer). The import is
+    tried once per process: the CLI, the benchmark's defaults and its checks ask again."""
     if method not in OPTIONAL_PEERS:
         return None
     module, dist = OPTIONAL_PEERS[method]

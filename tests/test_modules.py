@@ -120,7 +120,8 @@ def test_an_instance_forward_from_before_is_restored():
 def test_blocks_with_accelerate_hooks_are_left_alone():
     mlp = MLP()
     mlp._hf_hook = object()
-    assert fuse_swiglu_mlps(mlp) == []
+    with pytest.warns(UserWarning, match=r"'\(the model itself\)': it carries an accelerate hook"):
+        assert fuse_swiglu_mlps(mlp) == []
 
 
 def test_bad_arguments_are_named():
@@ -137,7 +138,8 @@ def test_bad_arguments_are_named():
 def test_blocks_whose_gate_or_up_have_hooks_are_left_alone():
     mlp = MLP()
     mlp.up_proj.register_forward_pre_hook(lambda module, args: None)
-    assert fuse_swiglu_mlps(mlp) == []
+    with pytest.warns(UserWarning, match="gate_proj or up_proj has forward hooks"):
+        assert fuse_swiglu_mlps(mlp) == []
 
 
 @pytest.mark.parametrize("how", ["torch.save", "deepcopy"])
@@ -193,3 +195,41 @@ def test_qwen_sized_block_on_the_gpu(kernel, monkeypatch):
     want = hidden @ mlp.down_proj.weight.double().T
     err = lambda t: ((t.double() - want).norm() / want.norm()).item()  # noqa: E731
     assert err(fused) <= err(original) * 1.05 + 1e-4, (err(fused), err(original))
+
+
+class GatedButNotSwiGLU(nn.Module):
+    """Gemma's MLP layout: SwiGLU's attributes with a tanh-approximated GELU."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP(act=nn.GELU(approximate="tanh"))
+
+
+@pytest.mark.parametrize(
+    "model, says",
+    [
+        (GatedButNotSwiGLU(), "1 block(s) have gate_proj, up_proj and down_proj, none of which could be patched; "
+                              "the first, 'mlp': act_fn is GELU, not SiLU"),
+        (Block(bias=True), "'mlp': its projections have a bias"),
+        (nn.Sequential(nn.Linear(8, 8)), "no submodule has gate_proj, up_proj and down_proj"),
+    ],
+)
+def test_a_call_that_patches_nothing_warns_why(model, says):
+    with pytest.warns(UserWarning, match="patched no block") as record:
+        assert fuse_swiglu_mlps(model) == []
+    assert says in str(record[0].message)
+
+
+def test_hooked_block_is_named_in_the_warning():
+    block = Block()
+    block.mlp.gate_proj.register_forward_hook(lambda *a: None)
+    with pytest.warns(UserWarning, match="'mlp': gate_proj or up_proj has forward hooks"):
+        assert fuse_swiglu_mlps(block) == []
+
+
+def test_no_warning_when_something_is_or_was_patched():
+    model = _model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # the GELU and bias blocks are skipped quietly
+        assert fuse_swiglu_mlps(model) == []  # already patched: nothing new to say

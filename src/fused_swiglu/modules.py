@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -29,20 +31,37 @@ def _has_hooks(layer: nn.Module) -> bool:
     return bool(layer._forward_hooks or layer._forward_pre_hooks)
 
 
-def _is_swiglu_mlp(module: nn.Module) -> bool:
-    """gate_proj/up_proj/down_proj bias-free nn.Linear layers, gate and up of one shape, SiLU act_fn."""
-    layers = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
-    if not all(isinstance(layer, nn.Linear) and layer.bias is None for layer in layers):
-        return False
-    gate, up, _ = layers
+_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+
+
+def _has_projections(module: nn.Module) -> bool:
+    return all(hasattr(module, name) for name in _PROJECTIONS)
+
+
+def _skip_reason(module: nn.Module) -> str | None:
+    """Why ``module`` is not a SwiGLU MLP block the fused forward can run (None: it is one):
+    gate_proj/up_proj/down_proj bias-free nn.Linear layers, gate and up of one shape, a SiLU act_fn,
+    and no hooks on gate_proj or up_proj (the fused forward reads their weights without calling them,
+    so their hooks would not run)."""
+    if not _has_projections(module):
+        return "it has no gate_proj, up_proj and down_proj"
+    layers = [getattr(module, name) for name in _PROJECTIONS]
+    if not all(isinstance(layer, nn.Linear) for layer in layers):
+        return "gate_proj, up_proj and down_proj are not all nn.Linear"
+    if any(layer.bias is not None for layer in layers):
+        return "its projections have a bias"
+    if module.gate_proj.weight.shape != module.up_proj.weight.shape:
+        return "gate_proj and up_proj weights differ in shape"
     act = getattr(module, "act_fn", None)
-    return gate.weight.shape == up.weight.shape and type(act).__name__ in _SILU_CLASS_NAMES
+    if type(act).__name__ not in _SILU_CLASS_NAMES:
+        return f"act_fn is {type(act).__name__}, not SiLU"
+    if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
+        return "gate_proj or up_proj has forward hooks"
+    return None
 
 
 def _fusable(module: nn.Module) -> bool:
-    """A SwiGLU MLP block whose gate_proj and up_proj carry no hooks (the fused forward reads their
-    weights without calling them, so their hooks would not run)."""
-    return _is_swiglu_mlp(module) and not _has_hooks(module.gate_proj) and not _has_hooks(module.up_proj)
+    return _skip_reason(module) is None
 
 
 class FusedSwiGLUForward:
@@ -125,6 +144,11 @@ def fuse_swiglu_mlps(
     Returns:
         The qualified names (``model.named_modules()``) of the blocks patched by this call.
 
+    Warns:
+        UserWarning: when the call patches nothing and no block of ``model`` is patched already:
+        the message says whether any submodule has ``gate_proj``, ``up_proj`` and ``down_proj``,
+        and if so why the first of them was left as it is (e.g. ``act_fn is GELUTanh, not SiLU``).
+
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
         ValueError: unknown kernel, accumulation or backend.
@@ -134,13 +158,32 @@ def fuse_swiglu_mlps(
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
-    patched = []
+    patched, already, skipped = [], 0, []
     for name, module in model.named_modules():
-        if not _fusable(module) or _patch(module) is not None or hasattr(module, "_hf_hook"):
+        if _patch(module) is not None:
+            already += 1
+            continue
+        if not _has_projections(module):
+            continue
+        reason = _skip_reason(module)
+        if reason is None and hasattr(module, "_hf_hook"):
+            reason = "it carries an accelerate hook (_hf_hook)"
+        if reason is not None:
+            skipped.append((name, reason))
             continue
         previous = vars(module).get("forward")  # an instance forward set by someone else, or None
         module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous)
         patched.append(name)
+    if not patched and not already:
+        if skipped:
+            name, reason = skipped[0]
+            message = (f"fuse_swiglu_mlps patched no block: {len(skipped)} block(s) have gate_proj, up_proj "
+                       f"and down_proj, none of which could be patched; the first, "
+                       f"{name or '(the model itself)'!r}: {reason}")
+        else:
+            message = ("fuse_swiglu_mlps patched no block: no submodule has gate_proj, up_proj and down_proj "
+                       "attributes (Hugging Face's Llama / Qwen2 / Mistral MLP layout)")
+        warnings.warn(message, UserWarning, stacklevel=2)
     return patched
 
 

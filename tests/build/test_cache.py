@@ -74,6 +74,25 @@ def fake_build(tmp_path, monkeypatch):
     return csrc, tmp_path / "cache", builds
 
 
+def test_a_build_without_a_log_warns_once_what_it_does(fake_build):
+    csrc, root, builds = fake_build
+    with pytest.warns(UserWarning) as record:
+        lib = cache.ensure_built()
+    notices = [str(w.message) for w in record if "compiling the kernel library" in str(w.message)]
+    assert len(notices) == 1 and len(builds) == 1
+    assert "(1 CUDA sources, " in notices[0] and str(lib.parent) in notices[0]
+    assert "`fused-swiglu build` does it ahead of time" in notices[0]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.ensure_built() == lib  # cached: silent
+        (csrc / "k.cu").write_text("// edited\n")
+        cache.ensure_built(log=lambda line: None)  # a build with a log (the CLI): no warning
+    assert len(builds) == 2
+
+
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
 def test_ensure_built_layout_and_reuse(fake_build):
     csrc, root, builds = fake_build
     lib = cache.ensure_built()
@@ -99,6 +118,7 @@ def test_ensure_built_layout_and_reuse(fake_build):
 
 
 @pytest.mark.filterwarnings("ignore:fused_swiglu. waiting for another process")
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
 def test_concurrent_callers_build_once(fake_build):
     _, _, builds = fake_build
     results, errors = [], []
@@ -136,6 +156,7 @@ def test_a_caller_that_waits_for_another_build_says_so(fake_build):
     assert results and results[0].is_file() and len(builds) == 1
 
 
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
 def test_failed_build_leaves_no_partial_install(fake_build, monkeypatch):
     _, root, _ = fake_build
 

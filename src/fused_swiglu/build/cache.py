@@ -133,6 +133,8 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
         try:
             if inputs.library.is_file() and not force:
                 return inputs.library  # another process built it while we waited
+            if log is None:  # a first use that builds: say why the call takes minutes
+                warnings.warn(f"fused_swiglu: {_build_notice(inputs)}", stacklevel=2)
             _build_and_install(inputs, log)
         finally:
             lock.release()
@@ -142,6 +144,16 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
             "writable directory."
         ) from e
     return inputs.library
+
+
+def _build_notice(inputs: _Inputs) -> str:
+    """The one warning of a build that no log follows (a first use from Python, not the CLI)."""
+    count = len(sources.cuda_sources(inputs.csrc))
+    return (
+        f"compiling the kernel library ({count} CUDA sources, {env.jobs()} parallel nvcc jobs) into "
+        f"{inputs.dir}; this happens once per version and toolchain and takes minutes (15-40 on 2 CPU "
+        "cores). `fused-swiglu build` does it ahead of time; FUSED_SWIGLU_VERBOSE=1 shows each step."
+    )
 
 
 def _build_and_install(inputs: _Inputs, log: Callable[[str], None] | None) -> None:

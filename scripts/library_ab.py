@@ -3,7 +3,7 @@
 from library A and from library B, next to the cuBLAS GEMM of the same FLOPs.
 
 For each shape and token count M, the table's config for Kernel-2 (packed) and Kernel-1 (dual) runs
-from both libraries with the table's raster, swizzle and epilogue math, and all five launches are
+from both libraries with the table's raster and swizzle, and all five launches are
 timed in turn, rep by rep (``tune_configs.in_turn_ms``: L2 flushed before each, the first of them
 rotating); medians of ``--reps`` are kept. The two libraries' Kernel-1 outputs of each cell are
 compared bit for bit. Both libraries must hold the configs that the table picks (same config names).

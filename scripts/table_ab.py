@@ -4,7 +4,7 @@ src/fused_swiglu/configs.py from another commit) and by the current one, for bot
 the cuBLAS GEMM of the same FLOPs, from one kernel library.
 
 For each shape and token count M, the cells where the two tables choose differently (config, raster,
-swizzle or epilogue math) run cuBLAS, the old choice and the new choice in turn, rep by rep
+or swizzle) run cuBLAS, the old choice and the new choice in turn, rep by rep
 (``tune_configs.in_turn_ms``: L2 flushed before each, the first of them rotating); medians of
 ``--reps`` are kept. Cells where both tables agree are skipped.
 

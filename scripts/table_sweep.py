@@ -5,7 +5,7 @@ The benchmark measures M = 1, 16, 128, 512, 2048 and 8192 only; a table row can 
 between (docs/perf-notes.md, entries 37 and 38: 0.49x cuBLAS at M = 2304 from swizzle padding). For
 each shape and M this times the cuBLAS GEMM of the same FLOPs (``x @ [W_gate; W_up]^T``) and the
 config that ``configs.select`` picks for Kernel-2 (packed) and Kernel-1 (dual), launched through the
-kernel library with the table's raster, swizzle and epilogue math. All of them run in turn, rep by
+kernel library with the table's raster and swizzle. All of them run in turn, rep by
 rep (``tune_configs.in_turn_ms``: the L2 flushed before each, the first of them rotating), and the
 medians of ``--reps`` are kept. No output is checked here (the GPU test suite does that for every
 config).

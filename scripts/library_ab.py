@@ -13,7 +13,7 @@ whose outputs differ); ``--out`` writes every row as JSON. Perf-notes entry 41 r
 library before that entry and B = the library after it.
 
 Usage (on a Hopper GPU): ``python3 scripts/library_ab.py --a OLD.so --b NEW.so [--models 7B 4096x14336]
-[--tokens 129 257 ...] [--reps 10] [--out ab.json]``; about a minute for the defaults on an H200.
+[--tokens 129 257 ...] [--reps 10] [--accumulation promoted] [--out ab.json]``; about a minute for the defaults on an H200.
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help="Qwen2.5 sizes or HxI shapes")
     ap.add_argument("--tokens", nargs="+", type=int, default=DEFAULT_TOKENS, help="token counts M")
     ap.add_argument("--reps", type=int, default=10, help="timed repetitions per cell (default 10)")
+    ap.add_argument("--accumulation", default="fast", choices=configs.ACCUMULATIONS,
+                    help="the table's rows of this accumulation (default fast)")
     ap.add_argument("--out", help="write every row as JSON here")
     a = ap.parse_args()
 
@@ -57,7 +59,7 @@ def main() -> None:
             x = x_all[:M]
             fns, names = [lambda: x @ wcat.T], []
             for kernel, (w, w_up) in operands.items():
-                c = configs.select(kernel, M, I, H, torch.bfloat16, available)
+                c = configs.select(kernel, M, I, H, torch.bfloat16, available, a.accumulation)
                 for lib, y in ((lib_a, y_a), (lib_b, y_b)):
                     fns.append(lambda lib=lib, y=y, c=c, w=w, w_up=w_up:
                                lib.run(c.name, x, w, w_up, y[:M], c.raster, c.swizzle))

@@ -2,8 +2,9 @@
 
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
-Exit status: 0 done; 1 a bad option or environment variable, or a failed build (one line on stderr
-names the option and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
+Exit status: 0 done (``info`` reports what it finds, a bad nvcc or cache setting included, and exits
+0); 1 a bad option or environment variable, or a failed build (one line on stderr names the option
+and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
 method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
 line names the method, the shape and the fault); 130 interrupted; 141 stdout closed early
 (e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
@@ -21,7 +22,8 @@ from pathlib import Path
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
 EXIT_WRONG_OUTPUT = 3
-EXIT_STATUS = ("exit status: 0 done; 1 a bad option or environment variable, or a failed build; "
+EXIT_STATUS = ("exit status: 0 done (info reports problems it finds and exits 0); 1 a bad option or "
+               "environment variable, or a failed build; "
                "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
                "made before timing; 130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
 
@@ -72,8 +74,9 @@ def _configs(value: str | None) -> str | None:
     known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library "
-                         "(`fused-swiglu info` lists them)")
+        bf16 = sorted(c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX if c.name(dtype).endswith("_bf16"))
+        raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library; "
+                         f"its configs are {', '.join(bf16)} and the same names ending in _fp16")
     return ",".join(names)
 
 

@@ -157,6 +157,20 @@ def test_a_caller_that_waits_for_another_build_says_so(fake_build):
 
 
 @pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
+def test_a_killed_build_s_temporary_folder_is_removed_by_the_next_build(fake_build):
+    _, root, builds = fake_build
+    key16 = cache._Inputs().key[:16]
+    stale = root / f".{key16}-abc123" / "obj"  # what a build killed by SIGKILL leaves behind
+    stale.mkdir(parents=True)
+    (stale / "k.o").write_bytes(b"partial")
+    other = root / ".0123456789abcdef-xyz"  # another key's build may be running: left alone
+    other.mkdir()
+    lib = cache.ensure_built()
+    assert lib.is_file() and len(builds) == 1
+    assert not (root / f".{key16}-abc123").exists() and other.is_dir()
+
+
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
 def test_failed_build_leaves_no_partial_install(fake_build, monkeypatch):
     _, root, _ = fake_build
 

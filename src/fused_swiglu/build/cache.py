@@ -135,6 +135,7 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
                 return inputs.library  # another process built it while we waited
             if log is None:  # a first use that builds: say why the call takes minutes
                 warnings.warn(f"fused_swiglu: {_build_notice(inputs)}", stacklevel=2)
+            _remove_stale_build_dirs(root, inputs.key[:16])
             _build_and_install(inputs, log)
         finally:
             lock.release()
@@ -144,6 +145,15 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
             "writable directory."
         ) from e
     return inputs.library
+
+
+def _remove_stale_build_dirs(root: Path, key16: str) -> None:
+    """Remove the temporary folders of earlier builds of this key that were killed before they could
+    clean up (SIGKILL, or SIGTERM with Python's default handler). Called with the key's lock held,
+    so no live build owns them."""
+    for stale in root.glob(f".{key16}-*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _build_notice(inputs: _Inputs) -> str:

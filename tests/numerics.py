@@ -7,7 +7,7 @@ float64 ground truth ``ref64`` of the same inputs:
 2. Mismatch (definition in fused_swiglu.accuracy / ANCHORS): among elements of at least 1 % of
    the RMS, those more than 1 ulp from ``ref64`` rounded once. An fp32 accumulator rounded once
    keeps this at 0 up to the rare 2-ulp elements that GMMA accumulation leaves at long K (see
-   MAX_MISMATCH); a kernel that rounds an intermediate to bf16 shows about 1.5 %.
+   MAX_MISMATCH and allowed_mismatches); a kernel that rounds an intermediate to bf16 shows about 1.5 %.
    For fp16, whose ulp is 8 times finer, the counted elements are those of at least 8 % of the
    RMS (``accuracy.count_threshold_for``), which keeps the same margin over fp32 summation noise.
 3. Elementwise, ``|out - ref64| <= 2 * E + ulp(ref64)``, where ``E`` is the largest error of
@@ -33,8 +33,16 @@ from fused_swiglu.reference import swiglu_float64, swiglu_fp32_one_rounding
 # bf16 and 1.7e-7 for fp16 (Qwen2.5-72B, K = 8192, M = 2048), never more than 2 ulp. A kernel that
 # rounds the gate and up activations to 16 bits before the product (PyTorch's unfused path) shows
 # 1.5 % mismatches of 3-4 ulp. The bound below sits between the two: 60x above the worst GMMA rate,
-# 1500x below the unfused path.
+# 1500x below the unfused path. A small output (M = 1 on 72B counts about 23 thousand elements) can
+# hold one such element by chance, above that rate, so one mismatch is always allowed: a kernel that
+# rounds an intermediate still fails by hundreds of elements, and by max ulp.
 MAX_MISMATCH = 1e-5
+
+
+def allowed_mismatches(counted: int) -> float:
+    """Mismatching elements the criterion allows among ``counted`` ones: the rate MAX_MISMATCH, and
+    at least one."""
+    return max(1.0, MAX_MISMATCH * counted)
 
 
 class Float64Truth:
@@ -63,7 +71,8 @@ class Float64Truth:
         # bf16: the ANCHORS definition (elements >= 1 % of the RMS); fp16: the same immunity to fp32
         # accumulation-order noise, i.e. >= 8 % of the RMS (see accuracy.count_threshold_for)
         report = compare(out, ref64, count_threshold_for(self.dtype))
-        assert report.max_ulp <= 2 and report.mismatch <= MAX_MISMATCH, f"{what}: {report}"
+        mismatches = round(report.mismatch * report.counted)
+        assert report.max_ulp <= 2 and mismatches <= allowed_mismatches(report.counted), f"{what}: {report}"
         err = (out.double() - ref64).abs()
         bad = err > self.bound
         if bad.any():

@@ -64,15 +64,17 @@ def test_half_width_tiles_at_small_m_on_1_5b_and_3b(kernel):
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])
 def test_swap_ab_at_decode_sizes(kernel):
-    # M <= 16 on every shape, up to M = 32 from 3B on, runs the swap-AB tile (entries 25, 26);
-    # promoted accumulation keeps its rows
-    swap = f"{kernel}_swapab_pingpong_128x16x64_1x1_bf16"
-    for n, h in [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (29568, 8192)]:
-        assert select(kernel, 1, n, h, torch.bfloat16, ALL).name == swap
-        assert select(kernel, 16, n, h, torch.bfloat16, ALL).name == swap
-        assert (select(kernel, 32, n, h, torch.bfloat16, ALL).name == swap) == (n * h >= configs.SMALL)
-        assert select(kernel, 33, n, h, torch.bfloat16, ALL).name != swap
-        assert "swapab" not in select(kernel, 1, n, h, torch.bfloat16, ALL, accumulation="promoted").name
+    # M <= 16 on every shape, up to M = 32 from 3B on, runs the swap-AB tile (entries 25, 26), with
+    # either accumulation (its promoted form: entry 59)
+    for accumulation, suffix in (("fast", ""), ("promoted", "_promote4")):
+        swap = f"{kernel}_swapab_pingpong_128x16x64_1x1{suffix}_bf16"
+        for n, h in [(4864, 896), (8960, 1536), (11008, 2048), (18944, 3584), (29568, 8192)]:
+            def name(M):
+                return select(kernel, M, n, h, torch.bfloat16, ALL, accumulation=accumulation).name
+
+            assert name(1) == swap and name(16) == swap
+            assert (name(32) == swap) == (n * h >= configs.SMALL)
+            assert "swapab" not in name(33) and configs.is_promoted(name(33)) == (accumulation == "promoted")
 
 
 def test_explicit_config_must_match_the_op_kernel_and_dtype():

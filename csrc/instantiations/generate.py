@@ -43,6 +43,9 @@ CONFIGS = [
     ("packed", "cooperative", 128, 192, 64, 2, 1, 4),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 4),
     ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
+    # promoted swap-AB decode tiles: 16 accumulators and 16 partial sums per thread (perf-notes entry 59)
+    ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
+    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
 ]
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
 # promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP

@@ -331,11 +331,17 @@ TABLE: list[Row] = [
     # Cooperative, rasters 0:1, 1:1, 2:8): 64x128 Pingpong at M <= 512 and on weights below LARGE;
     # Cooperative above (a warpgroup's accumulators and partial sums must fit its 232 registers, so
     # no 128-row Pingpong tile), rasterised along N with swizzle 8 at M > 2048.
+    # decode sizes as with fast accumulation: the swap-AB tiles, whose 16 accumulators per thread leave
+    # room for 16 partial sums (entry 59)
+    Row("packed", 16, _pp("packed", 128, 16, 1, 1, promote=PROMOTE, swap_ab=True)),
+    Row("packed", 32, _pp("packed", 128, 16, 1, 1, promote=PROMOTE, swap_ab=True), weight_min=SMALL),
     Row("packed", 512, _pp("packed", 64, 128, 1, 1, promote=PROMOTE)),
     Row("packed", None, _pp("packed", 64, 128, 1, 1, promote=PROMOTE), weight_max=LARGE),
     Row("packed", 2048, _co("packed", 128, 192, 2, 1, promote=PROMOTE)),
     Row("packed", None, _co("packed", 128, 192, 2, 1, raster=2, swizzle=8, promote=PROMOTE)),
     Row("packed", None, _co("packed", 128, 192, 2, 1, promote=PROMOTE)),  # where swizzle 8 pads (entry 38)
+    Row("dual", 16, _pp("dual", 128, 16, 1, 1, promote=PROMOTE, swap_ab=True)),
+    Row("dual", 32, _pp("dual", 128, 16, 1, 1, promote=PROMOTE, swap_ab=True), weight_min=SMALL),
     Row("dual", 512, _pp("dual", 64, 128, 1, 1, promote=PROMOTE)),
     Row("dual", None, _pp("dual", 64, 128, 1, 1, promote=PROMOTE), weight_max=LARGE),
     Row("dual", 2048, _co("dual", 128, 128, 2, 1, promote=PROMOTE)),

@@ -74,7 +74,7 @@ def _configs(value: str | None) -> str | None:
     known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
     unknown = [n for n in names if n not in known]
     if unknown:
-        bf16 = sorted(c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX if c.name(dtype).endswith("_bf16"))
+        bf16 = sorted(n for n in known if n.endswith("_bf16"))
         raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library; "
                          f"its configs are {', '.join(bf16)} and the same names ending in _fp16")
     return ",".join(names)

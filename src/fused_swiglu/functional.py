@@ -138,7 +138,7 @@ def swiglu(
             the Qwen2.5 shapes at M = 2048. ``"promoted"``: GMMA accumulates 4 k-tiles (256
             products) at a time and each partial sum is added into a second fp32 accumulator with
             round-to-nearest: 99.96-99.97 % (bf16) / 99.69-99.72 % (fp16), about as often as
-            PyTorch's fp32 matrix products rounded once, at 12-64 % more GPU time at M >= 512,
+            PyTorch's fp32 matrix products rounded once, at 11-60 % more GPU time at M >= 512,
             up to 14 % more at 32 < M <= 128 and 0-6 % more at the decode sizes, where both run
             the swap-AB tiles (H200, CUDA-graph timings; docs/results/h200, docs/perf-notes.md
             entries 7, 25 and 59).

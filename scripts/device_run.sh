@@ -2,8 +2,8 @@
 # Run the GPU test suite, the accuracy table and the benchmark on a Hopper machine whose python3
 # already has torch and pytest (with pytest-timeout), without internet.
 #
-#   .whl/*.whl            wheels of missing pure-Python dependencies (scripts/fetch_wheels.sh),
-#                         installed into /tmp/site; fused_swiglu itself runs from ./src
+#   .whl/*.whl            wheels of missing Python dependencies (scripts/fetch_wheels.sh), installed
+#                         into /tmp/fsw-wheels/site-packages; fused_swiglu itself runs from ./src
 #   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
 #                         with the machine's nvcc and copies it to $OUT/lib/)
 #   OUT                   where logs and results go (default ./out)
@@ -18,11 +18,20 @@ OUT="${OUT:-$PWD/out}"
 STAGES=",${FSW_STAGES:-build,info,test,accuracy,bench},"
 mkdir -p "$OUT"
 
+# A folder named site-packages: quack-kernels fingerprints the code its epilogue calls and takes only
+# modules under a site-packages (or dist-packages) folder as library code; elsewhere its first call
+# fails on nvidia-cutlass-dsl's module state.
+SITE=/tmp/fsw-wheels/site-packages
 if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl
 fi
 # ./src first, so a fused_swiglu wheel in .whl/ can never shadow the checked-out sources
-export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# nvidia-cutlass-dsl (quack's compiler) puts its packages on sys.path with a .pth file, which a
+# --target install does not run
+if [ -d "$SITE/nvidia_cutlass_dsl/dsl_packages" ]; then
+    export PYTHONPATH="$PYTHONPATH:$SITE/nvidia_cutlass_dsl/dsl_packages"
+fi
 
 failed=()
 stage() { [[ "$STAGES" == *",$1,"* ]]; }

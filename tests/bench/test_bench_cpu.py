@@ -117,7 +117,7 @@ def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = No
 
     calls = []
 
-    def measure(shape, M, opts, dtype, device, flush, l2):
+    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None):
         if len(calls) == fail_at:
             raise error
         calls.append((shape.model, M))
@@ -227,3 +227,51 @@ def test_the_peer_weight_layout_alternates_gate_and_up_rows():
             - methods.bytes_held(3, 16, 8, torch.bfloat16)) == 2 * 8 * 16 * 2  # one more (2I, H) layout
     with pytest.raises(ValueError, match="alternating=True"):
         methods.build_calls(["quack"], [methods.make_input_set(3, 16, 8, torch.float32, torch.device("cpu"))])
+
+
+def test_a_default_peer_that_fails_on_a_shape_is_left_out_and_the_run_completes(tmp_path, monkeypatch):
+    from fused_swiglu.bench import report, run
+
+    _peer_import(monkeypatch, importable=True)
+    seen = []
+
+    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None):
+        seen.append((M, list(opts.methods), optional))
+        if M == 16 and "quack" in opts.methods:  # as _measure_shape does when the peer's check fails
+            opts.methods.remove("quack")
+            on_left_out("quack", f"quack on {shape.model} M={M}: its call raised TypeError: boom")
+        row = {"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
+               "tokens": M, "dtype": opts.dtype, "method": "eager", "median_ms": 1.0, "p10_ms": 0.9,
+               "p90_ms": 1.1, "tflops": 1.0, "config": ""}
+        run.derive([row])
+        return [row]
+
+    monkeypatch.setattr(run, "_gpu_setup", lambda: (torch.device("cpu"), None, 0))
+    monkeypatch.setattr(run, "_measure_shape", measure)
+    monkeypatch.setattr(report, "machine_meta", lambda device=None: {"gpu": "fake"})
+    out = tmp_path / "bench.json"
+    run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1, 16, 128], out=out),  # the default methods
+                  Console(file=open(tmp_path / "log.txt", "w")))
+    assert [("quack" in methods_, optional) for _, methods_, optional in seen] == [
+        (True, frozenset({"quack"})), (True, frozenset({"quack"})), (False, frozenset({"quack"}))]
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["complete"] is True
+    assert meta["peers_not_run"] == {
+        "quack": "quack on Qwen2.5-0.5B M=16: its call raised TypeError: boom; left out from there on"}
+    assert "not run: quack on Qwen2.5-0.5B M=16: its call raised TypeError: boom" in (tmp_path / "log.txt").read_text()
+
+
+def test_a_peer_asked_for_by_name_is_not_optional(tmp_path, monkeypatch):
+    run = _fake_run(monkeypatch, None)
+    _peer_import(monkeypatch, importable=True)
+    seen = []
+    real = run._measure_shape
+
+    def measure(*args, **kwargs):
+        seen.append(kwargs.get("optional", args[7] if len(args) > 7 else frozenset()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "_measure_shape", measure)
+    run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1], methods=["eager", "quack"], out=tmp_path / "b.json"),
+                  Console(file=open(tmp_path / "log.txt", "w")))
+    assert seen == [frozenset()]

@@ -53,6 +53,28 @@ def test_the_quack_peer_is_checked_and_timed_beside_the_kernels(tmp_path):
     assert "peers_not_run" not in json.loads(out.read_text())["meta"]
 
 
+def test_a_default_peer_whose_call_raises_is_left_out_and_the_kernels_are_timed(monkeypatch):
+    """A peer that imports but fails at its first call (here a stand-in for quack that raises) is
+    removed from the shape's methods and reported; the other methods are checked and timed."""
+    from fused_swiglu.bench import run
+
+    def broken(x, w_alternating):
+        raise TypeError("epilogue fn depends on a ContextVar")
+
+    monkeypatch.setattr(methods, "quack_swiglu", broken)
+    opts = BenchOptions(models=["0.5B"], tokens=[64], methods=["cublas_gemm", "fused_dual", "quack"],
+                        warmup_ms=1, reps=3)
+    reported = {}
+    device, flush, l2 = run._gpu_setup()
+    (shape,) = run.shapes.find(["0.5B"])
+    rows = run._measure_shape(shape, 64, opts, torch.bfloat16, device, flush, l2, frozenset({"quack"}),
+                              lambda method, why: reported.setdefault(method, why))
+    assert sorted(r["method"] for r in rows) == ["cublas_gemm", "fused_dual"]
+    assert opts.methods == ["cublas_gemm", "fused_dual"]
+    assert reported == {"quack": "quack on Qwen2.5-0.5B M=64: its call raised TypeError: epilogue fn depends on "
+                                 "a ContextVar"}
+
+
 def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, monkeypatch):
     """The second shape's fused_evt output has one element off: the check refuses it, the first
     shape's rows are written, marked incomplete."""
@@ -92,3 +114,18 @@ def test_accuracy_command_meets_the_anchor(tmp_path):
     assert by["fused_evt"]["mismatch"] == 0 and by["fused_dual"]["mismatch"] == 0
     assert by["torch_fp32_one_rounding"]["mismatch"] == 0
     assert by["eager"]["mismatch"] > 0  # three roundings (ANCHORS: ~1.4 %)
+
+
+def test_accuracy_leaves_out_a_peer_whose_call_raises(tmp_path, monkeypatch):
+    def broken(x, w_alternating):
+        raise TypeError("epilogue fn depends on a ContextVar")
+
+    monkeypatch.setattr(accuracy_run, "peer_problem", lambda method: None)  # as if quack imported here
+    monkeypatch.setattr(accuracy_run, "quack_swiglu", broken)
+    out = tmp_path / "a.json"
+    rows = accuracy_run.run_accuracy(Console(file=open(tmp_path / "log.txt", "w")), out=out, models=["0.5B"])
+    assert "quack" not in {r["method"] for r in rows} and {"fused_evt", "fused_dual"} <= {r["method"] for r in rows}
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["peers_not_run"] == {"quack": "quack on Qwen2.5-0.5B: its call raised TypeError: epilogue fn "
+                                              "depends on a ContextVar; left out from there on"}
+    assert "not measured: quack on Qwen2.5-0.5B" in (tmp_path / "log.txt").read_text()

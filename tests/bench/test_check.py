@@ -135,3 +135,35 @@ def test_cli_reports_a_wrong_result_with_exit_status_3(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err == "fused-swiglu bench: fused_evt on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed\n"
     assert "3 bench: a method's result failed the check" in " ".join(cli._parser().format_help().split())
+
+
+def test_an_optional_method_that_raises_or_is_wrong_is_left_out_not_fatal():
+    s = _set()
+    calls = methods.build_calls(["eager"], [s])
+
+    def broken_peer():
+        raise TypeError("epilogue fn depends on <ContextVar>")
+
+    calls["quack"] = [broken_peer]
+    calls["other_peer"] = [lambda: torch.mm(s.x, s.w_cat.t())]  # no activation: a wrong result
+    left = check.check_outputs(calls, s, "test M=37", optional=frozenset({"quack", "other_peer"}))
+    assert set(calls) == {"eager"}
+    assert left["quack"] == "quack on test M=37: its call raised TypeError: epilogue fn depends on <ContextVar>"
+    assert left["other_peer"].startswith("other_peer on test M=37: shape (37, 96), expected (37, 48)")
+    # a right result of an optional method stays, and nothing is reported
+    calls["quack"] = [lambda: swiglu_eager(s.x, s.w_gate, s.w_up)]
+    assert check.check_outputs(calls, s, "test M=37", optional=frozenset({"quack"})) == {}
+    assert set(calls) == {"eager", "quack"}
+
+
+def test_a_method_that_is_not_optional_still_stops_the_run():
+    s = _set()
+
+    def broken():
+        raise TypeError("boom")
+
+    with pytest.raises(TypeError, match="boom"):
+        check.check_outputs({"quack": [broken]}, s, "test M=37")
+    with pytest.raises(WrongOutputError, match="quack on test M=37: shape"):
+        check.check_outputs({"quack": [lambda: torch.mm(s.x, s.w_cat.t())]}, s, "test M=37",
+                            optional=frozenset({"other"}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,14 +49,23 @@ def derive(rows: list[dict]) -> None:
 
 
 def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device: torch.device,
-                   flush: torch.Tensor, l2: int) -> list[dict]:
-    """Check, then time, every method of ``opts`` on one (model, tokens) shape; one row per method."""
+                   flush: torch.Tensor, l2: int, optional: frozenset[str] = frozenset(),
+                   on_left_out: Callable[[str, str], None] | None = None) -> list[dict]:
+    """Check, then time, every method of ``opts`` on one (model, tokens) shape; one row per method.
+
+    A method in ``optional`` whose check fails (:func:`fused_swiglu.bench.check.check_outputs`) is
+    removed from ``opts.methods`` and reported to ``on_left_out(method, why)``; the others are timed.
+    """
     H, I = shape.hidden_size, shape.intermediate_size
     alternating = "quack" in opts.methods
     n_sets = timing.n_input_sets(m.bytes_read(M, H, I, dtype), m.bytes_held(M, H, I, dtype, alternating), l2)
     sets = [m.make_input_set(M, H, I, dtype, device, alternating) for _ in range(n_sets)]
     calls = m.build_calls(opts.methods, sets)
-    check.check_outputs(calls, sets[0], f"{shape.model} M={M}")  # before any timing
+    left_out = check.check_outputs(calls, sets[0], f"{shape.model} M={M}", optional)  # before any timing
+    for method, why in left_out.items():
+        opts.methods.remove(method)
+        if on_left_out is not None:
+            on_left_out(method, why)
     if opts.cuda_graph:
         calls = timing.as_graph_replays(calls, device)
     times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)
@@ -99,7 +109,10 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
 
     ``opts.methods`` None runs :func:`fused_swiglu.bench.methods.default_methods` (every method,
     the optional peers where their package imports); the JSON's ``meta["peers_not_run"]`` then
-    says why each left-out peer did not run.
+    says why each left-out peer did not run. Such a default peer whose call raises or returns a
+    wrong result on a shape is left out from that shape on (its rows before it stay), with the
+    reason printed and in ``peers_not_run``: a broken peer install does not stop the benchmark of
+    the kernels. Peers asked for by name in ``opts.methods`` stop the run like any method.
 
     Raises:
         ValueError: an unknown method or model, or an optional peer asked for by name whose package
@@ -112,9 +125,11 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
     if opts.config:
         os.environ[env.PREFIX + "CONFIG"] = opts.config
     peers_not_run: dict[str, str] = {}
+    optional: frozenset[str] = frozenset()
     if opts.methods is None:
         opts.methods = m.default_methods()
         peers_not_run = {p: m.peer_problem(p) for p in m.OPTIONAL_PEERS if p not in opts.methods}
+        optional = frozenset(p for p in m.OPTIONAL_PEERS if p in opts.methods)
     for method in opts.methods:
         if method not in m.METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(m.METHODS)}")
@@ -124,6 +139,10 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
         console.print(f"not run: {why}")
     dtype = DTYPES[opts.dtype]
     models = shapes.find(opts.models)
+
+    def left_out(peer: str, why: str) -> None:
+        peers_not_run[peer] = f"{why}; left out from there on"
+        console.print(f"not run: {peers_not_run[peer]}")
     device, flush, l2 = _gpu_setup()
     rows: list[dict] = []
     todo = [(s, M) for s in models for M in opts.tokens]
@@ -136,7 +155,7 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
             task = progress.add_task("bench", total=len(todo))
             for shape, M in todo:
                 progress.update(task, description=f"{shape.model} M={M}")
-                rows.extend(_measure_shape(shape, M, opts, dtype, device, flush, l2))
+                rows.extend(_measure_shape(shape, M, opts, dtype, device, flush, l2, optional, left_out))
                 progress.advance(task)
     except BaseException as e:  # keep what was measured, then stop as asked
         stopped = e

@@ -233,3 +233,48 @@ def test_no_warning_when_something_is_or_was_patched():
         warnings.simplefilter("error")
         assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # the GELU and bias blocks are skipped quietly
         assert fuse_swiglu_mlps(model) == []  # already patched: nothing new to say
+
+
+class SiLU(nn.Module):
+    """A user's own class that is named SiLU and computes something else."""
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class KeepsSiLU(nn.SiLU):
+    """A subclass of torch.nn.SiLU that keeps its forward."""
+
+
+class OverridesSiLU(nn.SiLU):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def _transformers_silu():
+    """A stand-in for transformers.activations.SiLUActivation (a plain nn.Module in transformers 5)."""
+    cls = type("SiLUActivation", (nn.Module,), {"forward": lambda self, x: nn.functional.silu(x)})
+    cls.__module__ = "transformers.activations"
+    return cls()
+
+
+@pytest.mark.parametrize("act, fused", [
+    (nn.SiLU(), True), (nn.SiLU(inplace=True), True), (KeepsSiLU(), True), (_transformers_silu(), True),
+    (SiLU(), False), (OverridesSiLU(), False), (nn.ReLU(), False),
+])
+def test_act_fn_is_recognised_by_what_it_is_not_by_its_name(act, fused):
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(act=act)).to(torch.bfloat16)
+    x = torch.randn(5, 64, dtype=torch.bfloat16)
+    before = model(x)
+    names = fuse_swiglu_mlps(model, backend="torch")
+    assert names == (["0.mlp"] if fused else [])
+    if fused:  # the fused block computes what the block computed, to bf16 rounding
+        torch.testing.assert_close(model(x), before, rtol=2e-2, atol=2e-2)
+    else:
+        assert torch.equal(model(x), before)
+        reason = modules._skip_reason(model[0].mlp)
+        assert reason.startswith("act_fn is ") and reason.endswith(", not SiLU (torch.nn.SiLU or transformers' "
+                                                                   "SiLUActivation)")
+        if isinstance(act, SiLU):  # a name that reads as SiLU is qualified with its module
+            assert reason.startswith(f"act_fn is {SiLU.__module__}.SiLU, not SiLU")

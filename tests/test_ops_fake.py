@@ -56,3 +56,34 @@ def test_ops_trace_under_torch_compile_fullgraph():
 
     compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(x), f(x))
+
+
+@pytest.mark.parametrize("fake", [False, True])
+def test_the_ops_check_their_operands_on_cpu_and_under_fake_tensors(fake):
+    """Called directly through the dispatcher, the ops refuse what the public functions refuse, and
+    their fake implementation agrees with the real one (no shape it would report for a 3-D x)."""
+    def run():
+        x, wg, wu = _args(True)
+        wp = pack_gate_up(wg, wu)
+        with pytest.raises(ValueError, match=r"fused_swiglu::swiglu_dual: x must be 2-D \(M, H\); got x of shape "
+                                             r"\(1, 21, 64\)"):
+            torch.ops.fused_swiglu.swiglu_dual(x[None], wg, wu, "")
+        with pytest.raises(ValueError, match=r"fused_swiglu::swiglu_packed: x must be 2-D"):
+            torch.ops.fused_swiglu.swiglu_packed(x[None], wp, "")
+        with pytest.raises(TypeError, match=r"fused_swiglu::swiglu_dual: x must be a floating-point tensor; "
+                                            r"got x.dtype=torch.int32"):
+            torch.ops.fused_swiglu.swiglu_dual(x.to(torch.int32), wg, wu, "")
+        with pytest.raises(TypeError, match=r"fused_swiglu::swiglu_packed: w_packed must have x's dtype "
+                                            r"torch.bfloat16; got w_packed.dtype=torch.float16"):
+            torch.ops.fused_swiglu.swiglu_packed(x, wp.half(), "")
+        with pytest.raises(ValueError, match=r"w_gate and w_up must have the same shape"):
+            torch.ops.fused_swiglu.swiglu_dual(x, wg, wu[:16], "")
+        with pytest.raises(ValueError, match=r"w_packed must have an even number of rows"):
+            torch.ops.fused_swiglu.swiglu_packed(x, wp[:-1], "")
+        with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\)"):
+            torch.ops.fused_swiglu.swiglu_dual(x[:, :32], wg, wu, "")
+    if fake:
+        with FakeTensorMode():
+            run()
+    else:
+        run()

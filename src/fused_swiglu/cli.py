@@ -22,8 +22,9 @@ from pathlib import Path
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
 EXIT_WRONG_OUTPUT = 3
-EXIT_STATUS = ("exit status: 0 done (info reports problems it finds and exits 0); 1 a bad option or "
-               "environment variable, or a failed build; "
+EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU or a bad nvcc or cache "
+               "setting included, and exits 0); 1 a bad option or another bad environment variable "
+               "(e.g. FUSED_SWIGLU_LIBRARY, FUSED_SWIGLU_JOBS), or a failed build; "
                "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
                "made before timing; 130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
 

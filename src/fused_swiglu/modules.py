@@ -24,7 +24,24 @@ from . import _validate as v
 from .configs import ACCUMULATIONS
 from .functional import swiglu
 
-_SILU_CLASS_NAMES = ("SiLU", "SiLUActivation")  # torch.nn.SiLU; older transformers' own class
+def _is_silu(act: object) -> bool:
+    """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
+    ``forward``) or Hugging Face's ``SiLUActivation`` (module ``transformers.activations``). Which of
+    the two ``ACT2FN["silu"]`` returns depends on the transformers version. A class is recognised by
+    what it is, not by its name: a user's own class named ``SiLU`` is not taken for SiLU."""
+    cls = type(act)
+    if isinstance(act, nn.SiLU):
+        return cls.forward is nn.SiLU.forward
+    return cls.__name__ == "SiLUActivation" and cls.__module__.split(".")[0] == "transformers"
+
+
+def _act_name(act: object) -> str:
+    """``act``'s class for a message: its name, qualified with its module where the name alone
+    would read as SiLU."""
+    cls = type(act)
+    if cls.__name__ in ("SiLU", "SiLUActivation"):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return cls.__name__
 
 
 def _has_hooks(layer: nn.Module) -> bool:
@@ -53,8 +70,8 @@ def _skip_reason(module: nn.Module) -> str | None:
     if module.gate_proj.weight.shape != module.up_proj.weight.shape:
         return "gate_proj and up_proj weights differ in shape"
     act = getattr(module, "act_fn", None)
-    if type(act).__name__ not in _SILU_CLASS_NAMES:
-        return f"act_fn is {type(act).__name__}, not SiLU"
+    if not _is_silu(act):
+        return f"act_fn is {_act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
     if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
         return "gate_proj or up_proj has forward hooks"
     return None
@@ -115,7 +132,8 @@ def fuse_swiglu_mlps(
 
     A submodule is patched when it has ``gate_proj``, ``up_proj`` and ``down_proj`` attributes that
     are ``nn.Linear`` without bias, gate and up weights of one shape ``(I, H)``, and an ``act_fn``
-    that is SiLU (``torch.nn.SiLU``, which is what Hugging Face's ``ACT2FN["silu"]`` returns). Blocks
+    that is SiLU: ``torch.nn.SiLU`` (or a subclass that keeps its ``forward``) or Hugging Face's
+    ``SiLUActivation``, whichever ``ACT2FN["silu"]`` returns in the installed transformers. Blocks
     are recognised by these attributes only, so the block's own forward must be
     ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``, as in Hugging Face's Llama, Qwen2 and Mistral MLPs;
     a block with the same attributes that computes something else would be replaced wrongly. Its

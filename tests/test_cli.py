@@ -170,7 +170,26 @@ def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys)
     monkeypatch.setattr(env, "library_path", lambda: Path("/nonexistent/libfused_swiglu.so"))
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_64x128x64_1x1_bf16,bogus")
     assert cli.main(["info"]) == 0
-    assert "not in the library, so ignored: bogus" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FUSED_SWIGLU_CONFIG: packed_pingpong_64x128x64_1x1_bf16, bogus (not config names of this version, " \
+           "so ignored: bogus)" in out
+    assert "FUSED_SWIGLU_CONFIG: not in the library, so ignored: bogus" in out
+    # a name of this version that the loaded library lacks (a library built from other sources)
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "dual_pingpong_128x96x64_1x1_bf16")
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "FUSED_SWIGLU_CONFIG: dual_pingpong_128x96x64_1x1_bf16\n" in out
+    assert "not in the library, so ignored: dual_pingpong_128x96x64_1x1_bf16" in out
+
+
+def test_info_checks_config_overrides_without_a_library(monkeypatch, capsys, tmp_path):
+    from fused_swiglu import env
+
+    monkeypatch.setattr(env, "library_path", lambda: None)
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "foo")
+    assert cli.main(["info"]) == 0
+    assert "FUSED_SWIGLU_CONFIG: foo (not config names of this version, so ignored: foo)" in capsys.readouterr().out
 
 
 def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatch, capsys, tmp_path):

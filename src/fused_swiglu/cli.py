@@ -279,6 +279,14 @@ def _cmd_info(args, console) -> int:
     except BuildError as e:
         console.print(f"sources: {e}")
     console.print(f"cache dir: {env.cache_dir()}")
+    override = env.config_override()
+    if override:  # checked against this version's configs here, against the library's below
+        from .configs import DTYPE_SUFFIX, choosable_configs
+
+        known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+        unknown = [n for n in override if n not in known]
+        console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
+                      + (f" (not config names of this version, so ignored: {', '.join(unknown)})" if unknown else ""))
     path, how = env.library_path(), "FUSED_SWIGLU_LIBRARY"
     if path is None:
         path, how = cache.cached_library(), "cache"
@@ -302,11 +310,10 @@ def _cmd_info(args, console) -> int:
             f"  {c.name}  stages={c.stages}  smem={c.smem_bytes / 1024:.1f} KiB"
             f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)"
         )
-    override = env.config_override()
     if override:
         missing = [n for n in override if n not in {c.name for c in lib.configs}]
-        console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
-                      + (f" (not in the library, so ignored: {', '.join(missing)})" if missing else ""))
+        if missing:
+            console.print(f"FUSED_SWIGLU_CONFIG: not in the library, so ignored: {', '.join(missing)}")
     return 0
 
 

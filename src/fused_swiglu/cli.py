@@ -60,6 +60,14 @@ def _repeated(values: list) -> list:
     return sorted({v for v in values if values.count(v) > 1})
 
 
+def _known_config_names() -> set[str]:
+    """Every config name of this version's kernel library: the build compiles exactly
+    :func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16."""
+    from .configs import DTYPE_SUFFIX, choosable_configs
+
+    return {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+
+
 def _configs(value: str | None) -> str | None:
     """``--config``: comma-separated names, each one of the kernel library's configs (the build
     compiles exactly :func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
@@ -69,10 +77,8 @@ def _configs(value: str | None) -> str | None:
     """
     if value is None:
         return None
-    from .configs import DTYPE_SUFFIX, choosable_configs
-
     names = _split([value], "--config")
-    known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+    known = _known_config_names()
     unknown = [n for n in names if n not in known]
     if unknown:
         bf16 = sorted(n for n in known if n.endswith("_bf16"))
@@ -281,9 +287,7 @@ def _cmd_info(args, console) -> int:
     console.print(f"cache dir: {env.cache_dir()}")
     override = env.config_override()
     if override:  # checked against this version's configs here, against the library's below
-        from .configs import DTYPE_SUFFIX, choosable_configs
-
-        known = {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+        known = _known_config_names()
         unknown = [n for n in override if n not in known]
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
                       + (f" (not config names of this version, so ignored: {', '.join(unknown)})" if unknown else ""))

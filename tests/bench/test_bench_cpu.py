@@ -111,13 +111,16 @@ def test_meta_names_the_loaded_kernel_library(tmp_path, monkeypatch):
     assert report.machine_meta()["kernel_library"]["configs"] == 3
 
 
-def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = None):
-    """run_bench with the GPU parts replaced: shape number ``fail_at`` (0-based) raises ``error``."""
+def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = None, each=None):
+    """run_bench with the GPU parts replaced: shape number ``fail_at`` (0-based) raises ``error``;
+    ``each(shape, M, opts, optional, on_left_out)``, if given, runs first for every shape."""
     from fused_swiglu.bench import report, run
 
     calls = []
 
     def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None):
+        if each is not None:
+            each(shape, M, opts, optional, on_left_out)
         if len(calls) == fail_at:
             raise error
         calls.append((shape.model, M))
@@ -230,25 +233,16 @@ def test_the_peer_weight_layout_alternates_gate_and_up_rows():
 
 
 def test_a_default_peer_that_fails_on_a_shape_is_left_out_and_the_run_completes(tmp_path, monkeypatch):
-    from fused_swiglu.bench import report, run
-
-    _peer_import(monkeypatch, importable=True)
     seen = []
 
-    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None):
+    def each(shape, M, opts, optional, on_left_out):
         seen.append((M, list(opts.methods), optional))
         if M == 16 and "quack" in opts.methods:  # as _measure_shape does when the peer's check fails
             opts.methods.remove("quack")
             on_left_out("quack", f"quack on {shape.model} M={M}: its call raised TypeError: boom")
-        row = {"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
-               "tokens": M, "dtype": opts.dtype, "method": "eager", "median_ms": 1.0, "p10_ms": 0.9,
-               "p90_ms": 1.1, "tflops": 1.0, "config": ""}
-        run.derive([row])
-        return [row]
 
-    monkeypatch.setattr(run, "_gpu_setup", lambda: (torch.device("cpu"), None, 0))
-    monkeypatch.setattr(run, "_measure_shape", measure)
-    monkeypatch.setattr(report, "machine_meta", lambda device=None: {"gpu": "fake"})
+    run = _fake_run(monkeypatch, None, each=each)
+    _peer_import(monkeypatch, importable=True)
     out = tmp_path / "bench.json"
     run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1, 16, 128], out=out),  # the default methods
                   Console(file=open(tmp_path / "log.txt", "w")))
@@ -262,16 +256,9 @@ def test_a_default_peer_that_fails_on_a_shape_is_left_out_and_the_run_completes(
 
 
 def test_a_peer_asked_for_by_name_is_not_optional(tmp_path, monkeypatch):
-    run = _fake_run(monkeypatch, None)
-    _peer_import(monkeypatch, importable=True)
     seen = []
-    real = run._measure_shape
-
-    def measure(*args, **kwargs):
-        seen.append(kwargs.get("optional", args[7] if len(args) > 7 else frozenset()))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(run, "_measure_shape", measure)
+    run = _fake_run(monkeypatch, None, each=lambda shape, M, opts, optional, on_left_out: seen.append(optional))
+    _peer_import(monkeypatch, importable=True)
     run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1], methods=["eager", "quack"], out=tmp_path / "b.json"),
                   Console(file=open(tmp_path / "log.txt", "w")))
     assert seen == [frozenset()]

@@ -106,15 +106,13 @@ def check_outputs(calls: dict[str, list[Callable[[], object]]], s: InputSet, lab
         fused = method in FUSED_KERNEL
         if fused:
             torch.full(ref64.shape, float("nan"), dtype=dtype, device=s.x.device)  # freed at once
-        if method in optional:
-            try:
-                y = fns[0]()
-                problem = output_problem(y, ref64, dtype, fused)
-            except Exception as e:  # a peer's own failure (its install, its compiler) on this machine
-                problem = f"its call raised {type(e).__name__}: {e}"
-        else:
+        try:
             y = fns[0]()
             problem = output_problem(y, ref64, dtype, fused)
+        except Exception as e:  # an optional peer's own failure (its install, its compiler) here
+            if method not in optional:
+                raise
+            problem = f"its call raised {type(e).__name__}: {e}"
         if problem is not None:
             if method in optional:
                 left_out[method] = f"{method} on {label}: {problem}"

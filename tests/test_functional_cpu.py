@@ -92,18 +92,22 @@ def test_fallback_warning_points_at_the_callers_line(monkeypatch):
 
 @pytest.fixture
 def kernel_path_on_cpu(monkeypatch):
-    """Pretend the CPU is a Hopper GPU: the kernel path's Python layer runs, and the ops' direct
-    implementations are replaced by spies that record the call and run the registered op's CPU
-    kernel instead of the library. The validation cache is private to the test."""
+    """Pretend the CPU is a Hopper GPU: the kernel path's Python layer runs and calls the operator,
+    whose CPU kernel runs instead of the library. Calls that dispatch below the Autograd key (the
+    direct path) are recorded. The validation cache is private to the test."""
     import fused_swiglu._validate as validate
     import fused_swiglu.functional as functional
-    from fused_swiglu import ops
 
     monkeypatch.setattr(validate, "hopper_status", lambda device: None)
     monkeypatch.setattr(functional, "_PLANS", {})
     direct = []
-    spies = {op: (lambda op: lambda *a: (direct.append(op), op(*a))[1])(op) for op in ops.IMPLS}
-    monkeypatch.setattr(ops, "IMPLS", spies)
+    real = functional._BELOW_AUTOGRAD
+
+    def counting():
+        direct.append(1)
+        return real()
+
+    monkeypatch.setattr(functional, "_BELOW_AUTOGRAD", counting)
     return direct
 
 

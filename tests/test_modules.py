@@ -41,14 +41,21 @@ def _model():
 
 
 def _count_calls(monkeypatch):
+    """Calls of the fused paths: ("swiglu", its keywords) for the public function, ("op", config)
+    for the patched forward's direct operator call."""
     calls = []
-    real = modules.swiglu
+    real, real_call = modules.swiglu, modules._call
 
     def counting(*args, **kw):
-        calls.append(kw)
+        calls.append(("swiglu", kw))
         return real(*args, **kw)
 
+    def counting_call(op, *args):
+        calls.append(("op", args[-1]))
+        return real_call(op, *args)
+
     monkeypatch.setattr(modules, "swiglu", counting)
+    monkeypatch.setattr(modules, "_call", counting_call)
     return calls
 
 
@@ -78,7 +85,7 @@ def test_bf16_model_calls_swiglu_and_matches_float64(monkeypatch):
     calls = _count_calls(monkeypatch)
     fuse_swiglu_mlps(mlp, backend="torch", accumulation="promoted")
     y = mlp(x)
-    assert calls == [{"kernel": "dual", "accumulation": "promoted", "backend": "torch"}]
+    assert calls == [("op", "promoted")]  # the operator's CPU kernel: the torch backend's fp32 products
     hidden = swiglu_float64(x.detach(), mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach())
     want = hidden @ mlp.down_proj.weight.detach().double().T
     assert ((y.double() - want).norm() / want.norm()).item() < 1e-2
@@ -278,3 +285,75 @@ def test_act_fn_is_recognised_by_what_it_is_not_by_its_name(act, fused):
                                                                    "SiLUActivation)")
         if isinstance(act, SiLU):  # a name that reads as SiLU is qualified with its module
             assert reason.startswith(f"act_fn is {SiLU.__module__}.SiLU, not SiLU")
+
+
+# --- the one-branch forward: what it notices after the first call --------------------------------
+
+
+def _patched_bf16_mlp(H=32, I=24):
+    torch.manual_seed(0)
+    mlp = MLP(H=H, I=I).to(torch.bfloat16)
+    fuse_swiglu_mlps(mlp, backend="torch")
+    x = torch.randn(3, H, dtype=torch.bfloat16)
+    mlp(x)  # the first call arms the fast path
+    return mlp, x
+
+
+@pytest.mark.parametrize("change", ["hook", "pre_hook", "bias", "act_fn", "layer"])
+def test_a_change_after_the_first_call_runs_the_original_forward(change, monkeypatch):
+    mlp, x = _patched_bf16_mlp()
+    seen = []
+    if change == "hook":
+        mlp.gate_proj.register_forward_hook(lambda *a: seen.append(1))
+    elif change == "pre_hook":
+        mlp.up_proj.register_forward_pre_hook(lambda *a: seen.append(1))
+    elif change == "bias":
+        mlp.up_proj.bias = nn.Parameter(torch.full((24,), 3.0, dtype=torch.bfloat16))
+    elif change == "act_fn":
+        mlp.act_fn = nn.GELU()
+    else:  # a layer that is no nn.Linear any more (a wrapper, as adapters install)
+        mlp.gate_proj = nn.Sequential(mlp.gate_proj)
+        mlp.gate_proj.weight = mlp.gate_proj[0].weight
+    calls = _count_calls(monkeypatch)
+    torch.testing.assert_close(mlp(x), MLP.forward(mlp, x), rtol=0, atol=0)
+    assert calls == []
+    if "hook" in change:
+        assert seen == [1, 1]  # run by the patched call and by the reference call
+
+
+def test_weights_replaced_or_updated_after_the_first_call_are_used(monkeypatch):
+    mlp, x = _patched_bf16_mlp()
+    calls = _count_calls(monkeypatch)
+    with torch.no_grad():
+        mlp.gate_proj.weight.mul_(-2)  # in place: same Parameter, read at the call
+    got = mlp(x)
+    assert calls == [("op", "")]
+    want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
+    assert ((got.double() - want).norm() / want.norm()).item() < 1e-2
+    mlp.up_proj.weight = nn.Parameter(torch.randn(24, 32, dtype=torch.bfloat16))  # a new Parameter
+    got = mlp(x)
+    want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
+    assert ((got.double() - want).norm() / want.norm()).item() < 1e-2
+    assert calls == [("op", ""), ("op", "")]  # the full check re-armed the fast path on the new weight
+    mlp.gate_proj = nn.Linear(32, 24, bias=False).to(torch.bfloat16)  # a new layer that still qualifies
+    got = mlp(x)
+    want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
+    assert ((got.double() - want).norm() / want.norm()).item() < 1e-2 and len(calls) == 3
+
+
+def test_a_dtype_change_after_the_first_call_runs_the_original_forward(monkeypatch):
+    mlp, x = _patched_bf16_mlp()
+    mlp.float()  # the same Parameters, now fp32
+    calls = _count_calls(monkeypatch)
+    torch.testing.assert_close(mlp(x.float()), MLP.forward(mlp, x.float()), rtol=0, atol=0)
+    assert calls == []
+
+
+def test_a_deep_copy_after_the_first_call_uses_its_own_weights():
+    import copy
+
+    mlp, x = _patched_bf16_mlp()
+    twin = copy.deepcopy(mlp)
+    with torch.no_grad():
+        twin.gate_proj.weight.zero_()  # silu(0) = 0: the copy's output is zero, the original's is not
+    assert torch.count_nonzero(twin(x)) == 0 and torch.count_nonzero(mlp(x)) > 0

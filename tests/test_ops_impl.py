@@ -1,64 +1,64 @@
-"""The GPU implementation of the ops, run on CPU tensors with the library call stubbed: checks
-what reaches ``_lib.run`` (operands made TMA-ready, config chosen, output shape, no launch for
-M == 0)."""
+"""The operators' CUDA path without a GPU: the lazy CUDA kernel registered until the C++ one loads,
+and the plan callback through which the C++ kernels ask the config table (called here as the C++
+side calls it, with the library's config list stubbed)."""
+
+import ctypes
 
 import pytest
 import torch
 
 from fused_swiglu import _lib, configs, ops
-from fused_swiglu.reference import swiglu_fp32_one_rounding
-from fused_swiglu.weights import pack_gate_up, unpack_gate_up
 
-AVAILABLE = frozenset(r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16))
+AVAILABLE = sorted(r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16))
+
+
+class _StubLibrary:
+    index = {name: i for i, name in enumerate(AVAILABLE)}
+    names = frozenset(AVAILABLE)
 
 
 @pytest.fixture
-def launches(monkeypatch):
-    calls = []
-
-    def fake_run(name, x, w, w_up, y, raster=0, swizzle=1):
-        calls.append(dict(name=name, x=x, w=w, w_up=w_up, y=y, raster=raster, swizzle=swizzle))
-        wg, wu = (w, w_up) if w_up is not None else unpack_gate_up(w, layout="interleaved")
-        y.copy_(swiglu_fp32_one_rounding(x, wg, wu))
-
-    monkeypatch.setattr(_lib, "run", fake_run)
-    monkeypatch.setattr(_lib, "config_names", lambda: AVAILABLE)
-    monkeypatch.setattr(_lib, "library", _no_library)
-    return calls
+def stub_library(monkeypatch):
+    monkeypatch.setattr(_lib, "library", lambda: _StubLibrary)
+    monkeypatch.setattr(_lib, "config_names", lambda: _StubLibrary.names)
 
 
-def _no_library():
-    raise AssertionError("these tests must not load the kernel library")
+def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int):
+    index, raster, swizzle = ctypes.c_int32(-1), ctypes.c_int32(-1), ctypes.c_int32(-1)
+    message = ctypes.create_string_buffer(256)
+    rc = _lib._plan_callback(kind, config, m, n, k, dtype, ctypes.pointer(index), ctypes.pointer(raster),
+                             ctypes.pointer(swizzle), ctypes.addressof(message), len(message))
+    return rc, index.value, raster.value, swizzle.value, message.value.decode()
 
 
-def test_dual_impl_passes_tma_ready_operands(launches):
-    base = torch.randn(64, 2 * 96, dtype=torch.bfloat16)
-    x = base[:, ::2]  # (64, 96), column stride 2 -> copied
-    w = torch.randn(2 * 40, 96, dtype=torch.bfloat16)
-    wg, wu = w[:40], w[40:]  # aligned row slices -> not copied
-    y = ops.IMPLS[ops.swiglu_dual](x, wg, wu, "")
-    (call,) = launches
-    assert call["x"].is_contiguous() and call["x"].data_ptr() != x.data_ptr()
-    assert call["w"].data_ptr() == wg.data_ptr() and call["w_up"].data_ptr() == wu.data_ptr()
+def test_plan_callback_returns_the_tables_choice(stub_library):
     # a shape outside the measured Qwen2.5 ones at 32 < M <= 64: the 64x64 rule (configs.wave_config)
-    assert call["name"] == "dual_pingpong_64x64x64_1x1_bf16" and call["y"] is y
-    assert y.shape == (64, 40) and y.is_contiguous()
-    assert torch.equal(y, swiglu_fp32_one_rounding(x, wg, wu))
+    rc, index, raster, swizzle, _ = _plan(1, b"", 64, 40, 96, 0)
+    assert rc == 0 and AVAILABLE[index] == "dual_pingpong_64x64x64_1x1_bf16"
+    want = configs.select("dual", 64, 40, 96, torch.bfloat16, available=AVAILABLE)
+    assert (raster, swizzle) == (want.raster, want.swizzle)
+    rc, index, *_ = _plan(0, b"", 300, 16, 64, 1)  # M = 300 on a tiny weight: the small-weight row
+    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_64x128x64_1x1_fp16"
+    rc, index, *_ = _plan(0, b"packed_pingpong_128x192x64_2x1_fp16", 300, 16, 64, 1)
+    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x192x64_2x1_fp16"
 
 
-def test_packed_impl_and_explicit_config(launches):
-    x = torch.randn(300, 64, dtype=torch.float16)
-    wg, wu = torch.randn(16, 64, dtype=torch.float16), torch.randn(16, 64, dtype=torch.float16)
-    y = ops.IMPLS[ops.swiglu_packed](x, pack_gate_up(wg, wu), "")
-    # M = 300 on a tiny weight: the small-weight row of the table
-    assert launches[0]["name"] == "packed_pingpong_64x128x64_1x1_fp16" and launches[0]["w_up"] is None
-    assert torch.equal(y, swiglu_fp32_one_rounding(x, wg, wu))
-    ops.IMPLS[ops.swiglu_packed](x, pack_gate_up(wg, wu), "packed_pingpong_128x192x64_2x1_fp16")
-    assert launches[1]["name"] == "packed_pingpong_128x192x64_2x1_fp16"
+def test_plan_callback_reports_errors_as_text(stub_library):
+    rc, *_, message = _plan(1, b"packed_pingpong_128x192x64_2x1_fp16", 300, 16, 64, 1)
+    assert rc == 1 and message.startswith("ValueError: config must name a dual kernel")
+    rc, *_, message = _plan(1, b"dual_pingpong_64x64x64_9x9_bf16", 300, 16, 64, 0)
+    assert rc == 1 and "UnsupportedError" in message and "not in the kernel library" in message
 
 
-def test_empty_inputs_do_not_launch(launches):
-    w = torch.randn(16, 64, dtype=torch.bfloat16)
-    assert ops.IMPLS[ops.swiglu_dual](torch.zeros(0, 64, dtype=torch.bfloat16), w, w, "").shape == (0, 16)
-    assert ops.IMPLS[ops.swiglu_packed](torch.zeros(0, 64, dtype=torch.bfloat16), torch.cat([w, w]), "").shape == (0, 16)
-    assert launches == []
+def test_plan_callback_message_is_cut_to_the_buffer(stub_library):
+    index = raster = swizzle = ctypes.pointer(ctypes.c_int32())
+    message = ctypes.create_string_buffer(b"#" * 16)
+    rc = _lib._plan_callback(1, b"nonsense", 1, 16, 64, 0, index, raster, swizzle, ctypes.addressof(message), 8)
+    assert rc == 1 and len(message.value) == 7 and message.raw[8:16] == b"#" * 8  # NUL-terminated inside 8 bytes
+
+
+def test_cuda_kernels_are_registered_before_the_libraries_load():
+    for name in ("fused_swiglu::swiglu_dual", "fused_swiglu::swiglu_packed"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
+    assert ops.swiglu_dual.name() == "fused_swiglu::swiglu_dual"

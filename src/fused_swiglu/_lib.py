@@ -1,8 +1,13 @@
-"""Loading the kernel library and calling its C ABI (``csrc/capi/fused_swiglu.h``) through ctypes.
+"""Loading the kernel library and the PyTorch operator library, and binding the two.
 
-The library is a plain shared object (no libtorch linkage). It is loaded on first use and kept for
-the life of the process: from ``FUSED_SWIGLU_LIBRARY`` when set, else from the build cache
-(building it if needed, see :mod:`fused_swiglu.build`).
+The kernel library (``libfused_swiglu.so``, C ABI ``csrc/capi/fused_swiglu.h``) is a plain shared
+object with no libtorch linkage. It is loaded on first use and kept for the life of the process:
+from ``FUSED_SWIGLU_LIBRARY`` when set, else from the build cache (building it if needed, see
+:mod:`fused_swiglu.build`). The operator library (``libfused_swiglu_torch.so``, from
+``csrc/torch/``) holds the operators' CUDA kernels; :func:`load_torch_ops` loads it and binds it to
+the kernel library's entry points and to :func:`_plan_callback`, through which the C++ side asks
+the Python config table for a launch plan once per problem. ``Library.run`` launches one config
+through ctypes directly (tests and tuning; the operators do not use it).
 """
 
 from __future__ import annotations
@@ -283,6 +288,84 @@ def _current_stream(x: torch.Tensor) -> int:
 
 _lock = threading.Lock()
 _library: Library | None = None
+_torch_ops: ctypes.CDLL | None = None
+
+TORCH_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+_PLAN_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+    ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+    ctypes.c_void_p, ctypes.c_size_t,
+)
+
+
+def _plan_callback(kind, config, m, n, k, dtype, index, raster, swizzle, message, size) -> int:
+    """Called by the operator library on a plan-cache miss: the config index, rasterisation and
+    swizzle for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
+    k = H). Returns 0, or 1 with the exception's type and text written into ``message``."""
+    try:
+        from . import configs
+
+        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype])
+        lib = library()
+        if choice.name not in lib.index:
+            raise UnsupportedError(f"config {choice.name!r} is not in the kernel library")
+        index[0], raster[0], swizzle[0] = lib.index[choice.name], choice.raster, choice.swizzle
+        return 0
+    except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)
+        text = f"{type(e).__name__}: {e}".encode(errors="replace")[: max(size - 1, 0)]
+        ctypes.memmove(message, text + b"\0", len(text) + 1)
+        return 1
+
+
+_plan_fn = _PLAN_FN(_plan_callback)  # kept alive: the C++ side holds its address
+
+
+def load_torch_ops(before_load=None) -> None:
+    """Load the operator library (building it, and the kernel library, if needed) and bind it; once
+    per process. ``before_load`` runs just before the load (the ops drop their lazy CUDA kernel
+    there, so that the C++ registration replaces no kernel).
+
+    Raises:
+        BuildError: a library could not be built or loaded; this PyTorch has no CUDA.
+    """
+    global _torch_ops
+    if _torch_ops is not None:
+        return
+    lib = library()
+    with _lock:
+        if _torch_ops is not None:
+            return
+        from .build import torch_ops
+
+        path = torch_ops.ensure_built()
+        if before_load is not None:
+            before_load()
+        try:
+            dll = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise BuildError(f"cannot load the operator library {path}: {e}") from e
+        dll.fsw_torch_bind.argtypes = [ctypes.c_void_p] * 4
+        dll.fsw_torch_bind.restype = ctypes.c_int
+        dll.fsw_torch_clear_plans.restype = None
+        dll.fsw_torch_num_plans.restype = ctypes.c_int64
+        addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        status = dll.fsw_torch_bind(
+            addr(lib._dll.fsw_run), addr(lib._dll.fsw_workspace_size), addr(lib._dll.fsw_last_error), addr(_plan_fn)
+        )
+        if status != 0:
+            raise BuildError(f"the operator library {path} found no CUDA in this PyTorch ({torch.__version__})")
+        _torch_ops = dll
+
+
+def clear_plans() -> None:
+    """Forget the operators' cached launch plans (each problem asks the config table again)."""
+    if _torch_ops is not None:
+        _torch_ops.fsw_torch_clear_plans()
+
+
+def num_plans() -> int:
+    """Launch plans the operators hold (0 before the first CUDA call)."""
+    return int(_torch_ops.fsw_torch_num_plans()) if _torch_ops is not None else 0
 
 
 def library() -> Library:

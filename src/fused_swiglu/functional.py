@@ -68,23 +68,23 @@ def _records_grad(tensors) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
-    """Call a custom op of :mod:`fused_swiglu.ops`.
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 
-    Plain eager calls (tensors and ``nn.Parameter`` weights) that record no autograd graph (no input
-    requires grad, or grad mode is off, as under ``torch.no_grad()`` / ``torch.inference_mode()``)
-    run the op's CUDA implementation directly: the dispatcher round trip of a Python custom op costs tens of
-    microseconds per call, more than the kernel itself at small M. Under torch.compile, with tensor
-    subclasses (fake tensors) or when autograd records the call, it goes through the registered op,
-    whose fake implementation and backward then apply.
+
+def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
+    """Call an operator of :mod:`fused_swiglu.ops` (its C++ CUDA kernel on a GPU).
+
+    An eager call that records no autograd graph (no input requires grad, or grad mode is off, as
+    under ``torch.no_grad()`` / ``torch.inference_mode()``) dispatches below the Autograd key: the
+    operators' autograd kernel is Python (torch.library), and passing through it would cost more
+    host time than the kernel itself at small M. Under torch.compile, or when autograd records the
+    call, the operator is called as it is, so its fake kernel and backward apply.
     """
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if (
-        not torch.compiler.is_compiling()
-        and not _records_grad(tensors)
-        and all(type(t) in _PLAIN for t in tensors)
+    if not torch.compiler.is_compiling() and not (
+        torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
     ):
-        return ops.IMPLS[op](*args)
+        with _BELOW_AUTOGRAD():
+            return op(*args)
     return op(*args)
 
 

@@ -21,8 +21,9 @@ import torch
 from torch import nn
 
 from . import _validate as v
+from . import ops
 from .configs import ACCUMULATIONS
-from .functional import swiglu
+from .functional import _AUTO, _call, swiglu
 
 def _is_silu(act: object) -> bool:
     """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
@@ -87,6 +88,16 @@ class FusedSwiGLUForward:
     A plain object rather than a closure, so that a patched model survives ``torch.save`` /
     ``torch.load`` and ``copy.deepcopy`` still patched, and :func:`unfuse_swiglu_mlps` still finds it.
 
+    A call takes one branch: the fast path calls the registered operator
+    (``fused_swiglu::swiglu_dual``) on ``gate_proj.weight`` and ``up_proj.weight`` and then
+    ``down_proj`` as a module, when the block still holds the layers and weights the last full check
+    saw (and the same ``act_fn``, no biases), x has their dtype and device kind, and ``gate_proj`` /
+    ``up_proj`` have no hooks. Anything else (the first call, hooks added later, a layer, weight or
+    ``act_fn`` replaced, a bias set, a dtype or device change) takes the full check again: it runs the original forward where the block no longer qualifies,
+    :func:`swiglu` where only the fast path's conditions fail (the packed kernel, a fallback), and
+    otherwise re-arms the fast path. Weights updated in place (optimizer steps, ``load_state_dict``)
+    are read at every call.
+
     Attributes:
         module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.
         previous: the instance ``forward`` the block had before (None: its class's forward).
@@ -95,6 +106,18 @@ class FusedSwiGLUForward:
     def __init__(self, module: nn.Module, kernel: str, accumulation: str, backend: str, previous=None):
         self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
         self.previous = previous
+        self.config = _AUTO[accumulation]
+        self._disarm()
+
+    def _disarm(self) -> None:
+        # what the fast path was last checked for; None never matches
+        self.gate = self.up = self.w_gate = self.w_up = self.dtype = self.act = None
+        self.on_cuda = False
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.update(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False)
+        return state
 
     def original(self, x: torch.Tensor) -> torch.Tensor:
         if self.previous is not None:
@@ -103,9 +126,27 @@ class FusedSwiGLUForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
-        # checked again at every call: a block changed after patching (a bias, another act_fn or
-        # Linear, hooks on gate_proj / up_proj) no longer computes what the fused kernel does
-        if not _fusable(m):
+        g, u = m.gate_proj, m.up_proj
+        if (
+            g is self.gate and u is self.up and g.weight is self.w_gate and u.weight is self.w_up
+            and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
+            and g.bias is None and u.bias is None and m.act_fn is self.act
+            and not (g._forward_hooks or g._forward_pre_hooks or u._forward_hooks or u._forward_pre_hooks)
+        ):
+            return m.down_proj(self._fused(x))
+        return self._checked(x)
+
+    def _fused(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            return _call(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
+        y = _call(ops.swiglu_dual, x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.config)
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+    def _checked(self, x: torch.Tensor) -> torch.Tensor:
+        """The full check, and the call it decides on."""
+        self._disarm()
+        m = self.module
+        if _skip_reason(m) is not None:  # a block changed after patching no longer computes SwiGLU
             return self.original(x)
         wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
@@ -116,8 +157,24 @@ class FusedSwiGLUForward:
         )
         if not usable:  # fp32 models, mixed dtypes or devices, H or I not a multiple of 8
             return self.original(x)
+        if self.kernel != "packed" and self._fast_path_runs(x.device):
+            self.gate, self.up, self.w_gate, self.w_up = m.gate_proj, m.up_proj, wg, wu
+            self.dtype, self.on_cuda, self.act = x.dtype, x.is_cuda, m.act_fn
+            return m.down_proj(self._fused(x))
         y = swiglu(x, wg, wu, kernel=self.kernel, accumulation=self.accumulation, backend=self.backend)
         return m.down_proj(y)
+
+    def _fast_path_runs(self, device: torch.device) -> bool:
+        """Whether the operator computes what :func:`swiglu` would with this backend on ``device``:
+        its CUDA kernel on a Hopper GPU (backend auto or cutlass), its CPU kernel (the fp32
+        fallback) on the CPU (auto or torch; auto warns once there, as :func:`swiglu` does)."""
+        if device.type == "cuda":
+            return self.backend != "torch" and v.hopper_status(device) is None
+        if device.type == "cpu" and self.backend != "cutlass":
+            if self.backend == "auto":
+                v.resolve_backend("auto", device, stacklevel=6)
+            return True
+        return False
 
 
 def _patch(module: nn.Module) -> FusedSwiGLUForward | None:
@@ -145,9 +202,11 @@ def fuse_swiglu_mlps(
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
     between devices, and blocks whose ``gate_proj`` or ``up_proj`` has forward hooks or pre-hooks:
     the fused forward reads their weights without calling them, so such hooks would not run;
-    ``down_proj`` is still called as a module. The block is checked again at every call: one changed
-    after patching (a bias or hooks on ``gate_proj`` / ``up_proj``, another ``act_fn``, layers that
-    are no longer ``nn.Linear``) runs its original forward. The result is
+    ``down_proj`` is still called as a module. Whether a block qualifies is decided when patching; a
+    call then checks in one branch that nothing it relies on changed (:class:`FusedSwiGLUForward`):
+    a block changed after patching (hooks on ``gate_proj`` / ``up_proj``, a bias, another
+    ``act_fn``, a replaced layer or weight) runs its original forward; weights updated in place are
+    read at every call. The result is
     differentiable (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
     ``torch.load`` of the whole model and ``copy.deepcopy``.
 

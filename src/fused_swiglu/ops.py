@@ -1,30 +1,35 @@
-"""torch.library custom ops around the kernels, with fake (meta) implementations.
+"""The ``fused_swiglu::swiglu_packed`` and ``fused_swiglu::swiglu_dual`` operators (torch.library).
 
-Both ops take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dtype; called
-through the dispatcher (``torch.ops.fused_swiglu.*``, fake tensors included), they check their
-operands' ranks, shapes and dtypes and raise ValueError / TypeError naming the argument (the
-public functions check the same before they call them). ``config``
-is a library config name, or ``""`` / ``"promoted"`` to let :func:`fused_swiglu.configs.select`
-choose among the fast / promoted-accumulation configs. Inputs that
-do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
-aligned start) are copied once inside the op, where real pointers are known (so the ops stay
-traceable by torch.compile). M == 0 returns at once without a launch.
+Both take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dtype.
+``config`` is a library config name, or ``""`` / ``"promoted"`` to let
+:func:`fused_swiglu.configs.select` choose among the fast / promoted-accumulation configs.
 
-The CPU registrations compute the same result with fp32 PyTorch matrix products and one rounding
-(:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`), so the ops can be traced and checked
-on machines without a GPU.
+CUDA kernel: C++ (``csrc/torch/fused_swiglu_ops.cpp``, PyTorch's stable ABI), loaded with the kernel
+library on the first CUDA call. It checks the operands (ranks, shapes, dtypes bf16/fp16, one CUDA
+device, H and I multiples of 8) and raises RuntimeError naming the argument and the rule; operands
+that do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
+aligned start) are copied once; M == 0 returns at once without a launch. The launch plan (config,
+rasterisation, swizzle, workspace) is chosen once per problem (kernel, config, dtype, M, N, K,
+device) by the Python table and cached in C++ for the life of the process
+(:func:`fused_swiglu._lib.clear_plans` forgets it, e.g. after changing ``FUSED_SWIGLU_CONFIG``).
+
+CPU kernel: the same result with fp32 PyTorch matrix products and one rounding
+(:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`). Fake kernel: the output's shape, dtype
+and contiguous strides, so the ops trace under torch.compile; the CPU and fake kernels raise
+ValueError / TypeError naming the argument.
 
 Both ops are differentiable: their backward (:mod:`fused_swiglu.autograd`) recomputes the gate and
 up products with PyTorch GEMMs and returns gradients for x and the weights (none for ``config``).
+The autograd kernel is Python; calls that record no graph skip it when made through
+:func:`fused_swiglu.functional` (see ``_call`` there).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _lib, autograd, configs
+from . import _lib, autograd
 from . import _validate as v
-from ._validate import tma_ready
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -53,77 +58,67 @@ def _check_dual_operands(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tens
     v.check_weight_pair(x, w_gate, w_up)
 
 
-def _swiglu_packed_cuda(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
-    """Kernel-2: ``y = swiglu(x @ W_packed^T)`` with W_packed interleaved (see weights.py).
+# The operators. Their schemas, CPU and fake kernels and autograd formulas are registered here; their
+# CUDA kernels are C++ (csrc/torch/fused_swiglu_ops.cpp), loaded with the kernel library on the first
+# CUDA call (see _lazy_cuda below).
+_DEF = torch.library.Library("fused_swiglu", "DEF")  # noqa: TOR901 (kept for the life of the process)
+_DEF.define("swiglu_packed(Tensor x, Tensor w_packed, str config) -> Tensor")
+_DEF.define("swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, str config) -> Tensor")
 
-    x: (M, H); w_packed: (2I, H); returns (M, I) contiguous, x.dtype.
-    """
-    M, H = x.shape
-    I = w_packed.shape[0] // 2
-    y = torch.empty((M, I), dtype=x.dtype, device=x.device)
-    if M == 0 or I == 0:
-        return y
-    x, w_packed = tma_ready(x), tma_ready(w_packed)
-    choice = configs.resolve("packed", config, M, I, H, x.dtype)
-    _lib.run(choice.name, x, w_packed, None, y, choice.raster, choice.swizzle)
-    return y
+swiglu_packed = torch.ops.fused_swiglu.swiglu_packed.default
+swiglu_dual = torch.ops.fused_swiglu.swiglu_dual.default
 
 
-def _swiglu_packed_checked(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
-    _check_packed_operands(x, w_packed)
-    return _swiglu_packed_cuda(x, w_packed, config)
-
-
-swiglu_packed = torch.library.custom_op("fused_swiglu::swiglu_packed", _swiglu_packed_checked, mutates_args=())
-
-
-@swiglu_packed.register_fake
+@torch.library.register_fake("fused_swiglu::swiglu_packed")
 def _swiglu_packed_fake(x, w_packed, config):
     _check_packed_operands(x, w_packed)
-    return x.new_empty((x.shape[0], w_packed.shape[0] // 2))
+    return x.new_empty((x.shape[0], w_packed.shape[0] // 2))  # contiguous, as the CUDA kernel returns
 
 
-@swiglu_packed.register_kernel("cpu")
+@torch.library.register_fake("fused_swiglu::swiglu_dual")
+def _swiglu_dual_fake(x, w_gate, w_up, config):
+    _check_dual_operands(x, w_gate, w_up)
+    return x.new_empty((x.shape[0], w_gate.shape[0]))
+
+
 def _swiglu_packed_cpu(x, w_packed, config):
     _check_packed_operands(x, w_packed)
     w_gate, w_up = unpack_gate_up(w_packed, layout="interleaved")
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
 
 
-def _swiglu_dual_cuda(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> torch.Tensor:
-    """Kernel-1: ``y = silu(x @ W_gate^T) * (x @ W_up^T)`` as one dual GEMM.
-
-    x: (M, H); w_gate, w_up: (I, H); returns (M, I) contiguous, x.dtype.
-    """
-    M, H = x.shape
-    I = w_gate.shape[0]
-    y = torch.empty((M, I), dtype=x.dtype, device=x.device)
-    if M == 0 or I == 0:
-        return y
-    x, w_gate, w_up = tma_ready(x), tma_ready(w_gate), tma_ready(w_up)
-    choice = configs.resolve("dual", config, M, I, H, x.dtype)
-    _lib.run(choice.name, x, w_gate, w_up, y, choice.raster, choice.swizzle)
-    return y
-
-
-def _swiglu_dual_checked(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> torch.Tensor:
-    _check_dual_operands(x, w_gate, w_up)
-    return _swiglu_dual_cuda(x, w_gate, w_up, config)
-
-
-swiglu_dual = torch.library.custom_op("fused_swiglu::swiglu_dual", _swiglu_dual_checked, mutates_args=())
-
-
-@swiglu_dual.register_fake
-def _swiglu_dual_fake(x, w_gate, w_up, config):
-    _check_dual_operands(x, w_gate, w_up)
-    return x.new_empty((x.shape[0], w_gate.shape[0]))
-
-
-@swiglu_dual.register_kernel("cpu")
 def _swiglu_dual_cpu(x, w_gate, w_up, config):
     _check_dual_operands(x, w_gate, w_up)
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+
+
+_DEF.impl("swiglu_packed", _swiglu_packed_cpu, "CPU")
+_DEF.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
+
+
+# Until the C++ kernels are loaded, the CUDA key holds a Python kernel that loads them (building the
+# libraries on first use), drops itself and calls the operator again. Loading replaces it, so a warm
+# call never runs Python.
+_LAZY = torch.library.Library("fused_swiglu", "IMPL")  # noqa: TOR901
+
+
+def _lazy_cuda(name: str):
+    def load_and_call(*args):
+        _lib.load_torch_ops(_unregister_lazy)
+        return getattr(torch.ops.fused_swiglu, name).default(*args)
+
+    return load_and_call
+
+
+def _unregister_lazy() -> None:
+    global _LAZY
+    if _LAZY is not None:
+        _LAZY._destroy()
+        _LAZY = None
+
+
+for _name in ("swiglu_packed", "swiglu_dual"):
+    _LAZY.impl(_name, _lazy_cuda(_name), "CUDA")
 
 
 def _setup_context(ctx, inputs, output):
@@ -140,10 +135,5 @@ def _swiglu_dual_backward(ctx, dy):
     return (*autograd.dual_backward(dy, x, w_gate, w_up, ctx.needs_input_grad[:3]), None)
 
 
-swiglu_packed.register_autograd(_swiglu_packed_backward, setup_context=_setup_context)
-swiglu_dual.register_autograd(_swiglu_dual_backward, setup_context=_setup_context)
-
-
-# The CUDA implementation behind each op, for eager calls that skip the dispatcher
-# (fused_swiglu.functional._call), whose operands the public functions have already checked.
-IMPLS = {swiglu_packed: _swiglu_packed_cuda, swiglu_dual: _swiglu_dual_cuda}
+torch.library.register_autograd("fused_swiglu::swiglu_packed", _swiglu_packed_backward, setup_context=_setup_context)
+torch.library.register_autograd("fused_swiglu::swiglu_dual", _swiglu_dual_backward, setup_context=_setup_context)

@@ -1,4 +1,9 @@
-"""Where the CUDA sources (csrc/) are: the repository (editable install) or the wheel's package data."""
+"""Where the sources (csrc/) are: the repository (editable install) or the wheel's package data.
+
+``csrc/torch/`` holds the PyTorch operator library's source (built by :mod:`.torch_ops` against
+PyTorch's stable ABI); everything else under ``csrc/`` is the kernel library's, and only that is part
+of the kernel library's cache key.
+"""
 
 from __future__ import annotations
 
@@ -28,12 +33,18 @@ def csrc_dir() -> Path:
     )
 
 
+TORCH_OPS_DIR = "torch"  # csrc/torch: the operator library, not the kernel library
+
+
 def all_files(root: Path) -> list[Path]:
-    """Every regular file under ``root`` (sorted, relative), skipping hidden and cache entries."""
+    """Every regular file of the kernel library under ``root`` (sorted, relative), skipping hidden
+    and cache entries and the operator library's ``torch/`` folder."""
     out = []
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
         if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+            continue
+        if rel.parts[0] == TORCH_OPS_DIR:
             continue
         if p.is_file():
             out.append(rel)

@@ -1,0 +1,157 @@
+"""Building the PyTorch operator library ``libfused_swiglu_torch.so`` from ``csrc/torch/``.
+
+It registers the CUDA kernels of the ``fused_swiglu::*`` operators and launches the kernel library
+through its C ABI. It is compiled by the host C++ compiler (``CXX``, else ``c++``, ``g++``) against
+PyTorch's stable C ABI with ``TORCH_TARGET_VERSION`` = :data:`TARGET_VERSION`, so one binary loads
+into every PyTorch release from that one on; it takes seconds and needs no nvcc and no GPU.
+
+Cache layout, beside the kernel library's (same locking and atomic install)::
+
+    <cache_dir>/torch-<key[:16]>/libfused_swiglu_torch.so
+
+The key covers the sources (``csrc/torch/`` and ``csrc/capi/fused_swiglu.h``), the flags and the
+compiler's ``--version`` text. A prebuilt copy beside ``FUSED_SWIGLU_LIBRARY`` is loaded as is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from .. import env
+from ..errors import BuildError
+from . import sources
+
+LIB_NAME = "libfused_swiglu_torch.so"
+TARGET_VERSION = (2, 10)  # oldest PyTorch whose stable ABI has what the operators use (str arguments)
+FLAGS: tuple[str, ...] = (
+    "-std=c++17",
+    "-O2",
+    "-shared",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-DUSE_CUDA",  # declares the shim's CUDA stream query (looked up at run time, see the source)
+    "-DTORCH_TARGET_VERSION=0x%02x%02x000000000000" % TARGET_VERSION,
+)
+SOURCE = Path(sources.TORCH_OPS_DIR) / "fused_swiglu_ops.cpp"
+_KEY_FILES = (SOURCE, Path("capi") / "fused_swiglu.h")
+
+
+def find_compiler() -> str:
+    """The host C++ compiler: ``$CXX``, else ``c++`` or ``g++`` on PATH.
+
+    Raises:
+        BuildError: none found.
+    """
+    cxx = os.environ.get("CXX")
+    if cxx:
+        return cxx
+    for name in ("c++", "g++"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BuildError("no C++ compiler found for the operator library (set CXX, or install g++)")
+
+
+def _torch_dirs() -> tuple[Path, Path]:
+    import torch
+
+    root = Path(torch.__file__).resolve().parent
+    return root / "include", root / "lib"
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        proc = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"the C++ compiler {cxx} cannot be run: {e}") from e
+    return proc.stdout
+
+
+def _key(csrc: Path, cxx_version: str) -> str:
+    h = hashlib.sha256()
+    for rel in _KEY_FILES:
+        data = (csrc / rel).read_bytes()
+        h.update(f"{rel.as_posix()}:{len(data)}:".encode() + data)
+    for part in (*FLAGS, cxx_version):
+        h.update(f"{len(part)}:{part}".encode())
+    return h.hexdigest()
+
+
+def prebuilt() -> Path | None:
+    """``libfused_swiglu_torch.so`` beside ``FUSED_SWIGLU_LIBRARY``, if that is set and it exists."""
+    library = env.library_path()
+    if library is None:
+        return None
+    candidate = library.parent / LIB_NAME
+    return candidate if candidate.is_file() else None
+
+
+def command(cxx: str, csrc: Path, out: Path) -> list[str]:
+    """The compile-and-link command line (one translation unit)."""
+    include, lib = _torch_dirs()
+    return [cxx, *FLAGS, f"-I{include}", str(csrc / SOURCE), "-o", str(out), f"-L{lib}", "-ltorch_cpu"]
+
+
+def cache_path() -> Path:
+    """Where the cache keeps the operator library of these sources and this compiler (built or not).
+
+    Raises:
+        BuildError: sources or compiler missing.
+    """
+    csrc = sources.csrc_dir()
+    if not (csrc / SOURCE).is_file():
+        raise BuildError(f"the operator library's source {csrc / SOURCE} is missing")
+    key = _key(csrc, _compiler_version(find_compiler()))
+    return env.cache_dir() / f"torch-{key[:16]}" / LIB_NAME
+
+
+def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) -> Path:
+    """Path of the operator library for these sources and this compiler, built into the cache first
+    if missing (or if ``force``); a prebuilt copy beside ``FUSED_SWIGLU_LIBRARY`` wins.
+
+    Raises:
+        BuildError: sources or compiler missing, the compile failed, or the cache is not writable.
+    """
+    if not force and (found := prebuilt()) is not None:
+        return found
+    target = cache_path()
+    if target.is_file() and not force:
+        return target
+    csrc, cxx, root = sources.csrc_dir(), find_compiler(), target.parent.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent) + ".lock"):
+            if target.is_file() and not force:
+                return target
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.parent.name}-", dir=root))
+            try:
+                cmd = command(cxx, csrc, tmp / LIB_NAME)
+                if log:
+                    log(f"c++ {SOURCE.as_posix()}" + (f": {shlex.join(cmd)}" if env.verbose() else ""))
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-30:])
+                    raise BuildError(f"compiling the operator library failed ({shlex.join(cmd)}):\n{tail}")
+                os.chmod(tmp, 0o755)
+                if target.parent.exists():
+                    shutil.rmtree(target.parent)
+                os.replace(tmp, target.parent)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise BuildError(
+            f"the build cache directory {root} cannot be used ({e}); set FUSED_SWIGLU_CACHE_DIR to a "
+            "writable directory."
+        ) from e
+    if log:
+        log(f"installed {target}")
+    return target

@@ -409,3 +409,24 @@ def test_sweep(I, H, dtype, seed):
         truth = Float64Truth(x, wg, wu)
         truth.check(out_dual, f"dual {what}")
         truth.check(out_packed, f"packed {what}")
+
+
+def test_the_fast_path_raises_the_same_typed_errors(seed):
+    """Once a device is known to be Hopper, calls skip the Python checks; a bad call still gets the
+    Python checks' error (the type and the sentence naming the argument)."""
+    x, wg, wu = _inputs(4, 64, 64, torch.bfloat16)
+    swiglu(x, wg, wu)  # arms the fast path for this device
+    w_packed = pack_gate_up(wg, wu)
+    with pytest.raises(TypeError, match="w_gate must have the same dtype as x"):
+        swiglu(x, wg.half(), wu)
+    with pytest.raises(ValueError, match="w_up must be on the same device as x"):
+        swiglu(x, wg, wu.cpu())
+    with pytest.raises(ValueError, match="I must be a multiple of 8"):
+        swiglu(x, wg[:60], wu[:60])
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\)"):
+        swiglu(x[:, :32], wg, wu)
+    with pytest.raises(ValueError, match="w_packed must have an even number of rows"):
+        swiglu_packed(x, w_packed[:127], layout="interleaved")
+    with pytest.raises(TypeError, match="x must be a dense"):
+        swiglu(x.to_sparse(), wg, wu)
+    assert_matches_float64(swiglu(x, wg, wu), x, wg, wu, f"after the errors seed={seed}")

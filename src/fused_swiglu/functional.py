@@ -32,6 +32,60 @@ _AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+# The fast path of the public functions: choice arguments -> the ops' config argument, for the calls
+# that run the CUDA kernels as they are (dual kernel, or a packed weight in either layout).
+_FAST_DUAL = {(k, b, a): _AUTO[a] for k in ("auto", "dual") for b in ("auto", "cutlass") for a in ACCUMULATIONS}
+_FAST_PACKED = {(lay, b, a): _AUTO[a] for lay in LAYOUTS for b in ("auto", "cutlass") for a in ACCUMULATIONS}
+# CUDA device indices on which a full check has found a Hopper GPU
+_HOPPER: set[int] = set()
+
+
+def _fast_config(table: dict, *choices) -> str | None:
+    """The ops' config argument for these choice arguments if they select the fast path, else None
+    (other choices, and invalid ones: the full checks name them)."""
+    try:
+        return table.get(choices)
+    except TypeError:  # an unhashable argument
+        return None
+
+
+def _check_dual(x, w_gate, w_up, kernel, backend, accumulation) -> tuple[int, int, torch.device]:
+    """:func:`swiglu`'s argument checks; returns (I, H, device)."""
+    v.check_choice("kernel", kernel, v.KERNELS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_choice("accumulation", accumulation, ACCUMULATIONS)
+    v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
+    v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
+    I, H = v.check_weight_pair(x, w_gate, w_up)
+    return I, H, v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+
+
+def _check_packed(x, w_packed, layout, backend, accumulation) -> tuple[int, int, torch.device]:
+    """:func:`swiglu_packed`'s argument checks; returns (I, H, device)."""
+    v.check_choice("layout", layout, LAYOUTS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_choice("accumulation", accumulation, ACCUMULATIONS)
+    v.check_tensors(x=x, w_packed=w_packed)
+    v.check_dtypes(x=x, w_packed=w_packed)
+    I, H = v.check_packed(x, w_packed)
+    return I, H, v.check_devices(x=x, w_packed=w_packed)
+
+
+def _fast(x: torch.Tensor) -> bool:
+    """Whether a call on ``x`` may take the fast path: an eager call on a plain CUDA tensor of a
+    device already checked to be Hopper. The operator checks the rest (the C boundary); if it
+    raises, the caller runs its full Python checks, which name the argument and the rule."""
+    return type(x) in _PLAIN and x.is_cuda and x.get_device() in _HOPPER and not torch.compiler.is_compiling()
+
+
+def _run_op(op, x: torch.Tensor, *rest) -> torch.Tensor:
+    """``op(x2d, *rest)`` for x of shape (..., H): (M, H) as is, else reshaped and the result viewed back."""
+    if x.dim() == 2:
+        return _call(op, x, *rest)
+    y = _call(op, x.reshape(-1, x.shape[-1]), *rest)
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
 def _plan_key(fn: str, choice: tuple, backend: str, x, *weights) -> tuple | None:
     """Key of a call's validation outcome, or None where it must not be cached (tracing under
     torch.compile, non-tensors, tensor subclasses, nested or non-strided layouts, 0-d x)."""
@@ -57,6 +111,8 @@ def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
         if use == "cutlass":
             v.check_alignment(I, H)
             v.require_hopper(device)
+            if device.type == "cuda":
+                _HOPPER.add(device.index if device.index is not None else torch.cuda.current_device())
         plan = (I, H, use)
         if key is not None and len(_PLANS) < _PLANS_MAX:
             _PLANS[key] = plan
@@ -159,14 +215,16 @@ def swiglu(
             9.0; a CUDA error from the kernel library.
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
+    config = _fast_config(_FAST_DUAL, kernel, backend, accumulation)
+    if config is not None and _fast(x):
+        try:
+            return _run_op(ops.swiglu_dual, x, w_gate, w_up, config)
+        except Exception:
+            _plan(None, backend, lambda: _check_dual(x, w_gate, w_up, kernel, backend, accumulation))  # typed error
+            raise
+
     def validate() -> tuple[int, int, torch.device]:
-        v.check_choice("kernel", kernel, v.KERNELS)
-        v.check_choice("backend", backend, v.BACKENDS)
-        v.check_choice("accumulation", accumulation, ACCUMULATIONS)
-        v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
-        v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
-        I, H = v.check_weight_pair(x, w_gate, w_up)
-        return I, H, v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+        return _check_dual(x, w_gate, w_up, kernel, backend, accumulation)
 
     I, H, use = _plan(_plan_key("swiglu", (kernel, accumulation), backend, x, w_gate, w_up), backend, validate)
     if use == "torch":
@@ -211,14 +269,19 @@ def swiglu_packed(
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
     """
+    config = _fast_config(_FAST_PACKED, layout, backend, accumulation)
+    if config is not None and _fast(x):
+        try:
+            if layout == "interleaved":
+                return _run_op(ops.swiglu_packed, x, w_packed, config)
+            I = w_packed.shape[0] // 2
+            return _run_op(ops.swiglu_dual, x, w_packed[:I], w_packed[I:], config)
+        except Exception:
+            _plan(None, backend, lambda: _check_packed(x, w_packed, layout, backend, accumulation))  # typed error
+            raise
+
     def validate() -> tuple[int, int, torch.device]:
-        v.check_choice("layout", layout, LAYOUTS)
-        v.check_choice("backend", backend, v.BACKENDS)
-        v.check_choice("accumulation", accumulation, ACCUMULATIONS)
-        v.check_tensors(x=x, w_packed=w_packed)
-        v.check_dtypes(x=x, w_packed=w_packed)
-        I, H = v.check_packed(x, w_packed)
-        return I, H, v.check_devices(x=x, w_packed=w_packed)
+        return _check_packed(x, w_packed, layout, backend, accumulation)
 
     I, H, use = _plan(_plan_key("swiglu_packed", (layout, accumulation), backend, x, w_packed), backend, validate)
     if use == "torch":

@@ -30,6 +30,13 @@
 
 using torch::stable::Tensor;
 
+// A shim call's error code as an exception (the stable headers' own macro changed name between releases).
+#define FSW_SHIM_CHECK(call)                                                                          \
+  do {                                                                                                \
+    AOTITorchError fsw_shim_status_ = (call);                                                         \
+    STD_TORCH_CHECK(fsw_shim_status_ == AOTI_TORCH_SUCCESS, "fused_swiglu: ", #call, " failed");     \
+  } while (0)
+
 namespace fused_swiglu::torch_ops {
 namespace {
 
@@ -90,7 +97,7 @@ Binding const& binding() {
 
 int32_t dtype_code(Tensor const& t) {
   int32_t code = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &code));
+  FSW_SHIM_CHECK(aoti_torch_get_dtype(t.get(), &code));
   return code;
 }
 
@@ -143,9 +150,9 @@ Tensor tma_ready(Tensor const& t) {
 Tensor new_output(Tensor const& x, int64_t m, int64_t n) {
   std::array<int64_t, 2> sizes{m, n}, strides{n, 1};
   int32_t device_type = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(x.get(), &device_type));
+  FSW_SHIM_CHECK(aoti_torch_get_device_type(x.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype_code(x),
+  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype_code(x),
                                                          device_type, x.get_device_index(), &handle));
   return Tensor(handle);
 }
@@ -194,7 +201,7 @@ void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
   if (current != device) guard.emplace(device);
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(b.current_stream(device, &stream));
+  FSW_SHIM_CHECK(b.current_stream(device, &stream));
   fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, stream);
   STD_TORCH_CHECK(s == FSW_SUCCESS, "fused_swiglu::", kind == FSW_KERNEL_DUAL ? "swiglu_dual" : "swiglu_packed",
                   ": fsw_run failed: ", b.last_error());

@@ -7,10 +7,13 @@
 #   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
 #                         with the machine's nvcc and copies it to $OUT/lib/)
 #   OUT                   where logs and results go (default ./out)
-#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench (default: all)
+#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench,host,e2e (default:
+#                         build,info,test,accuracy,bench)
 #   PYTEST_ARGS           extra pytest arguments (e.g. "-k qwen" or "-m 'gpu and not slow'")
 #   BENCH_ARGS            extra `bench` arguments (e.g. "--models 7B --tokens 2048,8192")
 #   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
+#   E2E_ARGS              extra `bench --e2e` arguments (e.g. "--quick")
+#   FUSED_SWIGLU_LIBRARY  with libfused_swiglu_torch.so beside it, the operator library is used as is
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +66,10 @@ stage accuracy && run_stage accuracy bash -o pipefail -c \
     "python3 -m fused_swiglu.cli accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-} 2>&1 | tee '$OUT/accuracy.log'"
 stage bench && run_stage bench bash -o pipefail -c \
     "python3 -m fused_swiglu.cli bench --out '$OUT/bench.json' ${BENCH_ARGS:-} 2>&1 | tee '$OUT/bench.log'"
+stage host && run_stage host bash -o pipefail -c \
+    "python3 -m fused_swiglu.cli bench --host-time --out '$OUT/host_time.json' 2>&1 | tee '$OUT/host_time.log'"
+stage e2e && run_stage e2e bash -o pipefail -c \
+    "python3 -m fused_swiglu.cli bench --e2e --out '$OUT/e2e.json' ${E2E_ARGS:-} 2>&1 | tee '$OUT/e2e.log'"
 
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "failed stages: ${failed[*]}" | tee -a "$OUT/stages.log"

@@ -193,10 +193,11 @@ def test_info_checks_config_overrides_without_a_library(monkeypatch, capsys, tmp
 
 
 def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatch, capsys, tmp_path):
-    from fused_swiglu.build import cache
+    from fused_swiglu.build import cache, torch_ops
 
     built = tmp_path / "cache" / "libfused_swiglu.so"
     monkeypatch.setattr(cache, "ensure_built", lambda force=False, log=None: built)
+    monkeypatch.setattr(torch_ops, "ensure_built", lambda force=False, log=None: tmp_path / torch_ops.LIB_NAME)
     monkeypatch.setattr(cache, "read_build_info", lambda path: None)
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "other.so"))
     assert cli.main(["build"]) == 0
@@ -205,7 +206,8 @@ def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatc
     assert f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {tmp_path / 'other.so'}, not the library above" in out
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(built))
     assert cli.main(["build"]) == 0
-    assert "note:" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "note:" not in out and f"operator library: {tmp_path / torch_ops.LIB_NAME}" in out
 
 
 def test_info_without_nvcc_does_not_ask_for_a_build(monkeypatch, capsys):

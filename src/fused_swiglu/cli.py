@@ -6,7 +6,8 @@ Exit status: 0 done (``info`` reports what it finds, a bad nvcc or cache setting
 0); 1 a bad option or environment variable, or a failed build (one line on stderr names the option
 and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
 method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
-line names the method, the shape and the fault); 130 interrupted; 141 stdout closed early
+line names the method, the shape and the fault); 4 ``bench --e2e``: a mode failed on a model (its
+row holds the error; the other modes ran); 130 interrupted; 141 stdout closed early
 (e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
 """
 
@@ -22,11 +23,13 @@ from pathlib import Path
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
 EXIT_WRONG_OUTPUT = 3
+EXIT_MODE_FAILED = 4
 EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU or a bad nvcc or cache "
                "setting included, and exits 0); 1 a bad option or another bad environment variable "
                "(e.g. FUSED_SWIGLU_LIBRARY, FUSED_SWIGLU_JOBS), or a failed build; "
                "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
-               "made before timing; 130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
+               "made before timing; 4 bench --e2e: a mode failed on a model (its row holds the error); "
+               "130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -152,7 +155,10 @@ def _models(values: list[str] | None):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .bench.e2e import STEPS as E2E_STEPS
+    from .bench.e2e_models import names as e2e_names
     from .bench.methods import METHODS
+    from .bench.run import REPS, WARMUP_MS
     from .bench.shapes import TOKENS
 
     from ._version import __version__
@@ -164,17 +170,31 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 or HxI shapes",
                        epilog=EXIT_STATUS)
     b.add_argument("--models", nargs="+", help="Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 "
-                        "(default: the seven Qwen2.5 models)")
+                        "(default: the seven Qwen2.5 models); with --e2e, whole models: "
+                        f"{','.join(e2e_names())} (default: all four)")
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all; "
                         "quack only where the quack-kernels package is installed)")
-    b.add_argument("--out", help="write results as JSON here, and as CSV beside it")
+    b.add_argument("--out", help="write results as JSON here, and as CSV beside it (--e2e: a PNG plot beside it; "
+                        "--host-time: the JSON only)")
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
-    b.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up per method and shape, ms (default 25)")
-    b.add_argument("--rep", type=int, default=50, help="timed repetitions per method and shape (default 50)")
+    b.add_argument("--warmup-ms", type=float, help=f"warm-up per method and shape, ms (default {WARMUP_MS:g})")
+    b.add_argument("--rep", type=int, help=f"timed repetitions per method and shape (default {REPS})")
     b.add_argument("--cuda-graph", action="store_true",
                    help="time CUDA-graph replays of every method: GPU time without per-call host time")
+    b.add_argument("--e2e", action="store_true",
+                   help="end to end: Hugging Face models (random weights, real sizes) stock vs fuse_swiglu_mlps, "
+                        "in decode, CUDA-graph, torch.compile and prefill modes, with an accuracy step; --out also "
+                        "writes a PNG plot beside the JSON (needs transformers; matplotlib for the plot)")
+    b.add_argument("--e2e-modes", nargs="+", help=f"with --e2e: comma-separated subset of {','.join(E2E_STEPS)} "
+                        "(default: all)")
+    b.add_argument("--host-time", action="store_true",
+                   help="host time per call (us) at M = 1 on Qwen2.5-0.5B's MLP: swiglu, swiglu_packed, torch.mm, "
+                        "eager and a transformers Qwen2MLP stock and fused")
+    b.add_argument("--quick", action="store_true",
+                   help="with --e2e: Qwen2.5-0.5B only and fewer repeats (a development run); with --host-time: "
+                        "fewer calls")
 
     a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048",
                        epilog=EXIT_STATUS)
@@ -200,11 +220,88 @@ def _no_hopper(command: str) -> int | None:
     return EXIT_NO_GPU
 
 
+def _kernel_options_given(args) -> list[str]:
+    """The options of the kernel benchmark given on the command line (none of them applies to
+    --e2e or --host-time)."""
+    given = {"--tokens": args.tokens, "--methods": args.methods, "--config": args.config,
+             "--rep": args.rep, "--warmup-ms": args.warmup_ms, "--cuda-graph": args.cuda_graph or None}
+    return [option for option, value in given.items() if value is not None]
+
+
+def _e2e_models(values: list[str] | None) -> list[str] | None:
+    """``--models`` with ``--e2e``: names of the end-to-end models (case-insensitive).
+
+    Raises:
+        ValueError: an unknown name; the message starts with ``--models``.
+    """
+    from .bench import e2e_models
+
+    names = _split(values, "--models")
+    try:
+        found = [s.name for s in e2e_models.find(names)] if names else None
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    if found and (twice := _repeated(found)):
+        raise ValueError(f"--models names {', '.join(map(repr, twice))} more than once")
+    return found
+
+
+def _cmd_e2e(args, console) -> int:
+    from .bench.e2e import E2EOptions, check_modes, failures, run_e2e
+    from .bench.report import check_out_path
+
+    # arguments first, so that a typo is reported on any machine
+    models = _e2e_models(args.models)
+    modes = check_modes(_split(args.e2e_modes, "--e2e-modes")) if args.e2e_modes else None
+    out = check_out_path(args.out) if args.out is not None else None
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"--e2e needs the transformers package (pip install transformers): {e}") from None
+    if (code := _no_hopper("bench --e2e")) is not None:
+        return code
+    results = run_e2e(E2EOptions(models=models, modes=modes, quick=args.quick, out=out, dtype=args.dtype), console)
+    failed = failures(results)
+    for line in failed:
+        print(f"fused-swiglu bench --e2e: failed: {line.splitlines()[0]}", file=sys.stderr)
+    return EXIT_MODE_FAILED if failed else 0
+
+
+def _cmd_host_time(args, console) -> int:
+    from .bench.host_time import run_host_time
+    from .bench.report import check_out_path
+
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := _no_hopper("bench --host-time")) is not None:
+        return code
+    n, repeats = (500, 3) if args.quick else (2000, 5)
+    run_host_time(console, out=out, dtype=args.dtype, n=n, repeats=repeats)
+    return 0
+
+
 def _cmd_bench(args, console) -> int:
     from .bench.methods import METHODS, peer_problem
     from .bench.report import check_out_path
-    from .bench.run import BenchOptions, run_bench
+    from .bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
 
+    if args.e2e or args.host_time:
+        mode = "--e2e" if args.e2e else "--host-time"
+        if args.e2e and args.host_time:
+            raise ValueError("--e2e and --host-time are separate runs; give one of them")
+        if given := _kernel_options_given(args):
+            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the kernel "
+                             f"benchmark, not to {mode}")
+        if args.host_time and args.models is not None:
+            raise ValueError("--models does not apply to --host-time (it times Qwen2.5-0.5B's MLP at M = 1)")
+        if args.host_time and args.e2e_modes is not None:
+            raise ValueError("--e2e-modes applies to --e2e only")
+        return _cmd_e2e(args, console) if args.e2e else _cmd_host_time(args, console)
+    for option, given in (("--quick", args.quick), ("--e2e-modes", args.e2e_modes is not None)):
+        if given:
+            raise ValueError(f"{option} applies to --e2e" + (" or --host-time" if option == "--quick" else "")
+                             + " only")
+    args.rep = REPS if args.rep is None else args.rep
+    args.warmup_ms = WARMUP_MS if args.warmup_ms is None else args.warmup_ms
     # arguments first, so that a typo is reported on any machine
     models = _models(args.models)
     tokens = _tokens(args.tokens) if args.tokens else None
@@ -301,6 +398,17 @@ def _cmd_info(args, console) -> int:
         console.print("library: not built for the current sources and toolchain (run `fused-swiglu build`)")
         return 0
     console.print(f"library: {path} (from {how})")
+    from .build import torch_ops
+
+    ops_path = torch_ops.prebuilt()
+    if ops_path is None:
+        try:
+            ops_path = torch_ops.cache_path()
+        except BuildError as e:
+            console.print(f"operator library: unavailable: {e}")
+    if ops_path is not None:
+        state = "" if ops_path.is_file() else " (not built yet: built in seconds on first use)"
+        console.print(f"operator library: {ops_path}{state}")
     from ._lib import Library
 
     try:
@@ -323,13 +431,15 @@ def _cmd_info(args, console) -> int:
 
 def _cmd_build(args, console) -> int:
     from . import env
-    from .build import cache
+    from .build import cache, torch_ops
 
     def log(line: str) -> None:
         console.print(line, highlight=False)
 
     path = cache.ensure_built(force=args.force, log=log)
     print(path)
+    ops_path = torch_ops.ensure_built(force=args.force, log=log)
+    log(f"operator library: {ops_path}")
     override = env.library_path()
     if override is not None and override.resolve() != path.resolve():
         log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}, not the library above")

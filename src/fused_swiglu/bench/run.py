@@ -14,6 +14,8 @@ from . import check, methods as m
 from . import report, shapes, timing
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+WARMUP_MS = 25.0  # warm-up per method and shape
+REPS = 50  # timed repetitions per method and shape
 
 
 @dataclass
@@ -24,8 +26,8 @@ class BenchOptions:
     methods: list[str] | None = None  # None: methods.default_methods(), resolved by run_bench
     out: Path | None = None
     config: str | None = None
-    warmup_ms: float = 25.0
-    reps: int = 50
+    warmup_ms: float = WARMUP_MS
+    reps: int = REPS
     cuda_graph: bool = False  # time CUDA-graph replays (GPU time without per-call host time)
 
 

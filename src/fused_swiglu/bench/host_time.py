@@ -1,0 +1,203 @@
+"""``fused-swiglu bench --host-time``: host time per call at decode size (Qwen2.5-0.5B's MLP, M = 1).
+
+At M = 1 the GPU work of one call is short enough that a stream of calls is bound by the host:
+the time per call is the Python, dispatcher and launch time of the call. Methods:
+
+* ``swiglu``: :func:`fused_swiglu.swiglu` (Kernel-1, the weights as they are).
+* ``swiglu_packed``: :func:`fused_swiglu.swiglu_packed` on a weight packed once beforehand
+  (``layout="interleaved"``, Kernel-2).
+* ``torch_mm``: ``torch.mm(x, w_cat.t())`` over the (2I, H) gate+up weight: the same FLOPs, one
+  cuBLAS call, no activation.
+* ``eager``: ``F.silu(x @ wg.T) * (x @ wu.T)``.
+* ``mlp_stock``: a transformers ``Qwen2MLP`` of that shape (down projection included), stock forward.
+* ``mlp_fused``: the same module object after :func:`fused_swiglu.fuse_swiglu_mlps` (patched and
+  unpatched around its turn in each repeat). Both MLP methods need transformers; without it their
+  rows say so (``us_per_call`` None).
+
+Protocol, all under ``torch.no_grad()``: per method ``warmup`` calls and a synchronize; then, per
+repeat, for each method (the order rotating every repeat): ``n`` calls back to back, one
+synchronize at the end, us/call = wall time / ``n``. Reported: the median over ``repeats``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..functional import swiglu, swiglu_packed
+from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from ..weights import pack_gate_up
+from . import report
+
+METHODS = ("swiglu", "swiglu_packed", "torch_mm", "eager", "mlp_stock", "mlp_fused")
+RATIOS = (("swiglu", "torch_mm"), ("swiglu_packed", "torch_mm"), ("mlp_fused", "mlp_stock"))
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+SHAPE = (1, 896, 4864)  # M, H, I: one token through Qwen2.5-0.5B's MLP
+
+
+def _qwen2_mlp(H: int, I: int, dtype: torch.dtype, device: torch.device):
+    """A transformers Qwen2MLP (gate/up/down projections, SiLU) with random weights, or the reason
+    it cannot be built here (a string)."""
+    try:
+        from transformers import Qwen2Config
+        from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP
+    except ImportError as e:
+        return f"needs transformers (pip install transformers): {e}"
+    cfg = Qwen2Config(hidden_size=H, intermediate_size=I, hidden_act="silu")
+    with torch.device(device):
+        mlp = Qwen2MLP(cfg)
+    return mlp.to(dtype).eval()
+
+
+def build_calls(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, backend: str
+                ) -> tuple[dict[str, Callable[[], object]], dict[str, Callable[[], None]], dict[str, str]]:
+    """(method -> zero-argument call, method -> set-up before its turn, method -> why it cannot run).
+
+    Raises:
+        ValueError: ``backend`` is not one :func:`fused_swiglu.swiglu` takes.
+    """
+    x = torch.randn(M, H, device=device, dtype=torch.float32).to(dtype)
+    w_cat = (torch.randn(2 * I, H, device=device, dtype=torch.float32) * H**-0.5).to(dtype)
+    wg, wu = w_cat[:I], w_cat[I:]
+    wp = pack_gate_up(wg, wu)
+    calls: dict[str, Callable[[], object]] = {
+        "swiglu": lambda: swiglu(x, wg, wu, backend=backend),
+        "swiglu_packed": lambda: swiglu_packed(x, wp, layout="interleaved", backend=backend),
+        "torch_mm": lambda: torch.mm(x, w_cat.t()),
+        "eager": lambda: F.silu(x @ wg.T) * (x @ wu.T),
+    }
+    setup: dict[str, Callable[[], None]] = {}
+    skipped: dict[str, str] = {}
+    mlp = _qwen2_mlp(H, I, dtype, device)
+    if isinstance(mlp, str):
+        skipped = {"mlp_stock": mlp, "mlp_fused": mlp}
+    else:
+        calls["mlp_stock"] = calls["mlp_fused"] = lambda: mlp(x)
+        setup["mlp_stock"] = lambda: unfuse_swiglu_mlps(mlp)
+
+        def fuse() -> None:
+            unfuse_swiglu_mlps(mlp)
+            if not fuse_swiglu_mlps(mlp, backend=backend):
+                raise RuntimeError("fuse_swiglu_mlps did not patch the Qwen2MLP")
+        setup["mlp_fused"] = fuse
+    return calls, setup, skipped
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def per_call_us(fn: Callable[[], object], n: int, device: torch.device) -> float:
+    """``n`` calls of ``fn`` back to back, one synchronize at the end: microseconds per call."""
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def measure(device: str | torch.device = "cuda", backend: str = "auto", dtype: str = "bf16", n: int = 2000,
+            repeats: int = 5, warmup: int = 50, shape: tuple[int, int, int] = SHAPE) -> list[dict]:
+    """Rows ``{"method", "us_per_call", "samples_us", ...}`` in :data:`METHODS` order, by the
+    protocol above; a method that cannot run here has ``us_per_call`` None and ``skipped``.
+
+    Raises:
+        ValueError: ``n``, ``repeats`` or a size below 1, ``warmup`` below 0, or an unknown dtype.
+    """
+    M, H, I = shape
+    for name, value, low in (("n", n, 1), ("repeats", repeats, 1), ("warmup", warmup, 0),
+                             ("M", M, 1), ("H", H, 1), ("I", I, 1)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    device = torch.device(device)
+    samples: dict[str, list[float]] = {}
+    with torch.no_grad():
+        calls, setup, skipped = build_calls(M, H, I, DTYPES[dtype], device, backend)
+        names = [m for m in METHODS if m in calls]
+        for name in names:
+            setup.get(name, lambda: None)()
+            for _ in range(warmup):
+                calls[name]()
+            _sync(device)
+            samples[name] = []
+        for rep in range(repeats):
+            for name in names[rep % len(names):] + names[: rep % len(names)]:
+                setup.get(name, lambda: None)()
+                samples[name].append(per_call_us(calls[name], n, device))
+        setup.get("mlp_stock", lambda: None)()
+    rows = []
+    for method in METHODS:
+        if method in samples:
+            rows.append({"method": method, "us_per_call": statistics.median(samples[method]),
+                         "samples_us": samples[method], "n": n, "repeats": repeats})
+        else:
+            rows.append({"method": method, "us_per_call": None, "skipped": skipped[method]})
+    return rows
+
+
+def ratios(rows: list[dict]) -> dict[str, float | None]:
+    """``"a/b"`` -> a's us/call / b's for :data:`RATIOS` (None where one is missing)."""
+    us = {r["method"]: r["us_per_call"] for r in rows}
+    return {f"{a}/{b}": (us[a] / us[b] if us.get(a) and us.get(b) else None) for a, b in RATIOS}
+
+
+def table(rows: list[dict], shape: tuple[int, int, int] = SHAPE):
+    from rich.table import Table
+
+    M, H, I = shape
+    t = Table(title=f"Host time per call (M = {M}, H = {H}, I = {I})", min_width=64,
+              caption="median of repeats; each: n calls back to back, one synchronize")
+    for col in ("method", "us / call", "note"):
+        t.add_column(col, justify="right" if col == "us / call" else "left")
+    for r in rows:
+        t.add_row(r["method"], "-" if r["us_per_call"] is None else f"{r['us_per_call']:.1f}", r.get("skipped", ""))
+    return t
+
+
+def run_host_time(console, out: Path | None = None, device: str | torch.device = "cuda", backend: str = "auto",
+                  dtype: str = "bf16", n: int = 2000, repeats: int = 5, shape: tuple[int, int, int] = SHAPE) -> dict:
+    """Measure (:func:`measure`), print the table and the ratios, and with ``out`` write
+    ``{"meta", "rows", "ratios"}`` as JSON there. Returns that dict.
+
+    Raises:
+        ValueError: see :func:`measure`; or ``out`` cannot be written.
+    """
+    import json
+
+    if out is not None:
+        out = report.check_out_path(out)
+    device = torch.device(device)
+    rows = measure(device, backend, dtype, n, repeats, shape=shape)
+    r = ratios(rows)
+    console.print(table(rows, shape))
+    for name, value in r.items():
+        console.print(f"{name}: {'-' if value is None else f'{value:.2f}'}")
+    meta = report.machine_meta(device if device.type == "cuda" else None)
+    try:
+        import transformers
+
+        meta["transformers_version"] = transformers.__version__
+    except ImportError:
+        meta["transformers_version"] = None
+    meta.update({"device": str(device), "backend": backend, "dtype": dtype, "n": n, "repeats": repeats,
+                 "tokens": shape[0], "hidden_size": shape[1], "intermediate_size": shape[2],
+                 "protocol": "n calls back to back, one synchronize, us/call = wall / n; median of repeats; "
+                             "methods rotating between repeats; torch.no_grad()"})
+    results = {"meta": meta, "rows": rows, "ratios": r}
+    if out is not None:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2) + "\n")
+        except OSError as e:
+            raise ValueError(f"--out: cannot write the results to {out} ({e})") from e
+        console.print(f"wrote {out}")
+    return results

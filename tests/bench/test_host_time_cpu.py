@@ -1,0 +1,82 @@
+"""``bench --host-time`` on a CPU (the fused path's PyTorch backend), a small shape and few calls."""
+
+import json
+
+import pytest
+import torch
+from rich.console import Console
+
+from fused_swiglu import cli
+from fused_swiglu.bench import host_time
+
+SHAPE = (1, 64, 128)
+NO_HOPPER = not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0))
+
+
+def test_every_method_is_timed_and_the_json_written(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "h" / "host.json"
+    with (tmp_path / "log.txt").open("w") as f:
+        results = host_time.run_host_time(Console(file=f, width=200), out=out, device="cpu", backend="torch",
+                                          n=5, repeats=3, shape=SHAPE)
+    assert [r["method"] for r in results["rows"]] == list(host_time.METHODS)
+    for r in results["rows"]:
+        assert r["us_per_call"] > 0 and len(r["samples_us"]) == 3 and r["n"] == 5
+        assert sorted(r["samples_us"])[1] == r["us_per_call"]  # the median of 3
+    assert set(results["ratios"]) == {"swiglu/torch_mm", "swiglu_packed/torch_mm", "mlp_fused/mlp_stock"}
+    us = {r["method"]: r["us_per_call"] for r in results["rows"]}
+    assert results["ratios"]["mlp_fused/mlp_stock"] == pytest.approx(us["mlp_fused"] / us["mlp_stock"])
+    data = json.loads(out.read_text())
+    assert data["rows"] == results["rows"] and data["meta"]["n"] == 5 and data["meta"]["hidden_size"] == 64
+    assert data["meta"]["backend"] == "torch" and "torch_version" in data["meta"]
+    log = (tmp_path / "log.txt").read_text()
+    assert "Host time per call (M = 1, H = 64, I = 128)" in log and "mlp_fused/mlp_stock:" in log
+
+
+def test_the_mlp_is_left_stock_and_matches_the_fused_one():
+    pytest.importorskip("transformers")
+    with torch.no_grad():
+        calls, setup, skipped = host_time.build_calls(2, 64, 128, torch.bfloat16, torch.device("cpu"), "torch")
+        assert skipped == {} and set(calls) == set(host_time.METHODS)
+        setup["mlp_fused"]()
+        fused = calls["mlp_fused"]()
+        setup["mlp_stock"]()
+        stock = calls["mlp_stock"]()
+    assert fused.shape == stock.shape == (2, 64)
+    torch.testing.assert_close(fused.float(), stock.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_without_transformers_the_mlp_rows_say_why(monkeypatch):
+    monkeypatch.setattr(host_time, "_qwen2_mlp", lambda H, I, dtype, device: "needs transformers (pip install transformers)")
+    rows = host_time.measure("cpu", "torch", n=2, repeats=1, warmup=1, shape=SHAPE)
+    by = {r["method"]: r for r in rows}
+    assert by["mlp_stock"]["us_per_call"] is None and by["mlp_fused"]["skipped"].startswith("needs transformers")
+    assert by["torch_mm"]["us_per_call"] > 0
+    assert host_time.ratios(rows)["mlp_fused/mlp_stock"] is None
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n": 0}, "n must be an integer >= 1; got 0"),
+    ({"repeats": 0}, "repeats must be an integer >= 1; got 0"),
+    ({"dtype": "fp8"}, "dtype must be one of bf16, fp16; got 'fp8'"),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        host_time.measure("cpu", "torch", **{"shape": SHAPE, **kwargs})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--host-time", "--models", "7B"], "--models does not apply to --host-time"),
+    (["--host-time", "--methods", "eager"], "--methods applies to the kernel benchmark, not to --host-time"),
+    (["--host-time", "--e2e-modes", "prefill"], "--e2e-modes applies to --e2e only"),
+])
+def test_bad_host_time_options_exit_1(argv, message, capsys):
+    assert cli.main(["bench", *argv]) == cli.EXIT_BAD_OPTION
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not NO_HOPPER, reason="checks the no-GPU behaviour")
+def test_host_time_without_a_hopper_gpu_exits_2(capsys):
+    assert cli.main(["bench", "--host-time"]) == cli.EXIT_NO_GPU
+    assert capsys.readouterr().err.startswith("fused-swiglu bench --host-time needs an NVIDIA Hopper GPU")
+

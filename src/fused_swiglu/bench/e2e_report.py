@@ -137,10 +137,10 @@ def plot(results: dict, path: Path) -> Path | None:
     ax.set_title(f"fused-swiglu {m.get('fused_swiglu_version')} end to end on {m.get('gpu') or m.get('device')}\n"
                  f"torch {m.get('torch_version')}, transformers {m.get('transformers_version')}, {m.get('dtype')}",
                  fontsize=9)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on them
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
     except OSError as e:
         raise ValueError(f"--out: cannot write the plot to {path} ({e})") from e
     finally:

@@ -145,7 +145,7 @@ def test_bad_arguments_are_named():
 def test_blocks_whose_gate_or_up_have_hooks_are_left_alone():
     mlp = MLP()
     mlp.up_proj.register_forward_pre_hook(lambda module, args: None)
-    with pytest.warns(UserWarning, match="gate_proj or up_proj has forward hooks"):
+    with pytest.warns(UserWarning, match="gate_proj or up_proj has hooks"):
         assert fuse_swiglu_mlps(mlp) == []
 
 
@@ -230,7 +230,7 @@ def test_a_call_that_patches_nothing_warns_why(model, says):
 def test_hooked_block_is_named_in_the_warning():
     block = Block()
     block.mlp.gate_proj.register_forward_hook(lambda *a: None)
-    with pytest.warns(UserWarning, match="'mlp': gate_proj or up_proj has forward hooks"):
+    with pytest.warns(UserWarning, match="'mlp': gate_proj or up_proj has hooks"):
         assert fuse_swiglu_mlps(block) == []
 
 
@@ -357,3 +357,57 @@ def test_a_deep_copy_after_the_first_call_uses_its_own_weights():
     with torch.no_grad():
         twin.gate_proj.weight.zero_()  # silu(0) = 0: the copy's output is zero, the original's is not
     assert torch.count_nonzero(twin(x)) == 0 and torch.count_nonzero(mlp(x)) > 0
+
+
+class Doubling(nn.Linear):
+    """An nn.Linear subclass with a forward of its own (the shape of adapter and quantized wrappers)."""
+
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_linear_subclasses_with_their_own_forward_are_not_fused(monkeypatch):
+    mlp = MLP(H=32, I=24).to(torch.bfloat16)
+    wrapped = Doubling(32, 24, bias=False).to(torch.bfloat16)
+    wrapped.weight = mlp.up_proj.weight
+    mlp.up_proj = wrapped
+    with pytest.warns(UserWarning, match="gate_proj or up_proj overrides nn.Linear.forward"):
+        assert fuse_swiglu_mlps(mlp, backend="torch") == []
+    mlp, x = _patched_bf16_mlp()  # and swapped in after the first call
+    wrapped = Doubling(32, 24, bias=False).to(torch.bfloat16)
+    wrapped.weight = mlp.gate_proj.weight
+    mlp.gate_proj = wrapped
+    calls = _count_calls(monkeypatch)
+    torch.testing.assert_close(mlp(x), MLP.forward(mlp, x), rtol=0, atol=0)
+    assert calls == []
+
+
+@pytest.mark.parametrize("kind", ["forward", "forward_pre", "full_backward"])
+def test_global_module_hooks_run_the_original_forward(kind, monkeypatch):
+    from torch.nn.modules import module as torch_module
+
+    mlp, x = _patched_bf16_mlp()
+    seen = []
+    register = getattr(torch_module, f"register_module_{kind}_hook")
+    handle = register(lambda *args: seen.append(type(args[0]).__name__))
+    try:
+        calls = _count_calls(monkeypatch)
+        y = mlp(x.clone().requires_grad_(kind == "full_backward"))
+        if kind == "full_backward":
+            y.float().sum().backward()
+        assert calls == [] and seen.count("Linear") == 3  # gate_proj, up_proj and down_proj ran
+    finally:
+        handle.remove()
+    calls = _count_calls(monkeypatch)
+    mlp(x)
+    assert calls == [("op", "")]  # hooks gone: the fused path again
+
+
+@pytest.mark.parametrize("kind", ["full_backward", "full_backward_pre"])
+def test_backward_hooks_on_gate_or_up_run_the_original_forward(kind, monkeypatch):
+    mlp, x = _patched_bf16_mlp()
+    seen = []
+    getattr(mlp.gate_proj, f"register_{kind}_hook")(lambda *args: seen.append(1))
+    calls = _count_calls(monkeypatch)
+    mlp(x.clone().requires_grad_()).float().sum().backward()
+    assert calls == [] and seen == [1]

@@ -19,6 +19,7 @@ import warnings
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _module
 
 from . import _validate as v
 from . import ops
@@ -46,7 +47,21 @@ def _act_name(act: object) -> str:
 
 
 def _has_hooks(layer: nn.Module) -> bool:
-    return bool(layer._forward_hooks or layer._forward_pre_hooks)
+    """Forward, forward-pre, backward or backward-pre hooks on ``layer`` itself."""
+    return bool(layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks
+                or layer._backward_pre_hooks)
+
+
+def _global_hooks() -> bool:
+    """Hooks registered for every module (``torch.nn.modules.module.register_module_*_hook``)."""
+    return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks
+                or _module._global_backward_hooks or _module._global_backward_pre_hooks)
+
+
+def _plain_linear(layer: nn.Module) -> bool:
+    """``nn.Linear`` or a subclass that keeps its ``forward`` (not a wrapper such as an adapter or a
+    quantized layer, whose forward computes something else)."""
+    return isinstance(layer, nn.Linear) and type(layer).forward is nn.Linear.forward
 
 
 _PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
@@ -58,14 +73,17 @@ def _has_projections(module: nn.Module) -> bool:
 
 def _skip_reason(module: nn.Module) -> str | None:
     """Why ``module`` is not a SwiGLU MLP block the fused forward can run (None: it is one):
-    gate_proj/up_proj/down_proj bias-free nn.Linear layers, gate and up of one shape, a SiLU act_fn,
-    and no hooks on gate_proj or up_proj (the fused forward reads their weights without calling them,
-    so their hooks would not run)."""
+    gate_proj/up_proj/down_proj bias-free nn.Linear layers (gate and up plain ``nn.Linear`` or
+    subclasses that keep its forward), gate and up of one shape, a SiLU act_fn, and no hooks on
+    gate_proj or up_proj (the fused forward reads their weights without calling them, so their
+    hooks would not run)."""
     if not _has_projections(module):
         return "it has no gate_proj, up_proj and down_proj"
     layers = [getattr(module, name) for name in _PROJECTIONS]
     if not all(isinstance(layer, nn.Linear) for layer in layers):
         return "gate_proj, up_proj and down_proj are not all nn.Linear"
+    if not (_plain_linear(module.gate_proj) and _plain_linear(module.up_proj)):
+        return "gate_proj or up_proj overrides nn.Linear.forward"
     if any(layer.bias is not None for layer in layers):
         return "its projections have a bias"
     if module.gate_proj.weight.shape != module.up_proj.weight.shape:
@@ -74,7 +92,7 @@ def _skip_reason(module: nn.Module) -> str | None:
     if not _is_silu(act):
         return f"act_fn is {_act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
     if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
-        return "gate_proj or up_proj has forward hooks"
+        return "gate_proj or up_proj has hooks"
     return None
 
 
@@ -91,8 +109,8 @@ class FusedSwiGLUForward:
     A call takes one branch: the fast path calls the registered operator
     (``fused_swiglu::swiglu_dual``) on ``gate_proj.weight`` and ``up_proj.weight`` and then
     ``down_proj`` as a module, when the block still holds the layers and weights the last full check
-    saw (and the same ``act_fn``, no biases), x has their dtype and device kind, and ``gate_proj`` /
-    ``up_proj`` have no hooks. Anything else (the first call, hooks added later, a layer, weight or
+    saw (and the same ``act_fn``, no biases), x has their dtype and device kind, and neither
+    ``gate_proj`` / ``up_proj`` nor every module (global hooks) has forward or backward hooks. Anything else (the first call, hooks added later, a layer, weight or
     ``act_fn`` replaced, a bias set, a dtype or device change) takes the full check again: it runs the original forward where the block no longer qualifies,
     :func:`swiglu` where only the fast path's conditions fail (the packed kernel, a fallback), and
     otherwise re-arms the fast path. Weights updated in place (optimizer steps, ``load_state_dict``)
@@ -131,7 +149,7 @@ class FusedSwiGLUForward:
             g is self.gate and u is self.up and g.weight is self.w_gate and u.weight is self.w_up
             and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
             and g.bias is None and u.bias is None and m.act_fn is self.act
-            and not (g._forward_hooks or g._forward_pre_hooks or u._forward_hooks or u._forward_pre_hooks)
+            and not (_has_hooks(g) or _has_hooks(u) or _global_hooks())
         ):
             return m.down_proj(self._fused(x))
         return self._checked(x)
@@ -146,7 +164,7 @@ class FusedSwiGLUForward:
         """The full check, and the call it decides on."""
         self._disarm()
         m = self.module
-        if _skip_reason(m) is not None:  # a block changed after patching no longer computes SwiGLU
+        if _skip_reason(m) is not None or _global_hooks():  # no SwiGLU block now, or hooks to run
             return self.original(x)
         wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
@@ -200,8 +218,11 @@ def fuse_swiglu_mlps(
     runs :func:`swiglu`'s PyTorch fallback (fp32 products, one rounding; one warning per process).
     Blocks already patched are left as they are, and so are blocks carrying an accelerate hook
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
-    between devices, and blocks whose ``gate_proj`` or ``up_proj`` has forward hooks or pre-hooks:
-    the fused forward reads their weights without calling them, so such hooks would not run;
+    between devices, blocks whose ``gate_proj`` or ``up_proj`` overrides ``nn.Linear.forward`` (an
+    adapter or quantized wrapper), and blocks whose ``gate_proj`` or ``up_proj`` has forward,
+    forward-pre, backward or backward-pre hooks: the fused forward reads their weights without
+    calling them, so such hooks would not run (while hooks for every module are registered, a
+    patched block runs its original forward);
     ``down_proj`` is still called as a module. Whether a block qualifies is decided when patching; a
     call then checks in one branch that nothing it relies on changed (:class:`FusedSwiGLUForward`):
     a block changed after patching (hooks on ``gate_proj`` / ``up_proj``, a bias, another

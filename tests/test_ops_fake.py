@@ -87,3 +87,11 @@ def test_the_ops_check_their_operands_on_cpu_and_under_fake_tensors(fake):
             run()
     else:
         run()
+
+
+def test_operands_on_another_device_than_x_are_refused():
+    x, wg, wu = _args(True)
+    with pytest.raises(ValueError, match="w_gate must be on x's device meta; got w_gate on cpu"):
+        torch.ops.fused_swiglu.swiglu_dual(x.to("meta"), wg, wu.to("meta"), "")
+    with pytest.raises(ValueError, match="w_packed must be on x's device meta"):
+        torch.ops.fused_swiglu.swiglu_packed(x.to("meta"), pack_gate_up(wg, wu), "")

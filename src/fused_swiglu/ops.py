@@ -35,7 +35,7 @@ from .weights import unpack_gate_up
 
 
 def _check_operands(op: str, **named: torch.Tensor) -> None:
-    """x 2-D, and every operand floating point of x's dtype. The CUDA kernels take bf16 / fp16
+    """x 2-D, and every operand floating point, of x's dtype and on x's device. The CUDA kernels take bf16 / fp16
     only (the library refuses other dtypes, naming x); the CPU kernels compute in fp32 and round
     once to any floating dtype, float64 included, as the autograd tests use them."""
     x = named["x"]
@@ -46,6 +46,8 @@ def _check_operands(op: str, **named: torch.Tensor) -> None:
             raise TypeError(f"fused_swiglu::{op}: {arg} must be a floating-point tensor; got {arg}.dtype={t.dtype}")
         if t.dtype != x.dtype:
             raise TypeError(f"fused_swiglu::{op}: {arg} must have x's dtype {x.dtype}; got {arg}.dtype={t.dtype}")
+        if t.device != x.device:
+            raise ValueError(f"fused_swiglu::{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
 
 
 def _check_packed_operands(x: torch.Tensor, w_packed: torch.Tensor) -> None:

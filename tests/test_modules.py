@@ -44,18 +44,18 @@ def _count_calls(monkeypatch):
     """Calls of the fused paths: ("swiglu", its keywords) for the public function, ("op", config)
     for the patched forward's direct operator call."""
     calls = []
-    real, real_call = modules.swiglu, modules._call
+    real, real_run_op = modules.swiglu, modules._run_op
 
     def counting(*args, **kw):
         calls.append(("swiglu", kw))
         return real(*args, **kw)
 
-    def counting_call(op, *args):
+    def counting_run_op(op, *args):
         calls.append(("op", args[-1]))
-        return real_call(op, *args)
+        return real_run_op(op, *args)
 
     monkeypatch.setattr(modules, "swiglu", counting)
-    monkeypatch.setattr(modules, "_call", counting_call)
+    monkeypatch.setattr(modules, "_run_op", counting_run_op)
     return calls
 
 

@@ -119,9 +119,10 @@ def _plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
     return plan
 
 
-def _records_grad(tensors) -> bool:
-    """Whether autograd records a call on ``tensors``: grad mode on and some input requires grad."""
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+def _records_grad(args) -> bool:
+    """Whether autograd records a call on ``args``: grad mode on and some tensor among them requires
+    grad (other arguments, such as the ops' config string, are passed over)."""
+    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
@@ -136,9 +137,7 @@ def _call(op, *args: torch.Tensor | str) -> torch.Tensor:
     host time than the kernel itself at small M. Under torch.compile, or when autograd records the
     call, the operator is called as it is, so its fake kernel and backward apply.
     """
-    if not torch.compiler.is_compiling() and not (
-        torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-    ):
+    if not torch.compiler.is_compiling() and not _records_grad(args):
         with _BELOW_AUTOGRAD():
             return op(*args)
     return op(*args)

@@ -24,7 +24,7 @@ from torch.nn.modules import module as _module
 from . import _validate as v
 from . import ops
 from .configs import ACCUMULATIONS
-from .functional import _AUTO, _call, swiglu
+from .functional import _AUTO, _run_op, swiglu
 
 def _is_silu(act: object) -> bool:
     """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
@@ -96,10 +96,6 @@ def _skip_reason(module: nn.Module) -> str | None:
     return None
 
 
-def _fusable(module: nn.Module) -> bool:
-    return _skip_reason(module) is None
-
-
 class FusedSwiGLUForward:
     """The ``forward`` that :func:`fuse_swiglu_mlps` installs on an MLP block (an instance attribute).
 
@@ -127,15 +123,14 @@ class FusedSwiGLUForward:
         self.config = _AUTO[accumulation]
         self._disarm()
 
+    # what the fast path was last checked for, unarmed: None never matches
+    _UNARMED = dict(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False)
+
     def _disarm(self) -> None:
-        # what the fast path was last checked for; None never matches
-        self.gate = self.up = self.w_gate = self.w_up = self.dtype = self.act = None
-        self.on_cuda = False
+        self.__dict__.update(self._UNARMED)
 
     def __getstate__(self):
-        state = dict(self.__dict__)
-        state.update(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False)
-        return state
+        return {**self.__dict__, **self._UNARMED}
 
     def original(self, x: torch.Tensor) -> torch.Tensor:
         if self.previous is not None:
@@ -155,10 +150,7 @@ class FusedSwiGLUForward:
         return self._checked(x)
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return _call(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
-        y = _call(ops.swiglu_dual, x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.config)
-        return y.view(*x.shape[:-1], y.shape[-1])
+        return _run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
 
     def _checked(self, x: torch.Tensor) -> torch.Tensor:
         """The full check, and the call it decides on."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 import torch
@@ -26,3 +27,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def seed():
+    """A fresh random seed for torch's generators, returned so that failure messages can name it."""
+    s = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(s)
+    return s

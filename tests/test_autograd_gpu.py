@@ -3,7 +3,6 @@ reference, no further off than PyTorch's eager autograd. Fresh random inputs; se
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -12,13 +11,6 @@ from fused_swiglu import pack_gate_up, swiglu, swiglu_packed, unpack_gate_up
 from fused_swiglu.reference import swiglu_eager, swiglu_float64
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def seed():
-    s = int.from_bytes(os.urandom(4), "little")
-    torch.manual_seed(s)
-    return s
 
 
 def _inputs(lead, H, I, dtype):

@@ -3,7 +3,6 @@ data on every run; each test's seed is in its failure message."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -16,13 +15,6 @@ pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.bfloat16, torch.float16]
 QWEN = {m.model.removeprefix("Qwen2.5-"): (m.hidden_size, m.intermediate_size) for m in MODELS}
-
-
-@pytest.fixture
-def seed():
-    s = int.from_bytes(os.urandom(4), "little")
-    torch.manual_seed(s)
-    return s
 
 
 def _dt(dtype):

@@ -4,7 +4,6 @@ through the same registered operator."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -13,13 +12,6 @@ from fused_swiglu import _lib, ops, pack_gate_up
 from numerics import assert_matches_float64
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def seed():
-    s = int.from_bytes(os.urandom(4), "little")
-    torch.manual_seed(s)
-    return s
 
 
 def _inputs(M, H=896, I=4864, dtype=torch.bfloat16):

@@ -69,6 +69,8 @@ def test_operands_that_break_the_tma_rules_are_copied(seed):
         "misaligned x": (buf[:, 1:897], wg),  # start 2 bytes past a 16-byte boundary
         "column-strided x": (buf[:, :1792:2], wg),  # column stride 2
         "column-major w_gate": (buf[:, :896], wg.t().contiguous().t()),  # strides (1, I)
+        "row stride 900": (buf.flatten()[:4 * 900].as_strided((4, 896), (900, 1)), wg),  # not a multiple of 8
+        "one row, strides (1, 3)": (buf.flatten()[:3 * 896].view(896, 3).t()[:1], wg),
     }
     for what, (x, w_gate) in cases.items():
         assert_matches_float64(ops.swiglu_dual(x, w_gate, wu, ""), x, w_gate, wu, f"{what} seed={seed}")

@@ -160,21 +160,3 @@ def test_auto_backend_warns_once_on_cpu(monkeypatch):
         swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated")
     msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(msgs) == 1 and "PyTorch fallback because tensors are on cpu" in msgs[0]
-
-
-def test_tma_ready_copies_only_when_needed():
-    base = torch.zeros(128, 904, dtype=BF)
-    assert v.tma_ready(base) is base
-    fused = torch.zeros(2 * 4864, 896, dtype=BF)
-    up = fused[4864:]
-    assert v.tma_ready(up) is up  # row slice of an aligned tensor: no copy
-    wide = torch.zeros(16, 1792, dtype=BF)
-    odd_ld = torch.zeros(4 * 36, dtype=BF).as_strided((4, 32), (36, 1))  # row stride 36: not a multiple of 8
-    for bad in (base[:, 1:897], wide[:, ::2], base[:, :896].t()[:, :128], odd_ld):
-        fixed = v.tma_ready(bad)
-        assert fixed is not bad and fixed.is_contiguous() and torch.equal(fixed, bad)
-        assert fixed.stride(0) % 8 == 0 and fixed.data_ptr() % 16 == 0
-    # a single row with an odd row stride is copied into standard strides
-    row = torch.zeros(8, 3, dtype=BF).t()[:1]  # shape (1, 8), strides (1, 3)
-    fixed = v.tma_ready(row)
-    assert fixed.stride() == (8, 1)

@@ -156,18 +156,3 @@ def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
         # again on the next call instead of disappearing
         warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
         _warned.add(key)
-
-
-def tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """``t`` (rows, cols) as the kernels need it: unit stride along columns, row stride a multiple
-    of 8 elements and at least ``cols``, 16-byte aligned start; else a contiguous copy (one read
-    and one write of ``t``)."""
-    ok = (
-        t.stride(-1) == 1
-        and t.stride(0) % ALIGN == 0
-        and t.stride(0) >= t.shape[1]
-        and t.data_ptr() % 16 == 0
-    )
-    if ok:
-        return t
-    return torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)

@@ -47,6 +47,15 @@ def test_cpu_registrations_match_reference():
     assert torch.equal(torch.ops.fused_swiglu.swiglu_packed(x, pack_gate_up(wg, wu), ""), expected)
 
 
+def test_gradcheck_holds_on_the_raw_cpu_ops_in_float64():
+    x = torch.randn(5, 16, dtype=torch.float64, requires_grad=True)
+    wg = (torch.randn(8, 16, dtype=torch.float64) / 4).requires_grad_()
+    wu = (torch.randn(8, 16, dtype=torch.float64) / 4).requires_grad_()
+    assert torch.autograd.gradcheck(lambda *t: torch.ops.fused_swiglu.swiglu_dual(*t, ""), (x, wg, wu))
+    wp = pack_gate_up(wg.detach(), wu.detach()).requires_grad_()
+    assert torch.autograd.gradcheck(lambda *t: torch.ops.fused_swiglu.swiglu_packed(*t, ""), (x, wp))
+
+
 def test_ops_trace_under_torch_compile_fullgraph():
     x, wg, wu = _args(True)
     wp = pack_gate_up(wg, wu)
@@ -82,6 +91,13 @@ def test_the_ops_check_their_operands_on_cpu_and_under_fake_tensors(fake):
             torch.ops.fused_swiglu.swiglu_packed(x, wp[:-1], "")
         with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\)"):
             torch.ops.fused_swiglu.swiglu_dual(x[:, :32], wg, wu, "")
+        with pytest.raises(ValueError, match=r"config must name a dual kernel for torch.bfloat16 .*; "
+                                             r"got config='promote'"):
+            torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "promote")
+        with pytest.raises(ValueError, match=r"config must name a packed kernel .*got config='dual_pingpong"):
+            torch.ops.fused_swiglu.swiglu_packed(x, wp, "dual_pingpong_128x128x64_1x2_bf16")
+        torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "promoted")  # accepted
+        torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "dual_pingpong_128x128x64_1x2_bf16")  # accepted
     if fake:
         with FakeTensorMode():
             run()

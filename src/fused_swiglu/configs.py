@@ -641,12 +641,20 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
         ValueError: a config name of the other kernel (a packed config reads 2I weight rows, a dual
             config two I-row weights), or of another dtype.
     """
+    check_config(kernel, config, dtype)
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
+    return Choice(config)
+
+
+def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
+    """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` or a name of a ``kernel`` config
+    for ``dtype`` (the ops' ``config`` argument; see :func:`resolve`)."""
+    if config in AUTO_CONFIG:
+        return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    if not _names_kernel(config, kernel, suffix):
+    if not isinstance(config, str) or not _names_kernel(config, kernel, suffix):
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
             f"ending with {suffix!r}), '' or 'promoted'; got config={config!r}"
         )
-    return Choice(config)

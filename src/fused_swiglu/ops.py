@@ -14,9 +14,11 @@ device) by the Python table and cached in C++ for the life of the process
 (:func:`fused_swiglu._lib.clear_plans` forgets it, e.g. after changing ``FUSED_SWIGLU_CONFIG``).
 
 CPU kernel: the same result with fp32 PyTorch matrix products and one rounding
-(:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`). Fake kernel: the output's shape, dtype
+(:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`); float64 operands are computed in
+float64 (so ``torch.autograd.gradcheck`` holds on the raw ops). Fake kernel: the output's shape, dtype
 and contiguous strides, so the ops trace under torch.compile; the CPU and fake kernels raise
-ValueError / TypeError naming the argument.
+ValueError / TypeError naming the argument (``config`` included:
+:func:`fused_swiglu.configs.check_config`).
 
 Both ops are differentiable: their backward (:mod:`fused_swiglu.autograd`) recomputes the gate and
 up products with PyTorch GEMMs and returns gradients for x and the weights (none for ``config``).
@@ -30,14 +32,15 @@ import torch
 
 from . import _lib, autograd
 from . import _validate as v
+from .configs import check_config
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
 
 def _check_operands(op: str, **named: torch.Tensor) -> None:
     """x 2-D, and every operand floating point, of x's dtype and on x's device. The CUDA kernels take bf16 / fp16
-    only (the library refuses other dtypes, naming x); the CPU kernels compute in fp32 and round
-    once to any floating dtype, float64 included, as the autograd tests use them."""
+    only (the library refuses other dtypes, naming x); the CPU kernels take any floating dtype
+    (:func:`_cpu_swiglu`)."""
     x = named["x"]
     if x.dim() != 2:
         raise ValueError(f"fused_swiglu::{op}: x must be 2-D (M, H); got x of shape {tuple(x.shape)}")
@@ -50,14 +53,16 @@ def _check_operands(op: str, **named: torch.Tensor) -> None:
             raise ValueError(f"fused_swiglu::{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
 
 
-def _check_packed_operands(x: torch.Tensor, w_packed: torch.Tensor) -> None:
+def _check_packed_operands(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> None:
     _check_operands("swiglu_packed", x=x, w_packed=w_packed)
     v.check_packed(x, w_packed)
+    check_config("packed", config, x.dtype)
 
 
-def _check_dual_operands(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> None:
+def _check_dual_operands(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: str) -> None:
     _check_operands("swiglu_dual", x=x, w_gate=w_gate, w_up=w_up)
     v.check_weight_pair(x, w_gate, w_up)
+    check_config("dual", config, x.dtype)
 
 
 # The operators. Their schemas, CPU and fake kernels and autograd formulas are registered here; their
@@ -73,25 +78,31 @@ swiglu_dual = torch.ops.fused_swiglu.swiglu_dual.default
 
 @torch.library.register_fake("fused_swiglu::swiglu_packed")
 def _swiglu_packed_fake(x, w_packed, config):
-    _check_packed_operands(x, w_packed)
+    _check_packed_operands(x, w_packed, config)
     return x.new_empty((x.shape[0], w_packed.shape[0] // 2))  # contiguous, as the CUDA kernel returns
 
 
 @torch.library.register_fake("fused_swiglu::swiglu_dual")
 def _swiglu_dual_fake(x, w_gate, w_up, config):
-    _check_dual_operands(x, w_gate, w_up)
+    _check_dual_operands(x, w_gate, w_up, config)
     return x.new_empty((x.shape[0], w_gate.shape[0]))
 
 
-def _swiglu_packed_cpu(x, w_packed, config):
-    _check_packed_operands(x, w_packed)
-    w_gate, w_up = unpack_gate_up(w_packed, layout="interleaved")
+def _cpu_swiglu(x, w_gate, w_up):
+    """fp32 products and one rounding to x's dtype; float64 in float64."""
+    if x.dtype == torch.float64:
+        return (torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T)).contiguous()
     return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+
+
+def _swiglu_packed_cpu(x, w_packed, config):
+    _check_packed_operands(x, w_packed, config)
+    return _cpu_swiglu(x, *unpack_gate_up(w_packed, layout="interleaved"))
 
 
 def _swiglu_dual_cpu(x, w_gate, w_up, config):
-    _check_dual_operands(x, w_gate, w_up)
-    return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+    _check_dual_operands(x, w_gate, w_up, config)
+    return _cpu_swiglu(x, w_gate, w_up)
 
 
 _DEF.impl("swiglu_packed", _swiglu_packed_cpu, "CPU")

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -207,9 +208,32 @@ void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw
                   ": fsw_run failed: ", b.last_error());
 }
 
-void fill_operand(const void*& ptr, int64_t& ld, Tensor const& t) {
-  ptr = t.data_ptr();
-  ld = t.stride(0);
+// Where one operand goes in an fsw_problem: its pointer and leading dimension.
+struct Operand {
+  Tensor const& tensor;
+  const void*& ptr;
+  int64_t& ld;
+};
+
+// Allocates y (M, n), makes the operands TMA-ready into `problem` and launches; M = 0 or n = 0
+// returns the empty y without a launch.
+Tensor run(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw_problem& problem, Tensor const& x,
+           int64_t n, std::initializer_list<Operand> operands) {
+  int64_t m = x.size(0);
+  Tensor y = new_output(x, m, n);
+  if (m == 0 || n == 0) return y;
+  std::array<std::optional<Tensor>, 3> ready;  // copies made for TMA live until the launch is queued
+  size_t i = 0;
+  for (Operand const& o : operands) {
+    Tensor const& t = ready.at(i++).emplace(tma_ready(o.tensor));
+    o.ptr = t.data_ptr();
+    o.ld = t.stride(0);
+  }
+  problem.m = m, problem.n = n, problem.k = x.size(1);
+  problem.y = y.data_ptr();
+  problem.ldy = n;
+  launch(kind, config, device, problem, x);
+  return y;
 }
 
 // y = silu(x @ w_gate^T) * (x @ w_up^T): x (M, H), w_gate and w_up (I, H); returns (M, I) contiguous.
@@ -218,7 +242,7 @@ Tensor swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
   check_2d(op, "x", x, "(M, H)");
   check_2d(op, "w_gate", w_gate, "(I, H)");
   check_2d(op, "w_up", w_up, "(I, H)");
-  int64_t m = x.size(0), k = x.size(1), n = w_gate.size(0);
+  int64_t k = x.size(1), n = w_gate.size(0);
   STD_TORCH_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
                   ": w_gate and w_up must have the same shape (I, H)");
   STD_TORCH_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
@@ -227,17 +251,8 @@ Tensor swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
   p.dtype = check_dtypes(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
   int32_t device = check_devices(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
   check_tma_sizes(op, n, k);
-  Tensor y = new_output(x, m, n);
-  if (m == 0 || n == 0) return y;
-  Tensor xr = tma_ready(x), gr = tma_ready(w_gate), ur = tma_ready(w_up);
-  p.m = m, p.n = n, p.k = k;
-  fill_operand(p.x, p.ldx, xr);
-  fill_operand(p.w, p.ldw, gr);
-  fill_operand(p.w_up, p.ldw_up, ur);
-  p.y = y.data_ptr();
-  p.ldy = n;
-  launch(FSW_KERNEL_DUAL, config, device, p, x);
-  return y;
+  return run(FSW_KERNEL_DUAL, config, device, p, x, n,
+             {{x, p.x, p.ldx}, {w_gate, p.w, p.ldw}, {w_up, p.w_up, p.ldw_up}});
 }
 
 // y = swiglu(x @ w_packed^T) over the interleaved packed (2I, H) weight; returns (M, I) contiguous.
@@ -245,7 +260,7 @@ Tensor swiglu_packed(Tensor x, Tensor w_packed, std::string config) {
   const char* op = "swiglu_packed";
   check_2d(op, "x", x, "(M, H)");
   check_2d(op, "w_packed", w_packed, "(2I, H)");
-  int64_t m = x.size(0), k = x.size(1), rows = w_packed.size(0);
+  int64_t k = x.size(1), rows = w_packed.size(0);
   STD_TORCH_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
                   rows);
   STD_TORCH_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
@@ -255,16 +270,7 @@ Tensor swiglu_packed(Tensor x, Tensor w_packed, std::string config) {
   p.dtype = check_dtypes(op, {{"x", &x}, {"w_packed", &w_packed}});
   int32_t device = check_devices(op, {{"x", &x}, {"w_packed", &w_packed}});
   check_tma_sizes(op, n, k);
-  Tensor y = new_output(x, m, n);
-  if (m == 0 || n == 0) return y;
-  Tensor xr = tma_ready(x), wr = tma_ready(w_packed);
-  p.m = m, p.n = n, p.k = k;
-  fill_operand(p.x, p.ldx, xr);
-  fill_operand(p.w, p.ldw, wr);
-  p.y = y.data_ptr();
-  p.ldy = n;
-  launch(FSW_KERNEL_PACKED, config, device, p, x);
-  return y;
+  return run(FSW_KERNEL_PACKED, config, device, p, x, n, {{x, p.x, p.ldx}, {w_packed, p.w, p.ldw}});
 }
 
 // aoti_torch_get_current_cuda_stream lives in libtorch_cuda, which a CPU build of PyTorch lacks: looked

@@ -21,6 +21,25 @@ def test_timing_protocol_measures_positive_times():
     assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
 
 
+def test_back_to_back_timing_counts_the_host_time_the_gpu_waits_for():
+    """A call that spends 30 us on the host before a tiny kernel: back to back, each call takes at
+    least that; one call enqueued behind the flush (a 256 MB write, longer than 30 us) hides it."""
+    import time
+
+    x = torch.zeros(16, device="cuda")
+
+    def host_heavy():
+        end = time.perf_counter() + 3e-5
+        while time.perf_counter() < end:
+            pass
+        x.add_(1)
+    calls = {"host_heavy": [host_heavy] * 4}
+    b2b = timing.time_interleaved(calls, torch.device("cuda"), warmup_ms=1, reps=5, back_to_back=True)
+    behind = timing.time_interleaved(calls, torch.device("cuda"), warmup_ms=1, reps=5)
+    assert b2b["host_heavy"].median_ms >= 0.028
+    assert behind["host_heavy"].median_ms < 0.015
+
+
 def test_graph_replays_are_timed():
     s = methods.make_input_set(16, 896, 4864, torch.bfloat16, torch.device("cuda"))
     calls = methods.build_calls(["cublas_gemm", "fused_evt", "fused_dual"], [s])

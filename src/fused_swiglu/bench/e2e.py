@@ -28,7 +28,7 @@ ACCURACY = "accuracy"  # the accuracy step, selectable with the modes
 STEPS = (*MODES, ACCURACY)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Repeats and lengths: the full run, and what --quick changes (Qwen2.5-0.5B only, fewer repeats)
-FULL = dict(new_tokens=32, prompt_len=16, gen_repeats=7, compiled_repeats=3, compiled_warmups=2, graph_replays=100,
+FULL = dict(new_tokens=32, prompt_len=16, gen_repeats=11, compiled_repeats=3, compiled_warmups=2, graph_replays=100,
             prefill_batch=4, prefill_len=2048, prefill_repeats=5, accuracy_prompt_len=128)
 QUICK = dict(FULL, gen_repeats=3, compiled_repeats=2, graph_replays=30, prefill_repeats=3)
 

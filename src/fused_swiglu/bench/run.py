@@ -70,7 +70,8 @@ def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device
             on_left_out(method, why)
     if opts.cuda_graph:
         calls = timing.as_graph_replays(calls, device)
-    times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush)
+    times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush,
+                                    back_to_back=not opts.cuda_graph)
     rows = []
     for method, t in times.items():
         rows.append({
@@ -178,7 +179,11 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
     if opts.out:
         meta = report.machine_meta(device)
         meta.update({"reps": opts.reps, "warmup_ms": opts.warmup_ms, "l2_flush_bytes": timing.FLUSH_BYTES,
-                     "cuda_graph": opts.cuda_graph, "complete": stopped is None})
+                     "cuda_graph": opts.cuda_graph,
+                     "protocol": "CUDA-graph replay, one per rep behind the L2 flush (GPU time)" if opts.cuda_graph
+                     else "eager calls, every input set back to back after the L2 flush and an idle GPU "
+                          "(per call: the larger of host and GPU time)",
+                     "complete": stopped is None})
         if reason is not None:
             meta["stopped_by"] = reason
         if peers_not_run:

@@ -8,8 +8,18 @@ For each shape, every method is timed in the same run, interleaved rep by rep:
 2. Warm-up: each method runs for about ``warmup_ms`` (at least 2 calls), which also triggers
    compilation and the kernel library's load.
 3. Each repetition, for each method (the order rotates every rep): flush L2 by writing a 256 MB
-   buffer (``buf.zero_()``), record a CUDA event, run on the next input set, record an event.
-4. Report the median over reps, with the 10th and 90th percentiles, in milliseconds.
+   buffer (``buf.zero_()``), record a CUDA event, run, record an event. Two ways to run:
+
+   * one call on the next input set (``back_to_back=False``, used for CUDA-graph replays): the host
+     enqueues the call while the GPU still writes the flush buffer, so the events time the GPU work
+     alone;
+   * every input set once, back to back (``back_to_back=True``, used for eager calls): after the
+     flush the host waits for the GPU to go idle, so the events also time whatever part of the
+     host's work per call (Python, dispatch, launch) the GPU waits for; the sample is the elapsed
+     time / the number of sets. This is what a stream of eager calls achieves: per call, the
+     larger of its host time and its GPU time. The sets' weights, together over 2x L2, keep each
+     call's operands out of L2 from its previous turn.
+4. Report the median over reps, with the 10th and 90th percentiles, in milliseconds (per call).
 """
 
 from __future__ import annotations
@@ -115,6 +125,7 @@ def time_interleaved(
     warmup_ms: float = 25.0,
     reps: int = 50,
     flush: torch.Tensor | None = None,
+    back_to_back: bool = False,
 ) -> dict[str, Timing]:
     """Time each method's calls (one callable per input set) by the protocol above.
 
@@ -124,6 +135,8 @@ def time_interleaved(
         warmup_ms: wall-clock warm-up per method, milliseconds.
         reps: timed repetitions per method.
         flush: the L2 flush buffer (allocated if None).
+        back_to_back: time every input set's call back to back after an idle GPU (per-call time
+            with the host's share), instead of one call enqueued behind the flush (GPU time).
 
     Returns:
         method name -> :class:`Timing`.
@@ -150,11 +163,18 @@ def time_interleaved(
                 flush.zero_()
                 begin = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
-                begin.record()
-                fns[rep % len(fns)]()
+                if back_to_back:
+                    torch.cuda.synchronize(device)
+                    begin.record()
+                    for i in range(len(fns)):
+                        fns[(rep + i) % len(fns)]()
+                else:
+                    begin.record()
+                    fns[rep % len(fns)]()
                 end.record()
                 events[name].append((begin, end))
             if rep % 8 == 7:
                 torch.cuda.synchronize(device)  # keep the host from running far ahead
         torch.cuda.synchronize(device)
-    return {name: summarize([b.elapsed_time(e) for b, e in events[name]]) for name in names}
+    per_rep = {name: len(calls[name]) if back_to_back else 1 for name in names}
+    return {name: summarize([b.elapsed_time(e) / per_rep[name] for b, e in events[name]]) for name in names}

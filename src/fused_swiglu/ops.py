@@ -33,7 +33,7 @@ import torch
 from . import _lib, autograd
 from . import _validate as v
 from .configs import check_config
-from .reference import swiglu_fp32_one_rounding
+from .reference import swiglu_float64, swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
 
@@ -90,9 +90,8 @@ def _swiglu_dual_fake(x, w_gate, w_up, config):
 
 def _cpu_swiglu(x, w_gate, w_up):
     """fp32 products and one rounding to x's dtype; float64 in float64."""
-    if x.dtype == torch.float64:
-        return (torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T)).contiguous()
-    return swiglu_fp32_one_rounding(x, w_gate, w_up).contiguous()
+    reference = swiglu_float64 if x.dtype == torch.float64 else swiglu_fp32_one_rounding
+    return reference(x, w_gate, w_up).contiguous()
 
 
 def _swiglu_packed_cpu(x, w_packed, config):

@@ -21,6 +21,8 @@ import argparse
 import json
 import statistics
 
+from pathlib import Path
+
 import torch
 
 from fused_swiglu import _lib, configs
@@ -44,8 +46,10 @@ def main() -> None:
     ap.add_argument("--out", help="write every row as JSON here")
     a = ap.parse_args()
 
-    lib_a, lib_b = _lib.Library(a.a), _lib.Library(a.b)
-    available = frozenset(c.name for c in lib_b.configs)
+    # each core library loads its config libraries from its own folder
+    lib_a = _lib.Library(a.a, config_dirs=(Path(a.a).parent,))
+    lib_b = _lib.Library(a.b, config_dirs=(Path(a.b).parent,))
+    available = lib_b.names
     flush = flush_buffer()
     rows = []
     for shape in find_models(a.models):

@@ -15,6 +15,8 @@ import argparse
 import json
 import os
 
+from pathlib import Path
+
 import torch
 
 from fused_swiglu import _lib, configs
@@ -36,8 +38,9 @@ def main() -> None:
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    libs = {"a": _lib.Library(a.a), "b": _lib.Library(a.b)}
-    available = frozenset(c.name for c in libs["b"].configs)
+    # each core library loads its config libraries from its own folder
+    libs = {k: _lib.Library(p, config_dirs=(Path(p).parent,)) for k, p in (("a", a.a), ("b", a.b))}
+    available = libs["b"].names
     threshold = count_threshold_for(torch.bfloat16)
     rows = []
     for shape in find_models(a.models):

@@ -74,7 +74,7 @@ def main() -> None:
 
     extra = parse_configs(a.configs)
     lib = _lib.library()
-    available = frozenset(c.name for c in lib.configs)
+    available = lib.names
     missing = [name for name, _, _ in extra if name not in available]
     if missing:
         raise SystemExit(f"--configs: not in the kernel library: {', '.join(missing)}")

@@ -163,8 +163,15 @@ def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys)
         name, stages, smem_bytes, epilogue_smem_bytes = "packed_pingpong_64x128x64_1x1_bf16", 8, 2**17, 2**14
 
     class FakeLibrary:
-        def __init__(self, path):
-            self.configs = [FakeConfig()]
+        def __init__(self, path, config_dirs=()):
+            self.ordered_names = [FakeConfig.name]
+            self.names = frozenset(self.ordered_names)
+
+        def find(self, name):
+            return Path("/nonexistent") / name
+
+        def info(self, name):
+            return FakeConfig()
 
     monkeypatch.setattr(lib_mod, "Library", FakeLibrary)
     monkeypatch.setattr(env, "library_path", lambda: Path("/nonexistent/libfused_swiglu.so"))
@@ -196,7 +203,7 @@ def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatc
     from fused_swiglu.build import cache, torch_ops
 
     built = tmp_path / "cache" / "libfused_swiglu.so"
-    monkeypatch.setattr(cache, "ensure_built", lambda force=False, log=None: built)
+    monkeypatch.setattr(cache, "ensure_built", lambda force=False, log=None, names=None: built)
     monkeypatch.setattr(torch_ops, "ensure_built", lambda force=False, log=None: tmp_path / torch_ops.LIB_NAME)
     monkeypatch.setattr(cache, "read_build_info", lambda path: None)
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "other.so"))
@@ -298,3 +305,21 @@ def test_a_closed_stdout_stops_quietly_with_status_141(how, monkeypatch, capsys)
     monkeypatch.setattr(cli, "_cmd_info", closed)
     assert cli.main(["info"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_build_passes_the_config_names_it_is_given(monkeypatch, capsys, tmp_path):
+    from fused_swiglu.build import cache, torch_ops
+
+    seen = []
+
+    def ensure_built(force=False, log=None, names=None):
+        seen.append(names)
+        return tmp_path / "libfused_swiglu.so"
+
+    monkeypatch.setattr(cache, "ensure_built", ensure_built)
+    monkeypatch.setattr(torch_ops, "ensure_built", lambda force=False, log=None: tmp_path / torch_ops.LIB_NAME)
+    monkeypatch.setattr(cache, "cached", lambda name, inputs=None: None)
+    monkeypatch.delenv("FUSED_SWIGLU_LIBRARY", raising=False)
+    assert cli.main(["build", "packed_pingpong_64x64x64_1x1_bf16,dual_pingpong_64x64x64_1x1_bf16"]) == 0
+    assert cli.main(["build"]) == 0
+    assert seen == [["packed_pingpong_64x64x64_1x1_bf16", "dual_pingpong_64x64x64_1x1_bf16"], None]

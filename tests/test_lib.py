@@ -60,3 +60,22 @@ def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "missing.so"))
     with pytest.raises(BuildError, match="FUSED_SWIGLU_LIBRARY points at .*missing.so, which is not a file"):
         _lib.library()
+
+
+@pytest.mark.build
+def test_a_config_missing_from_the_prebuilt_folder_names_it_and_why(tmp_path, monkeypatch):
+    """A prebuilt folder without the config's library, and no nvcc to build it: a BuildError naming
+    the config and the folder; nothing is loaded."""
+    import shutil
+
+    from fused_swiglu.build import ensure_core
+
+    shutil.copy(ensure_core(), tmp_path / "libfused_swiglu.so")
+    lib = _lib.Library(tmp_path / "libfused_swiglu.so", config_dirs=(tmp_path,))
+    name = lib.ordered_names[0]
+    monkeypatch.setenv("FUSED_SWIGLU_NVCC", str(tmp_path / "no-nvcc"))
+    assert lib.find(name) is None
+    with pytest.raises(BuildError, match=f"config {name} is not among the prebuilt libraries in {tmp_path}, and "
+                                         "building it failed: .*FUSED_SWIGLU_NVCC"):
+        lib.ensure(name)
+    assert not lib.is_loaded(name) and lib.config_paths == {}

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fused_swiglu import _lib, configs, ops
+from fused_swiglu.errors import UnsupportedError
 
 AVAILABLE = sorted(r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16))
 
@@ -15,12 +16,21 @@ AVAILABLE = sorted(r.config.name(d) for r in configs.TABLE for d in (torch.bfloa
 class _StubLibrary:
     index = {name: i for i, name in enumerate(AVAILABLE)}
     names = frozenset(AVAILABLE)
+    loaded: list[str] = []
+
+    @classmethod
+    def ensure(cls, name):  # the real one loads (building if needed) the config's library
+        if name not in cls.index:
+            raise UnsupportedError(f"config {name!r} is not in the kernel library")
+        cls.loaded.append(name)
+        return cls.index[name]
 
 
 @pytest.fixture
 def stub_library(monkeypatch):
     monkeypatch.setattr(_lib, "library", lambda: _StubLibrary)
     monkeypatch.setattr(_lib, "config_names", lambda: _StubLibrary.names)
+    _StubLibrary.loaded.clear()
 
 
 def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int):
@@ -41,6 +51,8 @@ def test_plan_callback_returns_the_tables_choice(stub_library):
     assert rc == 0 and AVAILABLE[index] == "packed_pingpong_64x128x64_1x1_fp16"
     rc, index, *_ = _plan(0, b"packed_pingpong_128x192x64_2x1_fp16", 300, 16, 64, 1)
     assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x192x64_2x1_fp16"
+    assert _StubLibrary.loaded == ["dual_pingpong_64x64x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_fp16",
+                                   "packed_pingpong_128x192x64_2x1_fp16"]  # each chosen config loaded
 
 
 def test_plan_callback_reports_errors_as_text(stub_library):

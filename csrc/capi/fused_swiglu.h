@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 6
+#define FSW_ABI_VERSION 7
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -72,8 +72,20 @@ typedef struct fsw_config_info {
 
 int fsw_abi_version(void);
 const char* fsw_last_error(void);
+// The configs this library knows, by index in [0, fsw_num_configs()). Each config's kernels live in
+// their own shared object (libfsw_<name>.so), loaded by fsw_load_config; the entry points
+// below return FSW_ERROR_NOT_SUPPORTED for a config that is not loaded.
 int fsw_num_configs(void);
-// Fills *info for config index idx in [0, fsw_num_configs()).
+// The name of config idx (NULL outside [0, fsw_num_configs())); valid for the life of the process.
+const char* fsw_config_name(int idx);
+// 1 if config idx is loaded, else 0.
+int fsw_config_loaded(int idx);
+// Loads the config library at `path` (kept loaded for the life of the process) and writes its config
+// index into *index (may be NULL). Loading a config that is already loaded returns its index.
+// FSW_ERROR_INVALID_ARGUMENT: the file cannot be loaded, exports no entry, was built for another ABI
+// version, or holds a config this library does not list.
+fsw_status fsw_load_config(const char* path, int* index);
+// Fills *info for a loaded config idx.
 fsw_status fsw_get_config(int idx, fsw_config_info* info);
 fsw_status fsw_can_implement(int config, const fsw_problem* problem);
 // Device workspace in bytes that fsw_run needs for this problem (may be 0).

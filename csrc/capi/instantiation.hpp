@@ -1,5 +1,6 @@
-// Internal: turns one kernel configuration into a registry entry. Included only by the generated
-// files under csrc/instantiations/ (one configuration per translation unit, so builds parallelise).
+// Internal: turns one kernel configuration into the entry its shared object exports. Included only by
+// the generated files under csrc/instantiations/ (one configuration per translation unit, built into
+// its own libfsw_<name>.so on demand).
 #pragma once
 
 #include "cutlass/numeric_types.h"
@@ -63,7 +64,12 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
       if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
       return device::Launcher<Gemm_##name>::run(p, ws, ws_bytes, stream);                                      \
     };                                                                                                         \
+    e.last_error = &last_error_text;                                                                           \
     return e;                                                                                                  \
   }                                                                                                            \
   }                                                                                                            \
+  }                                                                                                            \
+  extern "C" __attribute__((visibility("default"))) ::fused_swiglu::capi::ConfigEntry const* fsw_config_entry(   \
+      int abi_version) {                                                                                       \
+    return abi_version == FSW_ABI_VERSION ? &::fused_swiglu::capi::entry_##name() : nullptr;                   \
   }

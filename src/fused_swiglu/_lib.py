@@ -1,9 +1,12 @@
-"""Loading the kernel library and the PyTorch operator library, and binding the two.
+"""Loading the kernel libraries and the PyTorch operator library, and binding them.
 
-The kernel library (``libfused_swiglu.so``, C ABI ``csrc/capi/fused_swiglu.h``) is a plain shared
+The core library (``libfused_swiglu.so``, C ABI ``csrc/capi/fused_swiglu.h``) is a plain shared
 object with no libtorch linkage. It is loaded on first use and kept for the life of the process:
-from ``FUSED_SWIGLU_LIBRARY`` when set, else from the build cache (building it if needed, see
-:mod:`fused_swiglu.build`). The operator library (``libfused_swiglu_torch.so``, from
+from ``FUSED_SWIGLU_LIBRARY`` when set, else the wheel's prebuilt copy, else the build cache
+(building it if needed, see :mod:`fused_swiglu.build`). Each kernel config is its own shared object
+(``libfsw_<name>.so``), loaded into the core library on the first launch that needs it
+(:meth:`Library.ensure`): from the prebuilt folder if it holds it, else from the cache, compiling
+that config alone if the cache lacks it. The operator library (``libfused_swiglu_torch.so``, from
 ``csrc/torch/``) holds the operators' CUDA kernels; :func:`load_torch_ops` loads it and binds it to
 the kernel library's entry points and to :func:`_plan_callback`, through which the C++ side asks
 the Python config table for a launch plan once per problem. ``Library.run`` launches one config
@@ -21,10 +24,9 @@ from pathlib import Path
 
 import torch
 
-from . import env
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 6  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 7  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
@@ -122,6 +124,9 @@ _SIGNATURES = {
     "fsw_abi_version": ([], ctypes.c_int),
     "fsw_last_error": ([], ctypes.c_char_p),
     "fsw_num_configs": ([], ctypes.c_int),
+    "fsw_config_name": ([ctypes.c_int], ctypes.c_char_p),
+    "fsw_config_loaded": ([ctypes.c_int], ctypes.c_int),
+    "fsw_load_config": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
     "fsw_get_config": ([ctypes.c_int, ctypes.POINTER(_ConfigInfo)], ctypes.c_int),
     # the fsw_problem* is passed as the address of a buffer filled by _PROBLEM.pack_into
     "fsw_can_implement": ([ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
@@ -131,10 +136,15 @@ _SIGNATURES = {
 
 
 class Library:
-    """A loaded ``libfused_swiglu.so`` with its ABI checked and its configs listed."""
+    """A loaded core library (``libfused_swiglu.so``) with its ABI checked and its configs named.
 
-    def __init__(self, path: str | Path):
+    ``names`` / ``index``: every config the core library lists (``capi/registry.inc``), loaded or
+    not. ``config_dirs``: folders searched for a config's ``libfsw_<name>.so`` before the cache.
+    """
+
+    def __init__(self, path: str | Path, config_dirs: tuple[Path, ...] = ()):
         self.path = Path(path)
+        self.config_dirs = tuple(Path(d) for d in config_dirs)
         try:
             self._dll = ctypes.CDLL(str(self.path))
         except OSError as e:
@@ -154,12 +164,105 @@ class Library:
                 f"the kernel library {self.path} has ABI version {found} but this fused_swiglu needs "
                 f"{ABI_VERSION}; rebuild it with `fused-swiglu build` (or unset FUSED_SWIGLU_LIBRARY)"
             )
-        self.configs = self._read_configs()
-        self.index = {c.name: c.index for c in self.configs}
+        self.ordered_names = [self._dll.fsw_config_name(i).decode() for i in range(self._dll.fsw_num_configs())]
+        self.index = {name: i for i, name in enumerate(self.ordered_names)}
         self.names = frozenset(self.index)
+        self.config_paths: dict[str, Path] = {}  # loaded configs: the file each came from
+        self._infos: dict[int, ConfigInfo] = {}
+        self._load_lock = threading.RLock()
+        self._inputs = None  # the build cache's inputs, or the BuildError of gathering them
         self._workspace_bytes: dict[tuple, int] = {}
         # fsw_problem lives in one buffer per thread that struct.pack_into fills on every launch
         self._tls = threading.local()
+
+    def is_loaded(self, name: str) -> bool:
+        """Whether config ``name``'s library is loaded in this process."""
+        idx = self.index.get(name)
+        return idx is not None and bool(self._dll.fsw_config_loaded(idx))
+
+    def ensure(self, name: str) -> int:
+        """The index of config ``name``, loading its library first if needed (from a prebuilt folder,
+        else the cache, compiling it into the cache if missing).
+
+        Raises:
+            UnsupportedError: the core library lists no config of that name.
+            BuildError: its library is not prebuilt and cannot be built (no nvcc, a failed build), or
+                it does not load (another ABI version, another config).
+        """
+        idx = self.index.get(name)
+        if idx is None:
+            raise UnsupportedError(
+                f"config {name!r} is not in the kernel library; available: {', '.join(self.ordered_names) or 'none'}"
+            )
+        if self._dll.fsw_config_loaded(idx):
+            return idx
+        with self._load_lock:
+            if not self._dll.fsw_config_loaded(idx):
+                path = self._locate(name)
+                out = ctypes.c_int(-1)
+                status = self._dll.fsw_load_config(str(path).encode(), ctypes.byref(out))
+                if status != Status.SUCCESS:
+                    raise BuildError(f"loading config {name}: {self.last_error()}")
+                if out.value != idx:
+                    raise BuildError(f"{path} holds config {self.ordered_names[out.value]}, not {name}")
+                self.config_paths[name] = path
+        return idx
+
+    def find(self, name: str) -> Path | None:
+        """The library file config ``name`` would load from without a build (a prebuilt folder, then
+        the cache), or None."""
+        from .build import cache, units
+
+        for folder in self.config_dirs:
+            candidate = folder / units.config_library(name)
+            if candidate.is_file():
+                return candidate
+        inputs = self._build_inputs()
+        return cache.cached(name, inputs) if inputs is not None else None
+
+    def _build_inputs(self):
+        """The build cache's inputs (sources, nvcc, CUTLASS), gathered once; None where they are missing."""
+        if self._inputs is None:
+            from .build import cache
+
+            try:
+                self._inputs = cache.Inputs()
+            except BuildError as e:
+                self._inputs = e
+        return None if isinstance(self._inputs, BuildError) else self._inputs
+
+    def _locate(self, name: str) -> Path:
+        found = self.find(name)
+        if found is not None:
+            return found
+        from .build import cache
+
+        try:
+            if self._build_inputs() is None:
+                raise self._inputs
+            return cache.ensure_config(name, inputs=self._inputs)
+        except BuildError as e:
+            if not self.config_dirs:
+                raise
+            where = ", ".join(str(d) for d in self.config_dirs)
+            raise BuildError(f"config {name} is not among the prebuilt libraries in {where}, and building it "
+                             f"failed: {e}") from e
+
+    def info(self, name: str) -> ConfigInfo:
+        """Config ``name``'s tile, cluster, schedule and shared memory (loads it; see :meth:`ensure`)."""
+        idx = self.ensure(name)
+        if idx not in self._infos:
+            self._infos[idx] = self._read_config(idx)
+        return self._infos[idx]
+
+    @property
+    def configs(self) -> list[ConfigInfo]:
+        """Every config's :class:`ConfigInfo` (loads, and if needed builds, every config library)."""
+        return [self.info(name) for name in self.ordered_names]
+
+    def loaded_configs(self) -> list[ConfigInfo]:
+        """The :class:`ConfigInfo` of each config loaded so far (loads nothing)."""
+        return [self.info(name) for name in self.ordered_names if self.is_loaded(name)]
 
     @property
     def _problem_buf(self) -> ctypes.Array:
@@ -189,31 +292,26 @@ class Library:
         kind = Status(status).name if status in Status._value2member_map_ else f"status {status}"
         raise RuntimeError(f"{message} ({kind})")
 
-    def _read_configs(self) -> list[ConfigInfo]:
-        out = []
-        for idx in range(self._dll.fsw_num_configs()):
-            info = _ConfigInfo()
-            self.check(self._dll.fsw_get_config(idx, ctypes.byref(info)), f"fsw_get_config({idx})")
-            out.append(
-                ConfigInfo(
-                    index=idx,
-                    name=info.name.decode(),
-                    kernel=KERNEL_NAMES.get(info.kind, str(info.kind)),
-                    dtype=DTYPE_NAMES.get(info.dtype, str(info.dtype)),
-                    tile_m=info.tile_m,
-                    tile_n=info.tile_n,
-                    tile_k=info.tile_k,
-                    cluster_m=info.cluster_m,
-                    cluster_n=info.cluster_n,
-                    schedule="pingpong" if info.pingpong else "cooperative",
-                    stages=info.stages,
-                    promote_k_tiles=info.promote_k_tiles,
-                    smem_bytes=info.smem_bytes,
-                    epilogue_smem_bytes=info.epilogue_smem_bytes,
-                    swap_ab=bool(info.swap_ab),
-                )
-            )
-        return out
+    def _read_config(self, idx: int) -> ConfigInfo:
+        info = _ConfigInfo()
+        self.check(self._dll.fsw_get_config(idx, ctypes.byref(info)), f"fsw_get_config({idx})")
+        return ConfigInfo(
+            index=idx,
+            name=info.name.decode(),
+            kernel=KERNEL_NAMES.get(info.kind, str(info.kind)),
+            dtype=DTYPE_NAMES.get(info.dtype, str(info.dtype)),
+            tile_m=info.tile_m,
+            tile_n=info.tile_n,
+            tile_k=info.tile_k,
+            cluster_m=info.cluster_m,
+            cluster_n=info.cluster_n,
+            schedule="pingpong" if info.pingpong else "cooperative",
+            stages=info.stages,
+            promote_k_tiles=info.promote_k_tiles,
+            smem_bytes=info.smem_bytes,
+            epilogue_smem_bytes=info.epilogue_smem_bytes,
+            swap_ab=bool(info.swap_ab),
+        )
 
     def run(
         self,
@@ -237,17 +335,13 @@ class Library:
 
         Raises:
             UnsupportedError: unknown config name (or the library declines the problem).
+            BuildError: the config's library is not built and cannot be (see :meth:`ensure`).
             ValueError: the library rejects a shape, stride, pointer or dtype.
             RuntimeError: a CUDA or internal error.
         """
-        if config_name not in self.index:
-            raise UnsupportedError(
-                f"config {config_name!r} is not in the kernel library; available: "
-                f"{', '.join(sorted(self.names)) or 'none'}"
-            )
         if x.dtype not in DTYPE_CODES:
             raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
-        config = self.index[config_name]
+        config = self.ensure(config_name)
         m, k = x.shape
         n = y.shape[1]
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
@@ -306,10 +400,7 @@ def _plan_callback(kind, config, m, n, k, dtype, index, raster, swizzle, message
         from . import configs
 
         choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype])
-        lib = library()
-        if choice.name not in lib.index:
-            raise UnsupportedError(f"config {choice.name!r} is not in the kernel library")
-        index[0], raster[0], swizzle[0] = lib.index[choice.name], choice.raster, choice.swizzle
+        index[0], raster[0], swizzle[0] = library().ensure(choice.name), choice.raster, choice.swizzle
         return 0
     except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)
         text = f"{type(e).__name__}: {e}".encode(errors="replace")[: max(size - 1, 0)]
@@ -369,7 +460,8 @@ def num_plans() -> int:
 
 
 def library() -> Library:
-    """The process's kernel library, loaded on first call (FUSED_SWIGLU_LIBRARY, else the cache).
+    """The process's core library, loaded on first call (FUSED_SWIGLU_LIBRARY, else the wheel's
+    prebuilt copy, else the cache); configs load on first use (:meth:`Library.ensure`).
 
     Raises:
         BuildError: no library could be built or loaded, or its ABI version differs.
@@ -378,14 +470,17 @@ def library() -> Library:
     if _library is None:
         with _lock:
             if _library is None:
-                path = env.library_path()
-                if path is None:
-                    from .build.cache import ensure_built
+                from .build import prebuilt
 
-                    path = ensure_built()
+                path = prebuilt.core_library()
+                if path is None:
+                    from .build.cache import ensure_core
+
+                    _library = Library(ensure_core())
                 elif not path.is_file():
                     raise BuildError(f"FUSED_SWIGLU_LIBRARY points at {path}, which is not a file")
-                _library = Library(path)
+                else:
+                    _library = Library(path, config_dirs=(path.parent,))
     return _library
 
 
@@ -394,11 +489,12 @@ def is_loaded() -> bool:
 
 
 def configs() -> list[ConfigInfo]:
-    """Configurations compiled into the library (loads it)."""
+    """Every config of the library (loads, and if needed builds, every config library)."""
     return list(library().configs)
 
 
 def config_names() -> frozenset[str]:
+    """Every config name the core library lists (loads no config)."""
     return library().names
 
 

@@ -205,7 +205,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("info", help="GPU, nvcc, cache and kernel library status")
 
-    c = sub.add_parser("build", help="compile the kernel library into the cache ahead of time (no GPU needed)")
+    c = sub.add_parser("build", help="compile the kernel libraries into the cache ahead of time (no GPU needed)")
+    c.add_argument("configs", nargs="*", help="config names to build (default: all; a first call builds the "
+                   "config it needs)")
     c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
     return p
 
@@ -388,14 +390,18 @@ def _cmd_info(args, console) -> int:
         unknown = [n for n in override if n not in known]
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
                       + (f" (not config names of this version, so ignored: {', '.join(unknown)})" if unknown else ""))
-    path, how = env.library_path(), "FUSED_SWIGLU_LIBRARY"
+    from .build import prebuilt
+
+    path = prebuilt.core_library()
+    how = "FUSED_SWIGLU_LIBRARY" if env.library_path() is not None else "the wheel's prebuilt libraries"
     if path is None:
         path, how = cache.cached_library(), "cache"
     if path is None and tc is None:
         console.print("library: unknown: the cache is keyed by nvcc's version, and no nvcc was found (above)")
         return 0
     if path is None:
-        console.print("library: not built for the current sources and toolchain (run `fused-swiglu build`)")
+        console.print("library: the core library is not built for the current sources and toolchain (it builds "
+                      "in seconds on first use; `fused-swiglu build` builds it and every config)")
         return 0
     console.print(f"library: {path} (from {how})")
     from .build import torch_ops
@@ -412,18 +418,28 @@ def _cmd_info(args, console) -> int:
     from ._lib import Library
 
     try:
-        lib = Library(path)
+        lib = Library(path, config_dirs=() if how == "cache" else (path.parent,))
     except BuildError as e:
         console.print(f"library: cannot be used: {e}")
         return 1
-    console.print(f"configs ({len(lib.configs)}):")
-    for c in lib.configs:
+    found = {name: lib.find(name) for name in lib.ordered_names}
+    ready = [name for name, p in found.items() if p is not None]
+    console.print(f"configs ({len(found)}; {len(ready)} built, {len(found) - len(ready)} compiled on first use):")
+    for name in lib.ordered_names:
+        if found[name] is None:
+            console.print(f"  {name}  not built", highlight=False)
+            continue
+        try:
+            c = lib.info(name)
+        except BuildError as e:
+            console.print(f"  {name}  cannot be loaded: {e}", highlight=False)
+            continue
         console.print(
             f"  {c.name}  stages={c.stages}  smem={c.smem_bytes / 1024:.1f} KiB"
-            f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)"
+            f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)", highlight=False
         )
     if override:
-        missing = [n for n in override if n not in {c.name for c in lib.configs}]
+        missing = [n for n in override if n not in lib.names]
         if missing:
             console.print(f"FUSED_SWIGLU_CONFIG: not in the library, so ignored: {', '.join(missing)}")
     return 0
@@ -431,23 +447,26 @@ def _cmd_info(args, console) -> int:
 
 def _cmd_build(args, console) -> int:
     from . import env
-    from .build import cache, torch_ops
+    from .build import cache, torch_ops, units
 
     def log(line: str) -> None:
         console.print(line, highlight=False)
 
-    path = cache.ensure_built(force=args.force, log=log)
+    names = _split(args.configs, "the config names") if args.configs else None
+    path = cache.ensure_built(force=args.force, log=log, names=names)
     print(path)
     ops_path = torch_ops.ensure_built(force=args.force, log=log)
     log(f"operator library: {ops_path}")
     override = env.library_path()
     if override is not None and override.resolve() != path.resolve():
         log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}, not the library above")
-    info = cache.read_build_info(path) or {}
-    for source, kernels in sorted(info.get("ptxas", {}).items()):
-        for k in kernels:
+    inputs = cache.Inputs()
+    for name in names or units.config_names(inputs.csrc):
+        library = cache.cached(name, inputs)
+        info = (cache.read_build_info(library) if library is not None else None) or {}
+        for k in info.get("ptxas", []):
             props = k.get("properties", "")
-            console.print(f"  {source}: {k.get('registers', '?')} registers; {props}", highlight=False)
+            console.print(f"  {name}: {k.get('registers', '?')} registers; {props}", highlight=False)
     return 0
 
 

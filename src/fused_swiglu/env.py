@@ -4,9 +4,11 @@ All are read when used (not at import), so a process can change them between cal
 
 =========================  ==========================================================================
 ``FUSED_SWIGLU_CACHE_DIR``  Where built libraries are cached. Default ``~/.cache/fused_swiglu``.
-``FUSED_SWIGLU_LIBRARY``    Path of a prebuilt ``libfused_swiglu.so`` to load as is, skipping the
-                            cache and nvcc. Its ABI version is still checked. A
-                            ``libfused_swiglu_torch.so`` beside it is the operator library used.
+``FUSED_SWIGLU_LIBRARY``    Path of a prebuilt core library ``libfused_swiglu.so`` to load as is,
+                            skipping the cache. Its ABI version is still checked. The config
+                            libraries ``libfsw_<name>.so`` and the operator library
+                            ``libfused_swiglu_torch.so`` beside it are used as is; a config missing
+                            there is built into the cache (which needs nvcc).
 ``FUSED_SWIGLU_NVCC``       Path of the nvcc to use (first in the search order; an error if it is not
                             nvcc >= 12.3).
 ``FUSED_SWIGLU_JOBS``       Parallel nvcc jobs when building. Default: ``os.cpu_count()``.

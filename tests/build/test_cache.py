@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fused_swiglu import _lib
-from fused_swiglu.build import cache, sources
+from fused_swiglu.build import cache, sources, units
 from fused_swiglu.build import compile as nvcc_compile
 from fused_swiglu.build.toolchain import Toolchain
 from fused_swiglu.errors import BuildError
@@ -45,87 +45,111 @@ def test_key_fields_cannot_run_together():
 
 @pytest.fixture
 def fake_build(tmp_path, monkeypatch):
-    """A csrc tree in tmp, a cache dir in tmp, and a compiler stub that counts builds."""
+    """A csrc tree of two configs in tmp, a cache dir in tmp, and an nvcc stub that records builds."""
     csrc = tmp_path / "csrc"
-    (csrc / "capi").mkdir(parents=True)
-    (csrc / "capi" / "fused_swiglu.h").write_text("// header\n")
-    (csrc / "k.cu").write_text("// kernel\n")
-    (csrc / ".hidden.swp").write_text("editor junk, not part of the key\n")
+    files = {
+        "capi/fused_swiglu.h": "// header\n",
+        "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n',
+        "capi/registry.inc": "#define FSW_CONFIG_LIST FSW_CONFIG(a) FSW_CONFIG(b)\n",
+        "capi/driver_entry_points.cu": "// driver\n",
+        "include/kernel.hpp": "// kernel\n",
+        "instantiations/a.cu": '#include "kernel.hpp"\n',
+        "instantiations/b.cu": "// b\n",
+        ".hidden.swp": "editor junk, not part of any key\n",
+    }
+    for rel, text in files.items():
+        (csrc / rel).parent.mkdir(parents=True, exist_ok=True)
+        (csrc / rel).write_text(text)
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FUSED_SWIGLU_JOBS", "2")
     monkeypatch.setattr(sources, "csrc_dir", lambda: csrc)
     tc = Toolchain(nvcc=tmp_path / "nvcc", version=(13, 0), version_text="release 13.0", source="test")
     monkeypatch.setattr(cache.toolchain, "find_nvcc", lambda: tc)
     monkeypatch.setattr(cache.cutlass, "include_dirs", lambda: [])
+    monkeypatch.setattr(cache.cutlass, "version", lambda: "4.2.0.0")
     builds = []
 
-    def compile_all(csrc_, srcs, obj_dir, tc_, inc, jobs, log):
-        builds.append([s.as_posix() for s in srcs])
+    def build_library(csrc_, unit, srcs, out, tc_, inc, log=None, extra=()):
+        builds.append(unit)
         time.sleep(0.2)  # long enough for a concurrent caller to arrive
-        obj_dir.mkdir(parents=True)
-        log_text = "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\nptxas info    : Used 90 registers, used 1 barriers\n"
-        return [nvcc_compile.CompileResult(srcs[0], obj_dir / "k.o", 0.1, log_text)]
-
-    def link(tc_, objs, out, log=None):
         out.write_bytes(b"\x7fELF fake")
-        return out
+        text = "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\nptxas info    : Used 90 registers, used 1 barriers\n"
+        return nvcc_compile.BuildResult(unit, out, 0.2, text)
 
-    monkeypatch.setattr(nvcc_compile, "compile_all", compile_all)
-    monkeypatch.setattr(nvcc_compile, "link", link)
+    monkeypatch.setattr(nvcc_compile, "build_library", build_library)
     return csrc, tmp_path / "cache", builds
 
 
-def test_a_build_without_a_log_warns_once_what_it_does(fake_build):
+def test_a_first_use_builds_one_config_and_warns_once_what_it_does(fake_build):
     csrc, root, builds = fake_build
     with pytest.warns(UserWarning) as record:
-        lib = cache.ensure_built()
-    notices = [str(w.message) for w in record if "compiling the kernel library" in str(w.message)]
-    assert len(notices) == 1 and len(builds) == 1
-    assert "(1 CUDA sources, " in notices[0] and str(lib.parent) in notices[0]
-    assert "`fused-swiglu build` does it ahead of time" in notices[0]
+        lib = cache.ensure_config("a")
+    notices = [str(w.message) for w in record if "compiling kernel config a" in str(w.message)]
+    assert len(notices) == 1 and builds == ["a"]
+    assert str(lib.parent) in notices[0] and "`fused-swiglu build` compiles every config" in notices[0]
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert cache.ensure_built() == lib  # cached: silent
-        (csrc / "k.cu").write_text("// edited\n")
-        cache.ensure_built(log=lambda line: None)  # a build with a log (the CLI): no warning
-    assert len(builds) == 2
+        assert cache.ensure_config("a") == lib  # cached: silent
+        (csrc / "instantiations" / "a.cu").write_text("// edited\n")
+        cache.ensure_config("a", log=lambda line: None)  # a build with a log (the CLI): no warning
+    assert builds == ["a", "a"]
+    with pytest.raises(BuildError, match="config 'c' is not in capi/registry.inc; known configs: a, b"):
+        cache.ensure_config("c")
 
 
-@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
 def test_ensure_built_layout_and_reuse(fake_build):
     csrc, root, builds = fake_build
-    lib = cache.ensure_built()
-    assert lib.name == "libfused_swiglu.so" and lib.is_file()
-    key16 = lib.parent.name
-    assert len(key16) == 16 and lib.parent.parent == root
-    info = json.loads((lib.parent / "build.json").read_text())
-    assert info["key"].startswith(key16) and info["abi_version"] == _lib.ABI_VERSION
-    assert set(info["files"]) == {"capi/fused_swiglu.h", "k.cu"}
-    assert info["ptxas"]["k.cu"][0]["registers"] == 90
-    assert (root / f"{key16}.lock").exists()
-    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temp dirs left
-    assert cache.ensure_built() == lib and len(builds) == 1
     lines = []
-    assert cache.ensure_built(log=lines.append) == lib and len(builds) == 1
-    assert lines == [f"up to date: the cache holds the library of these sources and this toolchain (key {key16})"]
-    assert cache.cached_library() == lib
-    (csrc / "k.cu").write_text("// kernel, edited\n")
-    assert cache.cached_library() is None
-    lib2 = cache.ensure_built()
-    assert lib2 != lib and lib.is_file() and len(builds) == 2
-    assert cache.ensure_built(force=True) == lib2 and len(builds) == 3
+    core = cache.ensure_built(log=lines.append)
+    assert core.name == "libfused_swiglu.so" and core.is_file()
+    assert sorted(builds) == ["a", "b", "core"]
+    assert core.parent.name == f"core-{core.parent.name[5:]}" and len(core.parent.name) == 21
+    a = cache.cached("a")
+    assert a.name == "libfsw_a.so" and a.parent.parent == root == core.parent.parent
+    info = json.loads((a.parent / "build.json").read_text())
+    assert info["unit"] == "a" and info["key"].startswith(a.parent.name[2:]) and info["abi_version"] == _lib.ABI_VERSION
+    assert set(info["files"]) == {"instantiations/a.cu", "include/kernel.hpp", "capi/driver_entry_points.cu"}
+    assert info["ptxas"][0]["registers"] == 90
+    assert (root / f"{a.parent.name}.lock").exists()
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temp dirs left
+    lines.clear()
+    assert cache.ensure_built(log=lines.append) == core and len(builds) == 3
+    assert lines == ["up to date: the cache holds all 2 config libraries of these sources and this toolchain"]
+    assert cache.cached_library() == core
+    assert cache.ensure_built(force=True, log=lines.append) == core and len(builds) == 6
+    with pytest.raises(BuildError, match="unknown config name"):
+        cache.ensure_built(names=["a", "zz"], log=lines.append)
+
+
+def test_a_header_edit_rebuilds_only_the_units_that_include_it(fake_build):
+    csrc, root, builds = fake_build
+    cache.ensure_built(log=lambda line: None)
+    a, b, core = cache.cached("a"), cache.cached("b"), cache.cached_library()
+    builds.clear()
+    (csrc / "include" / "kernel.hpp").write_text("// kernel, edited\n")
+    assert cache.cached("a") is None and cache.cached("b") == b and cache.cached_library() == core
+    cache.ensure_built(log=lambda line: None)
+    assert builds == ["a"] and cache.cached("a") != a and a.is_file()  # the old build stays until cleaned
+    builds.clear()
+    (csrc / "capi" / "fused_swiglu.h").write_text("// header, edited\n")
+    cache.ensure_built(log=lambda line: None)
+    assert builds == ["core"]  # the configs' sources do not include the C ABI header in this tree
+    builds.clear()
+    cache.ensure_built(names=["b"], force=True, log=lambda line: None)
+    assert sorted(builds) == ["b", "core"]
 
 
 @pytest.mark.filterwarnings("ignore:fused_swiglu. waiting for another process")
-@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling kernel config")
 def test_concurrent_callers_build_once(fake_build):
     _, _, builds = fake_build
     results, errors = [], []
 
     def call():
         try:
-            results.append(cache.ensure_built())
+            results.append(cache.ensure_config("a"))
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -134,53 +158,55 @@ def test_concurrent_callers_build_once(fake_build):
         t.start()
     for t in threads:
         t.join()
-    assert not errors and len(set(results)) == 1 and len(builds) == 1
+    assert not errors and len(set(results)) == 1 and builds == ["a"]
 
 
 def test_a_caller_that_waits_for_another_build_says_so(fake_build):
     from filelock import FileLock
 
     _, root, builds = fake_build
-    key16 = cache._Inputs().key[:16]
+    tag = cache.Inputs().plan(units.config("a")).tag
     root.mkdir(parents=True, exist_ok=True)
     lines, results = [], []
-    with FileLock(str(root / f"{key16}.lock")):  # another process's build holds the lock
-        t = threading.Thread(target=lambda: results.append(cache.ensure_built(log=lines.append)))
+    with FileLock(str(root / f"{tag}.lock")):  # another process's build holds the lock
+        t = threading.Thread(target=lambda: results.append(cache.ensure_config("a", log=lines.append)))
         t.start()
         deadline = time.monotonic() + 10
         while not lines and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert lines and lines[0].startswith("waiting for another process to finish building"), lines
+        assert lines and lines[0].startswith("waiting for another process to finish building a"), lines
         assert not results  # still waiting
     t.join(10)
-    assert results and results[0].is_file() and len(builds) == 1
+    assert results and results[0].is_file() and builds == ["a"]
 
 
-@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling kernel config")
 def test_a_killed_build_s_temporary_folder_is_removed_by_the_next_build(fake_build):
     _, root, builds = fake_build
-    key16 = cache._Inputs().key[:16]
-    stale = root / f".{key16}-abc123" / "obj"  # what a build killed by SIGKILL leaves behind
+    tag = cache.Inputs().plan(units.config("a")).tag
+    stale = root / f".{tag}-abc123"  # what a build killed by SIGKILL leaves behind
     stale.mkdir(parents=True)
-    (stale / "k.o").write_bytes(b"partial")
-    other = root / ".0123456789abcdef-xyz"  # another key's build may be running: left alone
+    (stale / "libfsw_a.so").write_bytes(b"partial")
+    other = root / ".b-0123456789abcdef-xyz"  # another unit's build may be running: left alone
     other.mkdir()
-    lib = cache.ensure_built()
-    assert lib.is_file() and len(builds) == 1
-    assert not (root / f".{key16}-abc123").exists() and other.is_dir()
+    lib = cache.ensure_config("a")
+    assert lib.is_file() and builds == ["a"]
+    assert not stale.exists() and other.is_dir()
 
 
-@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling the kernel library")
+@pytest.mark.filterwarnings("ignore:fused_swiglu. compiling kernel config")
 def test_failed_build_leaves_no_partial_install(fake_build, monkeypatch):
     _, root, _ = fake_build
 
-    def broken(*a, **k):
-        raise nvcc_compile.BuildError("nvcc on k.cu failed")
+    def broken(csrc_, unit, srcs, out, *a, **k):
+        out.write_bytes(b"half a library")
+        raise nvcc_compile.BuildError("nvcc on a failed")
 
-    monkeypatch.setattr(nvcc_compile, "link", broken)
-    with pytest.raises(nvcc_compile.BuildError, match="nvcc on k.cu failed"):
-        cache.ensure_built()
+    monkeypatch.setattr(nvcc_compile, "build_library", broken)
+    with pytest.raises(nvcc_compile.BuildError, match="nvcc on a failed"):
+        cache.ensure_config("a")
     assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+    assert cache.cached("a") is None
 
 
 def test_unusable_cache_directory_is_a_build_error(fake_build, monkeypatch, tmp_path):
@@ -188,4 +214,4 @@ def test_unusable_cache_directory_is_a_build_error(fake_build, monkeypatch, tmp_
     blocker.write_text("not a directory")
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(blocker))
     with pytest.raises(BuildError, match=r"the build cache directory .*a_file cannot be used .*set FUSED_SWIGLU_CACHE_DIR"):
-        cache.ensure_built()
+        cache.ensure_config("a")

@@ -12,7 +12,7 @@ import pytest
 from fused_swiglu.build import compile as nvcc_compile
 from fused_swiglu.build import cutlass, sources, toolchain
 from fused_swiglu.build.toolchain import Toolchain
-from fused_swiglu.errors import BuildError
+from fused_swiglu.errors import BuildError, UnsupportedError
 
 PTXAS_CLEAN = """\
 ptxas info    : 0 bytes gmem
@@ -70,10 +70,10 @@ def test_failed_nvcc_shows_command_and_log_tail(tmp_path):
     csrc.mkdir()
     (csrc / "a.cu").write_text("")
     with pytest.raises(BuildError) as e:
-        nvcc_compile.compile_all(csrc, [Path("a.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 1)
+        nvcc_compile.build_library(csrc, "a", ["a.cu"], tmp_path / "liba.so", _fake_tc(nvcc), [])
     msg = str(e.value)
-    assert "nvcc on a.cu failed with exit status 2" in msg
-    assert f"command: {nvcc} -std=c++17 -O3 -DNDEBUG" in msg and "-c " in msg and "-gencode=arch=compute_90a,code=sm_90a" in msg
+    assert "nvcc on a (a.cu) failed with exit status 2" in msg
+    assert f"command: {nvcc} -std=c++17 -O3 -DNDEBUG" in msg and "-shared " in msg and "-gencode=arch=compute_90a,code=sm_90a" in msg
     assert "error line 100" in msg and "error line 61" in msg and "error line 60\n" not in msg
 
 
@@ -81,65 +81,77 @@ class _Stop(BaseException):
     pass
 
 
-def test_interrupted_build_stops_its_nvcc_processes(tmp_path):
-    """SIGTERM (the CLI turns it into an exception in the main thread, as Ctrl-C does) while nvcc
-    runs: compile_all kills and reaps its nvcc processes instead of waiting for them."""
+def test_interrupted_build_stops_its_nvcc_processes(tmp_path, monkeypatch):
+    """SIGTERM (the CLI turns it into an exception in the main thread, as Ctrl-C does) while two
+    configs build: ensure_built kills and reaps its nvcc processes instead of waiting for them, and
+    installs nothing."""
     import signal
     import threading
     import time
 
+    from fused_swiglu.build import cache
+
     pids = tmp_path / "pids"
-    nvcc = _script(tmp_path / "nvcc", f'echo $$ >> "{pids}"; exec sleep 60\n')
+    nvcc = _script(tmp_path / "nvcc", f'case "$*" in *fused_swiglu.cpp*) touch "$(eval echo \\${{$#}})"; exit 0;; esac\n'
+                   f'echo $$ >> "{pids}"; exec sleep 60\n')
     csrc = tmp_path / "csrc"
-    csrc.mkdir()
-    for name in ("a.cu", "b.cu"):
-        (csrc / name).write_text("")
+    for rel, text in {"capi/fused_swiglu.cpp": "", "capi/driver_entry_points.cu": "", "instantiations/a.cu": "",
+                      "instantiations/b.cu": "", "capi/registry.inc": "FSW_CONFIG(a) FSW_CONFIG(b)"}.items():
+        (csrc / rel).parent.mkdir(parents=True, exist_ok=True)
+        (csrc / rel).write_text(text)
+    monkeypatch.setattr(sources, "csrc_dir", lambda: csrc)
+    monkeypatch.setattr(cache.toolchain, "find_nvcc", lambda: _fake_tc(nvcc))
+    monkeypatch.setattr(cache.cutlass, "include_dirs", lambda: [])
+    monkeypatch.setattr(cache.cutlass, "version", lambda: "4.2.0.0")
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FUSED_SWIGLU_JOBS", "2")
 
     def stop(signum, frame):
         raise _Stop()
 
     previous = signal.signal(signal.SIGTERM, stop)
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGTERM))
     start = time.monotonic()
     try:
         timer.start()
         with pytest.raises(_Stop):
-            nvcc_compile.compile_all(csrc, [Path("a.cu"), Path("b.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 2)
+            cache.ensure_built(log=lambda line: None)
     finally:
         timer.cancel()
         signal.signal(signal.SIGTERM, previous)
-    assert time.monotonic() - start < 20, "compile_all waited for its nvcc processes"
+    assert time.monotonic() - start < 20, "ensure_built waited for its nvcc processes"
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     for pid in started:
         with pytest.raises(ProcessLookupError):  # killed and reaped
             os.kill(pid, 0)
+    assert cache.cached("a") is None and cache.cached("b") is None
 
 
-def test_ptxas_error_names_file_and_line(tmp_path):
+def test_ptxas_error_names_the_unit_and_line(tmp_path):
     nvcc = _script(tmp_path / "nvcc", f"cat >&2 <<'EOF'\n{PTXAS_C7510}EOF\ntouch \"$(eval echo \\${{$#}})\"\n")
     csrc = tmp_path / "csrc"
     (csrc / "inst").mkdir(parents=True)
     (csrc / "inst" / "k.cu").write_text("")
-    with pytest.raises(BuildError, match=r"ptxas reported a performance error in inst/k.cu .*:\n  ptxas warning : \(C7510\) Potential"):
-        nvcc_compile.compile_all(csrc, [Path("inst/k.cu")], tmp_path / "obj", _fake_tc(nvcc), [], 2)
+    with pytest.raises(BuildError, match=r"ptxas reported a performance error in k \(inst/k.cu; .*:\n  ptxas warning : \(C7510\) Potential"):
+        nvcc_compile.build_library(csrc, "k", ["inst/k.cu"], tmp_path / "libk.so", _fake_tc(nvcc), [])
 
 
 def test_no_sources_is_an_error(tmp_path):
     with pytest.raises(BuildError, match="no CUDA sources"):
-        nvcc_compile.compile_all(tmp_path, [], tmp_path / "obj", _fake_tc(tmp_path / "nvcc"), [], 1)
+        nvcc_compile.build_library(tmp_path, "k", [], tmp_path / "libk.so", _fake_tc(tmp_path / "nvcc"), [])
 
 
 def test_commands_carry_the_required_flags(tmp_path):
     tc = _fake_tc(tmp_path / "nvcc")
     inc = nvcc_compile.include_flags(tmp_path / "csrc", [Path("/cutlass/include")], tc)
     assert inc[:2] == [f"-I{tmp_path}/csrc/include", f"-I{tmp_path}/csrc/capi"] and "-I/cutlass/include" in inc
-    cmd = nvcc_compile.compile_command(tc, inc, Path("a.cu"), Path("a.o"))
+    cmd = nvcc_compile.build_command(tc, inc, [Path("a.cu"), Path("b.cu")], Path("liba.so"))
     for flag in ("-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v,--warn-on-spills", "-lineinfo",
-                 "-Xcompiler=-fPIC,-fvisibility=hidden", "--expt-relaxed-constexpr", "--expt-extended-lambda"):
+                 "-Xcompiler=-fPIC,-fvisibility=hidden", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+                 "-shared", "-Xlinker=--no-undefined"):
         assert flag in cmd
-    link = nvcc_compile.link_command(tc, [Path("a.o")], Path("lib.so"))
-    assert link[1] == "-shared" and "-lcuda" not in link
+    assert cmd[-4:] == ["a.cu", "b.cu", "-o", "liba.so"]
 
 
 def test_parse_version():
@@ -245,45 +257,85 @@ extern "C" __attribute__((visibility("default"))) int fsw_abi_version(void) { re
 
 @pytest.mark.build
 def test_pipeline_builds_a_small_library(tmp_path):
-    """compile_all + link on a one-file fixture: the .so exports the C symbol and loads without a GPU."""
+    """build_library on a one-file fixture: the .so exports the C symbol and loads without a GPU."""
     tc = toolchain.find_nvcc()
     csrc = tmp_path / "csrc"
     (csrc / "capi").mkdir(parents=True)
     shutil.copy(sources.csrc_dir() / "capi" / "fused_swiglu.h", csrc / "capi")
     (csrc / "k.cu").write_text(FIXTURE_CU)
-    results = nvcc_compile.compile_all(csrc, [Path("k.cu")], tmp_path / "obj", tc, [], 1)
-    (k,) = nvcc_compile.parse_resource_usage(results[0].log)
+    result = nvcc_compile.build_library(csrc, "k", ["k.cu"], tmp_path / "libk.so", tc, [])
+    (k,) = nvcc_compile.parse_resource_usage(result.log)
     assert k["function"] == "_Z5scalePff"
-    lib = nvcc_compile.link(tc, [r.obj for r in results], tmp_path / "lib.so")
     from fused_swiglu._lib import ABI_VERSION
 
-    assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
+    assert ctypes.CDLL(str(result.library)).fsw_abi_version() == ABI_VERSION
+
+
+def _symbols(lib: Path, which: str) -> str:
+    return subprocess.run(["nm", "-D", which, str(lib)], capture_output=True, text=True).stdout
 
 
 @pytest.mark.build
 def test_library_builds_from_csrc():
-    """Builds (or reuses from the cache) the real library from every csrc/**/*.cu."""
+    """Builds (or reuses from the cache) the core library and every config library from csrc: the
+    core exports the C ABI, each config library its entry alone, and all load without a GPU."""
     from fused_swiglu._lib import ABI_VERSION, Library
-    from fused_swiglu.build import ensure_built
+    from fused_swiglu.build import cache, ensure_built, units
 
     csrc = sources.csrc_dir()
-    assert sources.cuda_sources(csrc), f"no CUDA sources (*.cu) under {csrc}: the library cannot be built"
     lib = ensure_built()
     assert lib.is_file()
+    names = units.config_names(csrc)
+    libraries = {name: cache.cached(name) for name in names}
+    assert all(libraries.values()), [n for n, p in libraries.items() if p is None]
     if shutil.which("nm"):
-        symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
-        for name in ("fsw_abi_version", "fsw_last_error", "fsw_num_configs", "fsw_get_config",
-                     "fsw_can_implement", "fsw_workspace_size", "fsw_run"):
+        symbols = _symbols(lib, "--defined-only")
+        for name in ("fsw_abi_version", "fsw_last_error", "fsw_num_configs", "fsw_config_name", "fsw_config_loaded",
+                     "fsw_load_config", "fsw_get_config", "fsw_can_implement", "fsw_workspace_size", "fsw_run"):
             assert f" T {name}" in symbols, f"{lib} does not export {name}"
-        # the library's own cuTensorMapEncodeTiled (csrc/capi/driver_entry_points.cu) is defined and
-        # hidden: CUTLASS's calls bind to it, and it never interposes on libcuda's for the process
-        assert "cuTensorMapEncodeTiled" not in symbols, f"{lib} exports cuTensorMapEncodeTiled"
-        undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
-        assert "cuTensorMapEncodeTiled" not in undefined, f"{lib} leaves cuTensorMapEncodeTiled undefined"
+        for name, path in libraries.items():
+            exported = [line.split()[-1] for line in _symbols(path, "--defined-only").splitlines() if " T " in line]
+            assert exported == ["fsw_config_entry"], (name, exported)
+            # the library's own cuTensorMapEncodeTiled (csrc/capi/driver_entry_points.cu) is defined and
+            # hidden: CUTLASS's calls bind to it, and it never interposes on libcuda's for the process
+            assert "cuTensorMapEncodeTiled" not in _symbols(path, "--undefined-only"), name
     loaded = Library(lib)  # ctypes load works without a GPU: cudart is linked statically
     assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
-    assert loaded.configs, "the library lists no kernel configs"
+    assert loaded.ordered_names == names and not any(loaded.is_loaded(n) for n in names)
+    assert [c.name for c in loaded.configs] == names  # loads each config library from the cache
     assert {c.kernel for c in loaded.configs} <= {"packed", "dual"}
+    assert loaded.config_paths == libraries
+
+
+@pytest.mark.build
+def test_core_library_refuses_what_is_not_a_loaded_config(tmp_path):
+    """fsw_run on a config not loaded, and fsw_load_config on a missing file, on a library that is not
+    a config library, and on one built for another ABI, fail with a sentence naming the rule."""
+    from fused_swiglu._lib import Library, Problem, Status
+    from fused_swiglu.build import ensure_core
+
+    lib = Library(ensure_core())
+    dll = lib._dll
+    p = Problem(m=16, n=64, k=64, dtype=0, raster=0, swizzle=1, x=0x10000, ldx=64, w=0x20000, ldw=64,
+                w_up=0, ldw_up=0, y=0x40000, ldy=64)
+    name = lib.ordered_names[0]
+    assert dll.fsw_run(0, ctypes.byref(p), None, 0, None) == Status.NOT_SUPPORTED
+    assert f"config {name} is not loaded" in lib.last_error()
+    out = ctypes.c_int(-1)
+    assert dll.fsw_load_config(str(tmp_path / "missing.so").encode(), ctypes.byref(out)) == Status.INVALID_ARGUMENT
+    assert "cannot load the config library" in lib.last_error() and out.value == -1
+    assert dll.fsw_load_config(str(lib.path).encode(), ctypes.byref(out)) == Status.INVALID_ARGUMENT
+    assert "does not export fsw_config_entry: it is not a config library" in lib.last_error()
+    other_abi = tmp_path / "libfsw_other.so"
+    csrc = tmp_path / "csrc"
+    csrc.mkdir()
+    (csrc / "e.cu").write_text(
+        'extern "C" __attribute__((visibility("default"))) const void* fsw_config_entry(int abi) { return nullptr; }\n')
+    nvcc_compile.build_library(csrc, "e", ["e.cu"], other_abi, toolchain.find_nvcc(), [])
+    assert dll.fsw_load_config(str(other_abi).encode(), None) == Status.INVALID_ARGUMENT
+    assert "was built for another ABI version" in lib.last_error()
+    with pytest.raises(UnsupportedError, match="config 'nope' is not in the kernel library"):
+        lib.ensure("nope")
 
 
 @pytest.mark.build
@@ -332,9 +384,9 @@ def test_shared_memory_budget():
 
 @pytest.mark.build
 def test_sass_of_every_kernel():
-    """The SASS of every kernel in the library issues GMMA (HGMMA), loads and stores through TMA
-    (UTMALDG, UTMASTG) and touches no local memory (no LDL/STL: nothing spilled); some GMMA spans
-    each Pingpong config's full tile width."""
+    """The SASS of every config library issues GMMA (HGMMA), loads and stores through TMA (UTMALDG,
+    UTMASTG) and touches no local memory (no LDL/STL: nothing spilled); some GMMA spans each
+    Pingpong config's full tile width."""
     import re
 
     from fused_swiglu._lib import Library
@@ -343,23 +395,21 @@ def test_sass_of_every_kernel():
     cuobjdump = toolchain.find_nvcc().nvcc.parent / "cuobjdump"
     if not cuobjdump.is_file():
         pytest.skip(f"no cuobjdump beside nvcc ({cuobjdump})")
-    lib = ensure_built()
-    sass = subprocess.run([str(cuobjdump), "-sass", str(lib)], capture_output=True, text=True, check=True).stdout
-    kernels = re.split(r"\n\s*Function : ", sass)[1:]
-    assert len(kernels) >= len(Library(lib).configs), "fewer kernels in the SASS than configs in the library"
-    for body in kernels:
-        name = body.split("\n", 1)[0].strip()
-        if "device_kernel" not in name:
-            continue  # not a GEMM kernel
-        for op in ("HGMMA", "UTMALDG", "UTMASTG"):
-            assert op in body, f"{op} missing from the SASS of {name[:120]}"
-        assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {name[:120]}"
-    # one GMMA spans each tile's width (tokens in the swap-AB forms): CuTe's default atom selector
-    # would run a 160-wide tile as five N = 32 GMMAs (perf-notes entry 27)
-    widths = {int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)}
-    for c in Library(lib).configs:
+    lib = Library(ensure_built())
+    for c in lib.configs:
+        path = lib.config_paths[c.name]
+        sass = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        kernels = [k for k in re.split(r"\n\s*Function : ", sass)[1:] if "device_kernel" in k.split("\n", 1)[0]]
+        assert kernels, f"no GEMM kernel in the SASS of {path}"
+        for body in kernels:
+            for op in ("HGMMA", "UTMALDG", "UTMASTG"):
+                assert op in body, f"{op} missing from the SASS of {c.name}"
+            assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {c.name}"
+        # one GMMA spans the tile's width (tokens in the swap-AB forms): CuTe's default atom selector
+        # would run a 160-wide tile as five N = 32 GMMAs (perf-notes entry 27)
+        widths = {int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)}
         if c.schedule == "pingpong":
-            assert c.tile_n in widths, f"{c.name}: no HGMMA.64x{c.tile_n}x16 in the library's SASS"
+            assert c.tile_n in widths, f"{c.name}: no HGMMA.64x{c.tile_n}x16 in its SASS"
 
 
 @pytest.mark.build
@@ -370,7 +420,7 @@ def test_c_abi_checks_every_dual_operand():
     from fused_swiglu.build import ensure_built
 
     lib = Library(ensure_built())
-    dual = lib.index["dual_swapab_pingpong_128x16x64_1x1_bf16"]
+    dual = lib.ensure("dual_swapab_pingpong_128x16x64_1x1_bf16")
     base = dict(m=16, n=64, k=64, dtype=0, raster=0, swizzle=1,
                 x=0x10000, ldx=64, w=0x20000, ldw=64, w_up=0x30000, ldw_up=64, y=0x40000, ldy=64)
     for bad, needle in [(dict(w_up=0x30002), "w_up must be 16-byte aligned"),
@@ -380,7 +430,7 @@ def test_c_abi_checks_every_dual_operand():
         status = lib._dll.fsw_can_implement(dual, ctypes.byref(p))
         assert status == Status.INVALID_ARGUMENT, (bad, status)
         assert needle in lib._dll.fsw_last_error().decode(), (bad, lib._dll.fsw_last_error())
-    packed = lib.index["packed_swapab_pingpong_128x16x64_1x1_bf16"]
+    packed = lib.ensure("packed_swapab_pingpong_128x16x64_1x1_bf16")
     p = Problem(**{**base, "w_up": None, "ldw_up": 0})
     status = lib._dll.fsw_can_implement(packed, ctypes.byref(p))
     if status != Status.SUCCESS:  # without a GPU: the device query fails after the operand checks

@@ -1,14 +1,19 @@
-"""The build cache: one directory per (sources, flags, nvcc, CUTLASS, ABI) key.
+"""The build cache: one directory per unit (the core library, or one kernel config) and key.
 
 Layout::
 
-    <cache_dir>/<key[:16]>/libfused_swiglu.so
-    <cache_dir>/<key[:16]>/build.json      key inputs, ptxas resource lines per kernel, timestamp
-    <cache_dir>/<key[:16]>.lock            held while checking, building and installing
+    <cache_dir>/core-<key16>/libfused_swiglu.so
+    <cache_dir>/<config>-<key16>/libfsw_<config>.so
+    <cache_dir>/<unit>-<key16>/build.json    key inputs, ptxas resource lines per kernel, timestamp
+    <cache_dir>/<unit>-<key16>.lock          held while checking, building and installing
 
-A build runs in a temporary directory inside ``<cache_dir>`` and is installed with one
-``os.replace`` (atomic rename), under a file lock: concurrent processes (e.g. ranks of one job)
-wait for the first builder and then load its library; none sees a half-written one.
+A unit's key is a sha256 over its dependencies (:func:`.units.dependencies`: its sources and the
+``csrc`` headers they include), the nvcc flags, the full ``nvcc --version`` text, the nvidia-cutlass
+version and the ABI version. A unit builds in a temporary directory inside ``<cache_dir>`` and is
+installed with one ``os.replace`` (atomic rename), under its file lock: concurrent processes (e.g.
+ranks of one job) wait for the first builder and then load its library; none sees a half-written
+one, and a build killed mid-way leaves only a temporary folder that the next build of that unit
+removes.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -30,9 +36,10 @@ from .. import env
 from .._lib import ABI_VERSION
 from ..errors import BuildError
 from . import compile as nvcc_compile
-from . import cutlass, sources, toolchain
+from . import cutlass, sources, toolchain, units
 
 BUILD_INFO = "build.json"
+Log = Callable[[str], None]
 
 
 def compute_key(
@@ -64,79 +71,159 @@ def compute_key(
     return h.hexdigest()
 
 
-def read_files(root: Path) -> list[tuple[str, bytes]]:
-    return [(rel.as_posix(), (root / rel).read_bytes()) for rel in sources.all_files(root)]
+class Inputs:
+    """What every unit's key shares (sources folder, nvcc, CUTLASS), gathered once.
 
-
-class _Inputs:
-    """Everything the key is computed from, gathered once."""
+    Raises:
+        BuildError: sources, nvcc >= 12.3 or nvidia-cutlass missing.
+    """
 
     def __init__(self) -> None:
         self.csrc = sources.csrc_dir()
-        self.files = read_files(self.csrc)
         self.toolchain = toolchain.find_nvcc()
         self.cutlass_version = cutlass.version()
-        self.key = compute_key(
-            self.files, nvcc_compile.NVCC_FLAGS, self.toolchain.version_text, self.cutlass_version, ABI_VERSION
-        )
-        self.dir = env.cache_dir() / self.key[:16]
-        self.library = self.dir / nvcc_compile.LIB_NAME
+        self.root = env.cache_dir()
+        self.flags = (*nvcc_compile.NVCC_FLAGS, *nvcc_compile.LINK_FLAGS)
+
+    def plan(self, unit: units.Unit) -> "Planned":
+        files = [(rel, (self.csrc / rel).read_bytes()) for rel in units.dependencies(self.csrc, unit)]
+        key = compute_key(files, (*self.flags, *unit.flags), self.toolchain.version_text, self.cutlass_version,
+                          ABI_VERSION)
+        return Planned(self, unit, files, key, self.root / f"{unit.name}-{key[:16]}")
+
+
+class Planned:
+    """One unit with its dependencies' contents, key and cache directory."""
+
+    def __init__(self, inputs: Inputs, unit: units.Unit, files: list[tuple[str, bytes]], key: str, directory: Path):
+        self.inputs, self.unit, self.files, self.key, self.dir = inputs, unit, files, key, directory
+        self.library = directory / unit.library
+        self.tag = directory.name  # <unit>-<key16>: lock and temporary folders are named after it
 
 
 def cached_library() -> Path | None:
-    """Path of the library for the current inputs if it is already built; None otherwise
+    """Path of the core library for the current inputs if it is already built; None otherwise
     (including when sources, nvcc or nvidia-cutlass are missing)."""
+    return cached(units.CORE)
+
+
+def cached(name: str, inputs: Inputs | None = None) -> Path | None:
+    """Path of unit ``name``'s library (``"core"`` or a config name) if the cache holds it for the
+    current inputs (``inputs``: gathered now if None); None otherwise."""
     try:
-        inputs = _Inputs()
+        inputs = inputs or Inputs()
+        planned = inputs.plan(units.core() if name == units.CORE else units.config(name))
     except BuildError:
         return None
-    return inputs.library if inputs.library.is_file() else None
+    return planned.library if planned.library.is_file() else None
 
 
-def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) -> Path:
-    """Path of ``libfused_swiglu.so`` for the current sources, nvcc, flags, CUTLASS and ABI;
-    builds it into the cache first if missing (or if ``force``).
-
-    Args:
-        force: rebuild even if a cached library exists.
-        log: called with one line per build step (None: silent unless FUSED_SWIGLU_VERBOSE).
-
-    Raises:
-        BuildError: sources, nvcc >= 12.3 or nvidia-cutlass missing; a compile or link failed;
-            ptxas reported C7510 or spills; the cache directory cannot be created or written.
-    """
+def _default_log(log: Log | None) -> Log | None:
     if log is None and env.verbose():
         import sys
 
         def log(line: str) -> None:
             print(f"fused_swiglu: {line}", file=sys.stderr, flush=True)
 
-    inputs = _Inputs()
-    if inputs.library.is_file() and not force:
+    return log
+
+
+def ensure_config(name: str, log: Log | None = None, inputs: Inputs | None = None) -> Path:
+    """Path of config ``name``'s library (``libfsw_<name>.so``), compiling that config alone into the
+    cache first if it is missing (``inputs``: gathered now if None).
+
+    Raises:
+        BuildError: ``name`` is not in ``capi/registry.inc``; as :func:`ensure_built`.
+    """
+    inputs = inputs or Inputs()
+    known = units.config_names(inputs.csrc)
+    if name not in known:
+        raise BuildError(f"config {name!r} is not in {units.REGISTRY}; known configs: {', '.join(known)}")
+    return _ensure(inputs.plan(units.config(name)), False, _default_log(log), notice=True)
+
+
+def ensure_core(log: Log | None = None) -> Path:
+    """Path of the core library (``libfused_swiglu.so``), building it first if it is missing (seconds)."""
+    inputs = Inputs()
+    return _ensure(inputs.plan(units.core()), False, _default_log(log), notice=False)
+
+
+def ensure_built(force: bool = False, log: Log | None = None, names: Sequence[str] | None = None) -> Path:
+    """Build the core library and every config's library (or those of ``names``) that the cache
+    lacks, ``FUSED_SWIGLU_JOBS`` nvcc processes at once; returns the core library's path.
+
+    Args:
+        force: rebuild even what the cache holds.
+        log: called with one line per build step (None: silent unless FUSED_SWIGLU_VERBOSE).
+        names: config names to build (None: all of ``capi/registry.inc``).
+
+    Raises:
+        BuildError: sources, nvcc >= 12.3 or nvidia-cutlass missing; an unknown config name; a compile
+            or link failed; ptxas reported C7510 or spills; the cache directory cannot be used.
+    """
+    log = _default_log(log)
+    inputs = Inputs()
+    known = units.config_names(inputs.csrc)
+    wanted = known if names is None else list(names)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise BuildError(f"unknown config name(s) {', '.join(unknown)}; known configs: {', '.join(known)}")
+    core = inputs.plan(units.core())
+    todo = [inputs.plan(units.config(n)) for n in wanted]
+    if not force:
+        todo = [p for p in todo if not p.library.is_file()]
+    if todo and log is None:
+        warnings.warn(f"fused_swiglu: {_build_notice(inputs, len(todo))}", stacklevel=2)
+    _ensure(core, force, log, notice=False)
+    done = [0]
+
+    def one(planned: Planned) -> Path:
+        path = _ensure(planned, force, log, notice=False)
+        done[0] += 1
         if log:
-            log(f"up to date: the cache holds the library of these sources and this toolchain (key {inputs.key[:16]})")
-        return inputs.library
-    root = inputs.dir.parent
+            log(f"[{done[0]}/{len(todo)}] {planned.unit.name}")
+        return path
+
+    with ThreadPoolExecutor(max_workers=max(1, env.jobs())) as pool:
+        futures = [pool.submit(one, p) for p in todo]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:  # a failed build, or the main thread interrupted (Ctrl-C, SIGTERM)
+            for f in futures:
+                f.cancel()
+            nvcc_compile.stop_running_processes()  # else the pool would wait for every running nvcc
+            raise
+    if log and not todo:
+        log(f"up to date: the cache holds all {len(wanted)} config libraries of these sources and this toolchain")
+    return core.library
+
+
+def _ensure(planned: Planned, force: bool, log: Log | None, notice: bool) -> Path:
+    """Build and install one unit unless the cache holds it (``force``: rebuild), under its lock."""
+    if planned.library.is_file() and not force:
+        return planned.library
+    root = planned.dir.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(root / f"{inputs.key[:16]}.lock"))
+        lock = FileLock(str(root / f"{planned.tag}.lock"))
         try:
             lock.acquire(timeout=0)
-        except Timeout:  # another process is building this library: say so, then wait for it
-            message = (f"waiting for another process to finish building the kernel library (lock "
-                       f"{lock.lock_file}); a full build takes 15-40 minutes on 2 CPU cores")
+        except Timeout:  # another process is building this unit: say so, then wait for it
+            message = (f"waiting for another process to finish building {planned.unit.name} "
+                       f"(lock {lock.lock_file})")
             if log:
                 log(message)
             else:
-                warnings.warn(f"fused_swiglu: {message}", stacklevel=2)
+                warnings.warn(f"fused_swiglu: {message}", stacklevel=3)
             lock.acquire()
         try:
-            if inputs.library.is_file() and not force:
-                return inputs.library  # another process built it while we waited
-            if log is None:  # a first use that builds: say why the call takes minutes
-                warnings.warn(f"fused_swiglu: {_build_notice(inputs)}", stacklevel=2)
-            _remove_stale_build_dirs(root, inputs.key[:16])
-            _build_and_install(inputs, log)
+            if planned.library.is_file() and not force:
+                return planned.library  # another process built it while we waited
+            if notice and log is None:  # a first use that builds: say why the call takes a while
+                warnings.warn(f"fused_swiglu: {_config_notice(planned)}", stacklevel=3)
+            _remove_stale_build_dirs(root, planned.tag)
+            _build_and_install(planned, log)
         finally:
             lock.release()
     except OSError as e:
@@ -144,72 +231,69 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
             f"the build cache directory {root} cannot be used ({e}); set FUSED_SWIGLU_CACHE_DIR to a "
             "writable directory."
         ) from e
-    return inputs.library
+    return planned.library
 
 
-def _remove_stale_build_dirs(root: Path, key16: str) -> None:
-    """Remove the temporary folders of earlier builds of this key that were killed before they could
-    clean up (SIGKILL, or SIGTERM with Python's default handler). Called with the key's lock held,
-    so no live build owns them."""
-    for stale in root.glob(f".{key16}-*"):
+def _remove_stale_build_dirs(root: Path, tag: str) -> None:
+    """Remove the temporary folders of earlier builds of this unit and key that were killed before
+    they could clean up (SIGKILL, or SIGTERM with Python's default handler). Called with the unit's
+    lock held, so no live build owns them."""
+    for stale in root.glob(f".{tag}-*"):
         if stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _build_notice(inputs: _Inputs) -> str:
-    """The one warning of a build that no log follows (a first use from Python, not the CLI)."""
-    count = len(sources.cuda_sources(inputs.csrc))
+def _build_notice(inputs: Inputs, count: int) -> str:
+    """The one warning of an ahead-of-time build that no log follows."""
     return (
-        f"compiling the kernel library ({count} CUDA sources, {env.jobs()} parallel nvcc jobs) into "
-        f"{inputs.dir}; this happens once per version and toolchain and takes minutes (15-40 on 2 CPU "
-        "cores). `fused-swiglu build` does it ahead of time; FUSED_SWIGLU_VERBOSE=1 shows each step."
+        f"compiling {count} kernel config libraries ({env.jobs()} parallel nvcc jobs) into {inputs.root}; "
+        "each takes about a minute of one CPU core and is kept for this version and toolchain. "
+        "FUSED_SWIGLU_VERBOSE=1 shows each step."
     )
 
 
-def _build_and_install(inputs: _Inputs, log: Callable[[str], None] | None) -> None:
-    root = inputs.dir.parent
-    tmp = Path(tempfile.mkdtemp(prefix=f".{inputs.key[:16]}-", dir=root))
+def _config_notice(planned: Planned) -> str:
+    """The one warning of a first use that compiles a config (no log follows)."""
+    return (
+        f"compiling kernel config {planned.unit.name} (one CUDA source) into {planned.dir}; this happens "
+        "once per config, version and toolchain and takes about a minute. `fused-swiglu build` compiles "
+        "every config ahead of time; FUSED_SWIGLU_VERBOSE=1 shows each step."
+    )
+
+
+def _build_and_install(planned: Planned, log: Log | None) -> None:
+    root = planned.dir.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".{planned.tag}-", dir=root))
     try:
-        start = time.monotonic()
-        srcs = sources.cuda_sources(inputs.csrc)
-        results = nvcc_compile.compile_all(
-            inputs.csrc,
-            srcs,
-            tmp / "obj",
-            inputs.toolchain,
-            cutlass.include_dirs(),
-            env.jobs(),
-            log,
+        inputs_csrc, tc = planned.inputs.csrc, planned.inputs.toolchain
+        result = nvcc_compile.build_library(
+            inputs_csrc, planned.unit.name, list(planned.unit.sources), tmp / planned.unit.library, tc,
+            cutlass.include_dirs(), log, planned.unit.flags,
         )
-        nvcc_compile.link(inputs.toolchain, [r.obj for r in results], tmp / nvcc_compile.LIB_NAME, log)
-        shutil.rmtree(tmp / "obj")
         info = {
-            "key": inputs.key,
+            "unit": planned.unit.name,
+            "key": planned.key,
             "abi_version": ABI_VERSION,
-            "csrc": str(inputs.csrc),
-            "files": {
-                rel: hashlib.sha256(content).hexdigest() for rel, content in inputs.files
-            },
-            "flags": list(nvcc_compile.NVCC_FLAGS),
-            "nvcc": str(inputs.toolchain.nvcc),
-            "nvcc_version": inputs.toolchain.version_text.strip().splitlines()[-1:],
-            "nvidia_cutlass": inputs.cutlass_version,
-            "build_seconds": round(time.monotonic() - start, 1),
-            "compile_seconds": {r.source.as_posix(): round(r.seconds, 1) for r in results},
-            "ptxas": {
-                r.source.as_posix(): nvcc_compile.parse_resource_usage(r.log) for r in results
-            },
+            "csrc": str(inputs_csrc),
+            "sources": list(planned.unit.sources),
+            "files": {rel: hashlib.sha256(content).hexdigest() for rel, content in planned.files},
+            "flags": [*planned.inputs.flags, *planned.unit.flags],
+            "nvcc": str(tc.nvcc),
+            "nvcc_version": tc.version_text.strip().splitlines()[-1:],
+            "nvidia_cutlass": planned.inputs.cutlass_version,
+            "build_seconds": round(result.seconds, 1),
+            "ptxas": nvcc_compile.parse_resource_usage(result.log),
             "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
-        if inputs.dir.exists():  # forced rebuild: move the old one aside, then drop it
-            old = Path(tempfile.mkdtemp(prefix=f".{inputs.key[:16]}-old-", dir=root))
-            os.replace(inputs.dir, old / "lib")
+        if planned.dir.exists():  # forced rebuild: move the old one aside, then drop it
+            old = Path(tempfile.mkdtemp(prefix=f".{planned.tag}-old-", dir=root))
+            os.replace(planned.dir, old / "lib")
             shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, inputs.dir)
+        os.replace(tmp, planned.dir)
         if log:
-            log(f"installed {inputs.library}")
+            log(f"installed {planned.library} ({result.seconds:.1f} s)")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,8 +1,8 @@
-"""nvcc commands: compile every ``csrc/**/*.cu`` in parallel, check ptxas, link one shared library.
+"""nvcc commands: one process per unit of the build (:mod:`.units`) compiles its sources and links
+its shared object, and its ptxas report is checked.
 
-Each translation unit is compiled to an object by its own nvcc process (``FUSED_SWIGLU_JOBS`` at
-once), then ``nvcc -shared`` links ``libfused_swiglu.so`` (cudart static, nvcc's default, so the
-library needs only the driver at run time).
+Every shared object links the CUDA runtime statically (nvcc's default), so it needs only the driver
+at run time; :mod:`.cache` runs ``FUSED_SWIGLU_JOBS`` units at once.
 
 ptxas reports (``-Xptxas=-v,--warn-on-spills``) are build errors when they show ``C7510`` (wgmma
 serialized: the kernel would run several times slower) or non-zero spill stores/loads (local
@@ -17,14 +17,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
 from .toolchain import Toolchain
-
-LIB_NAME = "libfused_swiglu.so"
 
 # Part of the cache key. Include paths are added per build (they depend on where things live).
 NVCC_FLAGS: tuple[str, ...] = (
@@ -41,6 +38,7 @@ NVCC_FLAGS: tuple[str, ...] = (
     "-lineinfo",
     "-Xptxas=-v,--warn-on-spills",
 )
+LINK_FLAGS: tuple[str, ...] = ("-Xlinker=--no-undefined", "-Xlinker=--strip-all")
 LOG_TAIL_LINES = 40
 
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -89,9 +87,11 @@ def parse_resource_usage(text: str) -> list[dict[str, object]]:
 
 
 @dataclass
-class CompileResult:
-    source: Path  # relative to csrc
-    obj: Path
+class BuildResult:
+    """One unit's nvcc run: its shared object, wall seconds and the full nvcc / ptxas log."""
+
+    unit: str
+    library: Path
     seconds: float
     log: str
 
@@ -146,80 +146,50 @@ def include_flags(csrc: Path, cutlass_includes: Sequence[Path], toolchain: Toolc
     return [f"-I{d}" for d in dirs]
 
 
-def compile_command(toolchain: Toolchain, includes: Sequence[str], src: Path, obj: Path) -> list[str]:
-    return [str(toolchain.nvcc), *NVCC_FLAGS, *includes, "-c", str(src), "-o", str(obj)]
-
-
-def link_command(toolchain: Toolchain, objs: Sequence[Path], out: Path) -> list[str]:
+def build_command(
+    toolchain: Toolchain, includes: Sequence[str], srcs: Sequence[Path], out: Path, extra: Sequence[str] = ()
+) -> list[str]:
+    """One nvcc process: compile ``srcs`` and link them into the shared object ``out`` (``extra``: the
+    unit's own flags)."""
     lib_dirs = [f"-L{d}" for d in toolchain.lib_dirs]
-    # --no-undefined: a registry entry without its instantiation fails the link, not the load
-    return [str(toolchain.nvcc), "-shared", "-Xlinker=--no-undefined", *lib_dirs, *map(str, objs), "-o", str(out)]
+    # --no-undefined: a missing definition fails the link, not the load; --strip-all drops the static
+    # symbol table (the exported entry points are dynamic symbols and stay)
+    return [str(toolchain.nvcc), *NVCC_FLAGS, *extra, *includes, "-shared", *LINK_FLAGS, *lib_dirs,
+            *map(str, srcs), "-o", str(out)]
 
 
-def compile_all(
+def build_library(
     csrc: Path,
-    sources: Sequence[Path],
-    obj_dir: Path,
+    unit: str,
+    srcs: Sequence[str],
+    out: Path,
     toolchain: Toolchain,
     cutlass_includes: Sequence[Path],
-    jobs: int,
     log: Callable[[str], None] | None = None,
-) -> list[CompileResult]:
-    """Compile each source (relative to ``csrc``) into ``obj_dir``, ``jobs`` at a time.
+    extra: Sequence[str] = (),
+) -> BuildResult:
+    """Compile the sources ``srcs`` (relative to ``csrc``) of ``unit`` into the shared object ``out``
+    (``extra``: the unit's own nvcc flags).
 
     Raises:
-        BuildError: no sources; an nvcc failed (command + last 40 lines of its output); a ptxas
-            report shows C7510 or spills (file and line quoted).
+        BuildError: nvcc failed (command + last 40 lines of its output); the ptxas report shows C7510
+            or spills (unit and line quoted).
     """
-    if not sources:
-        raise BuildError(f"there are no CUDA sources (*.cu) under {csrc}; nothing to build.")
-    obj_dir.mkdir(parents=True, exist_ok=True)
+    if not srcs:
+        raise BuildError(f"{unit} has no CUDA sources (*.cu) under {csrc}; nothing to build.")
     includes = include_flags(csrc, cutlass_includes, toolchain)
-    done = 0
-    lock = threading.Lock()
-
-    def one(rel: Path) -> CompileResult:
-        nonlocal done
-        obj = obj_dir / (str(rel.with_suffix("")).replace("/", "__") + ".o")
-        cmd = compile_command(toolchain, includes, csrc / rel, obj)
-        if log:
-            log(f"nvcc {rel}" + (f"\n  {shlex.join(cmd)}" if _verbose() else ""))
-        text, seconds = _run(cmd, f"nvcc on {rel}")
-        with lock:
-            done += 1
-            if log:
-                log(f"[{done}/{len(sources)}] compiled {rel} in {seconds:.1f} s")
-        return CompileResult(rel, obj, seconds, text)
-
-    results: list[CompileResult] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, rel) for rel in sources]
-        try:
-            for f in futures:
-                results.append(f.result())
-        except BaseException:  # a failed compile, or the main thread interrupted (Ctrl-C, SIGTERM)
-            for f in futures:
-                f.cancel()
-            stop_running_processes()  # else the pool would wait for every running nvcc to finish
-            raise
-    for r in results:
-        bad = scan_ptxas_log(r.log)
-        if bad:
-            more = f"\n  (and {len(bad) - 1} more such lines)" if len(bad) > 1 else ""
-            raise BuildError(
-                f"ptxas reported a performance error in {r.source} (C7510 wgmma serialization and "
-                f"register spills are build errors):\n  {bad[0]}{more}"
-            )
-    return results
-
-
-def link(toolchain: Toolchain, objs: Sequence[Path], out: Path, log: Callable[[str], None] | None = None) -> Path:
-    """``nvcc -shared`` the objects into ``out``. Raises BuildError with the command and log tail."""
-    cmd = link_command(toolchain, objs, out)
+    cmd = build_command(toolchain, includes, [csrc / s for s in srcs], out, extra)
     if log:
-        log(f"linking {out.name}" + (f"\n  {shlex.join(cmd)}" if _verbose() else ""))
-    _run(cmd, "nvcc -shared (link)")
-    return out
+        log(f"nvcc {unit}" + (f"\n  {shlex.join(cmd)}" if _verbose() else ""))
+    text, seconds = _run(cmd, f"nvcc on {unit} ({', '.join(srcs)})")
+    bad = scan_ptxas_log(text)
+    if bad:
+        more = f"\n  (and {len(bad) - 1} more such lines)" if len(bad) > 1 else ""
+        raise BuildError(
+            f"ptxas reported a performance error in {unit} ({srcs[0]}; C7510 wgmma serialization and "
+            f"register spills are build errors):\n  {bad[0]}{more}"
+        )
+    return BuildResult(unit, out, seconds, text)
 
 
 def _verbose() -> bool:

@@ -10,7 +10,7 @@ Cache layout, beside the kernel library's (same locking and atomic install)::
     <cache_dir>/torch-<key[:16]>/libfused_swiglu_torch.so
 
 The key covers the sources (``csrc/torch/`` and ``csrc/capi/fused_swiglu.h``), the flags and the
-compiler's ``--version`` text. A prebuilt copy beside ``FUSED_SWIGLU_LIBRARY`` is loaded as is.
+compiler's ``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
 """
 
 from __future__ import annotations
@@ -87,11 +87,14 @@ def _key(csrc: Path, cxx_version: str) -> str:
 
 
 def prebuilt() -> Path | None:
-    """``libfused_swiglu_torch.so`` beside ``FUSED_SWIGLU_LIBRARY``, if that is set and it exists."""
-    library = env.library_path()
-    if library is None:
+    """``libfused_swiglu_torch.so`` in the prebuilt folder (beside ``FUSED_SWIGLU_LIBRARY``, or the
+    wheel's ``_prebuilt/``), if there is one and it holds it."""
+    from . import prebuilt as prebuilt_libraries
+
+    folder = prebuilt_libraries.directory()
+    if folder is None:
         return None
-    candidate = library.parent / LIB_NAME
+    candidate = folder / LIB_NAME
     return candidate if candidate.is_file() else None
 
 
@@ -116,7 +119,7 @@ def cache_path() -> Path:
 
 def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) -> Path:
     """Path of the operator library for these sources and this compiler, built into the cache first
-    if missing (or if ``force``); a prebuilt copy beside ``FUSED_SWIGLU_LIBRARY`` wins.
+    if missing (or if ``force``); a prebuilt copy (:mod:`.prebuilt`) wins.
 
     Raises:
         BuildError: sources or compiler missing, the compile failed, or the cache is not writable.

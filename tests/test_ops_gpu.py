@@ -90,6 +90,22 @@ def test_a_plan_is_made_once_per_problem(seed):
     assert_matches_float64(ops.swiglu_dual(x, wg, wu, ""), x, wg, wu, f"after clear_plans seed={seed}")
 
 
+def test_a_changed_config_override_drops_the_plans_made_before_it(seed, monkeypatch):
+    x, wg, wu = _inputs(29, H=256, I=136)  # a shape no other test uses
+    monkeypatch.delenv("FUSED_SWIGLU_CONFIG", raising=False)
+    ops.swiglu_dual(x, wg, wu, "")
+    ops.swiglu_dual(x[:5], wg, wu, "")
+    assert _lib.num_plans() >= 2
+    forced = "dual_pingpong_64x64x64_1x1_bf16"
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", forced)
+    assert_matches_float64(ops.swiglu_dual(x, wg, wu, ""), x, wg, wu, f"forced config seed={seed}")
+    assert _lib.num_plans() == 1  # the plans of the old value were dropped; this call made the one
+    assert _lib.library().is_loaded(forced)
+    monkeypatch.delenv("FUSED_SWIGLU_CONFIG")
+    ops.swiglu_dual(x, wg, wu, "")
+    assert _lib.num_plans() == 1
+
+
 def test_zero_tokens_return_an_empty_result():
     _, wg, wu = _inputs(1)
     x = torch.empty(0, 896, device="cuda", dtype=torch.bfloat16)

@@ -8,7 +8,8 @@
 // its launch plan up in a per-process cache and launches through the kernel library's C ABI
 // (capi/fused_swiglu.h), on the current CUDA stream of x's device. A plan is chosen once per problem
 // (kernel, config argument, dtype, M, N, K, device) by the Python config table (a callback bound at
-// load time), together with the workspace size the library asks for.
+// load time), together with the workspace size the library asks for; a change of FUSED_SWIGLU_CONFIG
+// in the running process drops the plans made before it.
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -19,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <mutex>
@@ -158,9 +160,22 @@ Tensor new_output(Tensor const& x, int64_t m, int64_t n) {
   return Tensor(handle);
 }
 
+// The config table reads FUSED_SWIGLU_CONFIG; plans made under another value of it are dropped.
+std::string g_override_seen;
+
+void drop_plans_if_override_changed() {  // with g_plans_mutex held
+  const char* now = std::getenv("FUSED_SWIGLU_CONFIG");
+  if (now == nullptr) now = "";
+  if (g_override_seen != now) {
+    g_plans.clear();
+    g_override_seen = now;
+  }
+}
+
 Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
+    drop_plans_if_override_changed();
     auto it = g_plans.find(key);
     if (it != g_plans.end()) return it->second;  // a copy: another thread may clear the map
   }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Time a first use on a GPU machine without internet, as a new user meets it, and write
+# $OUT/first_use.json ({"source_s", "wheel_s", ...}; seconds of wall time, whole processes):
+#
+#   source_s  pip install of this checkout into a new virtual environment (dependencies from .whl/,
+#             torch from the system), then a first swiglu() call at one shape with an empty cache:
+#             the core library, the one config that call needs and the operator library compiled
+#   wheel_s   the same with the binary wheel (dist/*.whl, FUSED_SWIGLU_PREBUILT=1) and no nvcc on PATH
+#
+# Needs: python3 with torch (CUDA) and setuptools, .whl/ from scripts/fetch_wheels.sh, dist/ with
+# the binary wheel; nvcc on PATH for the source case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"
+mkdir -p "$OUT"
+WORK="$(mktemp -d)"
+CALL='import torch, fused_swiglu
+x = torch.randn(1, 896, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(4864, 896, device="cuda", dtype=torch.bfloat16)
+y = fused_swiglu.swiglu(x, w, w)
+torch.cuda.synchronize()
+assert y.shape == (1, 4864) and bool(torch.isfinite(y).all())'
+
+first_use() {  # name, pip install arguments...; prints seconds
+    local name="$1"; shift
+    local venv="$WORK/$name"
+    python3 -m venv --system-site-packages "$venv"
+    local start end
+    start=$(date +%s.%N)
+    (cd "$WORK" && "$venv/bin/pip" install -q --no-index --find-links "$OLDPWD/.whl" --no-build-isolation "$@") \
+        > "$OUT/first_use_$name.log" 2>&1
+    (cd "$WORK" && FUSED_SWIGLU_CACHE_DIR="$WORK/cache-$name" "$venv/bin/python" -c "$CALL") \
+        >> "$OUT/first_use_$name.log" 2>&1
+    end=$(date +%s.%N)
+    python3 -c "print(round($end - $start, 1))"
+}
+
+source_s=$(first_use source "$PWD")
+wheel=$(ls dist/fused_swiglu-*.whl | head -1)
+nvcc_dir=$(dirname "$(command -v nvcc || echo /nonexistent/nvcc)")
+wheel_s=$(PATH=$(echo "$PATH" | tr ':' '\n' | grep -vx "$nvcc_dir" | paste -sd:) CUDA_HOME=/nonexistent \
+          first_use wheel "$wheel")
+python3 - "$OUT/first_use.json" "$source_s" "$wheel_s" "$wheel" <<'PY'
+import json, sys, datetime, torch
+path, source_s, wheel_s, wheel = sys.argv[1:]
+json.dump({"source_s": float(source_s), "wheel_s": float(wheel_s), "wheel": wheel.split("/")[-1],
+           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": "M=1, H=896, I=4864, bf16",
+           "date": datetime.date.today().isoformat()}, open(path, "w"), indent=2)
+print(open(path).read())
+PY

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: -d .whl \
-    rich markdown-it-py mdurl pygments filelock "nvidia-cutlass==4.2.0.0"
+    rich markdown-it-py mdurl pygments filelock "nvidia-cutlass==4.2.0.0" "setuptools>=70.1"
 ls -l .whl

@@ -7,13 +7,14 @@
 #             the core library, the one config that call needs and the operator library compiled
 #   wheel_s   the same with the binary wheel (dist/*.whl, FUSED_SWIGLU_PREBUILT=1) and no nvcc on PATH
 #
-# Needs: python3 with torch (CUDA) and setuptools, .whl/ from scripts/fetch_wheels.sh, dist/ with
+# Needs: python3 with torch (CUDA), .whl/ from scripts/fetch_wheels.sh (setuptools too), dist/ with
 # the binary wheel; nvcc on PATH for the source case.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT"
-WORK="$(mktemp -d)"
+WORK="${WORK:-$(mktemp -d)}"  # where the two environments and caches go
 CALL='import torch, fused_swiglu
 x = torch.randn(1, 896, device="cuda", dtype=torch.bfloat16)
 w = torch.randn(4864, 896, device="cuda", dtype=torch.bfloat16)
@@ -24,19 +25,27 @@ assert y.shape == (1, 4864) and bool(torch.isfinite(y).all())'
 first_use() {  # name, pip install arguments...; prints seconds
     local name="$1"; shift
     local venv="$WORK/$name"
-    python3 -m venv --system-site-packages "$venv"
+    python3 -m venv "$venv"
+    # torch (and what it needs) from the machine's own environment, the rest from .whl/
+    python3 -c 'import site, sys; print(site.getsitepackages()[0])' \
+        > "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')/machine.pth"
+    "$venv/bin/pip" install -q --no-index --find-links .whl setuptools > /dev/null
     local start end
     start=$(date +%s.%N)
-    (cd "$WORK" && "$venv/bin/pip" install -q --no-index --find-links "$OLDPWD/.whl" --no-build-isolation "$@") \
-        > "$OUT/first_use_$name.log" 2>&1
+    # nvidia-cutlass for its headers only: the dependencies of its Python DSL (cuda-python, scipy, ...),
+    # which fused-swiglu does not use, are not carried to a machine without internet
+    "$venv/bin/pip" install -q --no-index --find-links .whl --no-deps nvidia-cutlass > "$OUT/first_use_$name.log" 2>&1
+    "$venv/bin/pip" install -q --no-index --find-links .whl filelock rich >> "$OUT/first_use_$name.log" 2>&1
+    (cd "$WORK" && "$venv/bin/pip" install -q --no-index --no-deps --no-build-isolation "$@") \
+        >> "$OUT/first_use_$name.log" 2>&1 || { echo "first use ($name): pip install failed" >&2; return 1; }
     (cd "$WORK" && FUSED_SWIGLU_CACHE_DIR="$WORK/cache-$name" "$venv/bin/python" -c "$CALL") \
-        >> "$OUT/first_use_$name.log" 2>&1
+        >> "$OUT/first_use_$name.log" 2>&1 || { echo "first use ($name): the first call failed" >&2; return 1; }
     end=$(date +%s.%N)
     python3 -c "print(round($end - $start, 1))"
 }
 
 source_s=$(first_use source "$PWD")
-wheel=$(ls dist/fused_swiglu-*.whl | head -1)
+wheel=$(ls "$PWD"/dist/fused_swiglu-*.whl | head -1)
 nvcc_dir=$(dirname "$(command -v nvcc || echo /nonexistent/nvcc)")
 wheel_s=$(PATH=$(echo "$PATH" | tr ':' '\n' | grep -vx "$nvcc_dir" | paste -sd:) CUDA_HOME=/nonexistent \
           first_use wheel "$wheel")

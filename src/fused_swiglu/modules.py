@@ -127,7 +127,10 @@ class FusedSwiGLUForward:
     _UNARMED = dict(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False)
 
     def _disarm(self) -> None:
-        self.__dict__.update(self._UNARMED)
+        # one attribute at a time: torch.compile traces this (the first call of a compiled model),
+        # and Dynamo before PyTorch 2.13 cannot trace __dict__.update
+        self.gate = self.up = self.w_gate = self.w_up = self.dtype = self.act = None
+        self.on_cuda = False
 
     def __getstate__(self):
         return {**self.__dict__, **self._UNARMED}

@@ -490,3 +490,18 @@ def test_choosable_configs_cover_every_choice():
             for M in list(range(0, 2200, 8)) + [2305, 4096, 8192, 8193]:
                 for acc in ("fast", "promoted"):
                     assert plain(configs.table_config(kernel, M, n, h, acc)) in choosable, (kernel, n, h, M, acc)
+
+
+def test_the_wave_rule_follows_the_device_s_sm_count():
+    """On an H100 PCIe (114 SMs) the wave rule counts rounds of 114 CTAs: at Llama-3-8B's MLP and
+    M = 256, 128x160 tiles (360 of them) take 3 rounds on 132 SMs but 4 on 114, where 128x128 tiles
+    (448) take 4 rounds of narrower tiles on both."""
+    names = frozenset(c.name(d) for c in configs.choosable_configs() for d in (torch.bfloat16, torch.float16))
+    h200 = select("packed", 256, 14336, 4096, torch.bfloat16, available=names, num_sms=132)
+    h100_pcie = select("packed", 256, 14336, 4096, torch.bfloat16, available=names, num_sms=114)
+    assert h200.name == "packed_pingpong_128x160x64_2x1_bf16"
+    assert h100_pcie.name == "packed_pingpong_128x128x64_2x1_bf16"
+    # the measured shapes keep their rows whatever the SM count
+    assert configs.table_config("packed", 256, 4864, 896, num_sms=114) == configs.table_config("packed", 256, 4864, 896)
+    with pytest.raises(ValueError, match="num_sms must be >= 1"):
+        configs.table_config("packed", 256, 14336, 4096, num_sms=0)

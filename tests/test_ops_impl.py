@@ -30,13 +30,14 @@ class _StubLibrary:
 def stub_library(monkeypatch):
     monkeypatch.setattr(_lib, "library", lambda: _StubLibrary)
     monkeypatch.setattr(_lib, "config_names", lambda: _StubLibrary.names)
+    monkeypatch.setattr(_lib, "sm_count", lambda device: {0: 132, 1: 114}[device])  # an H200, an H100 PCIe
     _StubLibrary.loaded.clear()
 
 
-def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int):
+def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int, device: int = 0):
     index, raster, swizzle = ctypes.c_int32(-1), ctypes.c_int32(-1), ctypes.c_int32(-1)
     message = ctypes.create_string_buffer(256)
-    rc = _lib._plan_callback(kind, config, m, n, k, dtype, ctypes.pointer(index), ctypes.pointer(raster),
+    rc = _lib._plan_callback(kind, config, m, n, k, dtype, device, ctypes.pointer(index), ctypes.pointer(raster),
                              ctypes.pointer(swizzle), ctypes.addressof(message), len(message))
     return rc, index.value, raster.value, swizzle.value, message.value.decode()
 
@@ -55,6 +56,15 @@ def test_plan_callback_returns_the_tables_choice(stub_library):
                                    "packed_pingpong_128x192x64_2x1_fp16"]  # each chosen config loaded
 
 
+def test_plan_callback_takes_the_sm_count_of_the_problem_s_device(stub_library):
+    # Llama-3-8B's MLP at M = 256 (the wave rule): 360 tiles of 128x160 fill 3 rounds of 132 SMs but
+    # 4 of 114, where 448 tiles of 128x128 also take 4 rounds at less width per round
+    rc, index, *_ = _plan(0, b"", 256, 14336, 4096, 0, device=0)
+    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x160x64_2x1_bf16"
+    rc, index, *_ = _plan(0, b"", 256, 14336, 4096, 0, device=1)
+    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x128x64_2x1_bf16"
+
+
 def test_plan_callback_reports_errors_as_text(stub_library):
     rc, *_, message = _plan(1, b"packed_pingpong_128x192x64_2x1_fp16", 300, 16, 64, 1)
     assert rc == 1 and message.startswith("ValueError: config must name a dual kernel")
@@ -65,7 +75,7 @@ def test_plan_callback_reports_errors_as_text(stub_library):
 def test_plan_callback_message_is_cut_to_the_buffer(stub_library):
     index = raster = swizzle = ctypes.pointer(ctypes.c_int32())
     message = ctypes.create_string_buffer(b"#" * 16)
-    rc = _lib._plan_callback(1, b"nonsense", 1, 16, 64, 0, index, raster, swizzle, ctypes.addressof(message), 8)
+    rc = _lib._plan_callback(1, b"nonsense", 1, 16, 64, 0, 0, index, raster, swizzle, ctypes.addressof(message), 8)
     assert rc == 1 and len(message.value) == 7 and message.raw[8:16] == b"#" * 8  # NUL-terminated inside 8 bytes
 
 

@@ -50,9 +50,9 @@ constexpr size_t kMaxPlans = 4096;
 using RunFn = fsw_status (*)(int, const fsw_problem*, void*, size_t, void*);
 using WorkspaceFn = fsw_status (*)(int, const fsw_problem*, size_t*);
 using LastErrorFn = const char* (*)();
-// kind, config, m, n, k, dtype -> config index, raster, swizzle; returns 0 or writes a message.
-using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int32_t, int32_t*, int32_t*, int32_t*,
-                       char*, size_t);
+// kind, config, m, n, k, dtype, device -> config index, raster, swizzle; returns 0 or writes a message.
+using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t*, int32_t*,
+                       int32_t*, char*, size_t);
 using StreamFn = AOTITorchError (*)(int32_t, void**);
 
 struct Binding {
@@ -184,8 +184,8 @@ Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   Binding const& b = binding();
   Plan plan{};
   char message[1024] = {0};
-  int rc = b.plan(key.kind, key.config.c_str(), key.m, key.n, key.k, key.dtype, &plan.config, &plan.raster,
-                  &plan.swizzle, message, sizeof(message));
+  int rc = b.plan(key.kind, key.config.c_str(), key.m, key.n, key.k, key.dtype, key.device, &plan.config,
+                  &plan.raster, &plan.swizzle, message, sizeof(message));
   STD_TORCH_CHECK(rc == 0, message);
   fsw_problem sized = problem;
   sized.raster = plan.raster;

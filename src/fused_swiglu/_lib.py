@@ -16,8 +16,9 @@ through ctypes directly (tests and tuning; the operators do not use it).
 from __future__ import annotations
 
 import ctypes
-import struct
 import enum
+import functools
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,19 +388,27 @@ _torch_ops: ctypes.CDLL | None = None
 TORCH_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
 _PLAN_FN = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
-    ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+    ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
     ctypes.c_void_p, ctypes.c_size_t,
 )
 
 
-def _plan_callback(kind, config, m, n, k, dtype, index, raster, swizzle, message, size) -> int:
+@functools.lru_cache(maxsize=None)
+def sm_count(device: int) -> int:
+    """Streaming multiprocessors of CUDA device ``device`` (the config table's wave rule counts them)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
     """Called by the operator library on a plan-cache miss: the config index, rasterisation and
     swizzle for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
-    k = H). Returns 0, or 1 with the exception's type and text written into ``message``."""
+    k = H; device: the CUDA device index, whose SM count the table takes). Returns 0, or 1 with the
+    exception's type and text written into ``message``."""
     try:
         from . import configs
 
-        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype])
+        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype],
+                                 sm_count(device))
         index[0], raster[0], swizzle[0] = library().ensure(choice.name), choice.raster, choice.swizzle
         return 0
     except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)

@@ -505,24 +505,26 @@ def choosable_configs() -> frozenset[KernelConfig]:
     return frozenset(dataclasses.replace(c, raster=0, swizzle=1) for c in [r.config for r in TABLE] + rules)
 
 
-def table_config(kernel: str, M: int, N: int, K: int, accumulation: str = "fast") -> KernelConfig:
-    """The table's config for a problem (M tokens, N = I, K = H), ignoring availability: for fast
-    accumulation, :func:`tail_config` where it applies, then, on a shape outside
-    :data:`MEASURED_SHAPES`, :func:`wave_config` where it decides; else the first matching
-    :data:`TABLE` row.
+def table_config(
+    kernel: str, M: int, N: int, K: int, accumulation: str = "fast", num_sms: int = NUM_SMS
+) -> KernelConfig:
+    """The table's config for a problem (M tokens, N = I, K = H) on a GPU of ``num_sms`` SMs,
+    ignoring availability: for fast accumulation, :func:`tail_config` where it applies, then, on a
+    shape outside :data:`MEASURED_SHAPES`, :func:`wave_config` where it decides; else the first
+    matching :data:`TABLE` row.
 
     Raises:
-        ValueError: unknown kernel or accumulation, M, N or K below 0, or no row matches.
-        TypeError: M, N or K not an int.
+        ValueError: unknown kernel or accumulation, M, N or K below 0, num_sms below 1, or no row
+            matches. TypeError: M, N, K or num_sms not an int.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got kernel={kernel!r}")
     check_choice("accumulation", accumulation, ACCUMULATIONS)
-    _check_sizes(M=M, N=N, K=K)
+    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     if accumulation == "fast":
         config = _tail_config(kernel, M, N, K)
         if config is None and (N, K) not in MEASURED_SHAPES:
-            config = _wave_config(kernel, M, N, NUM_SMS)
+            config = _wave_config(kernel, M, N, num_sms)
         if config is not None:
             return config
     return row_config(kernel, M, N, K, accumulation)
@@ -550,8 +552,9 @@ def select(
     dtype: torch.dtype,
     available: frozenset[str] | None = None,
     accumulation: str = "fast",
+    num_sms: int = NUM_SMS,
 ) -> Choice:
-    """Choose the config for one problem.
+    """Choose the config for one problem on a GPU of ``num_sms`` SMs.
 
     Order: the first ``FUSED_SWIGLU_CONFIG`` name that is in ``available`` (default: the loaded
     library's configs) and is of this kernel, dtype and accumulation (launched with the table's
@@ -563,24 +566,26 @@ def select(
     Args:
         kernel: "packed" or "dual". M: tokens; N: intermediate size I; K: hidden size H.
         dtype: torch.bfloat16 or torch.float16.
-        available: config names to choose from (any iterable of str; None: ask the library, which
-            loads it and, on first use, builds it: see the README's "Building").
+        available: config names to choose from (any iterable of str; None: every config the core
+            library lists, which loads it and, on first use, builds it: see the README's "Building").
         accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
+        num_sms: the GPU's SM count (the wave rule's rounds of CTAs; default: the H100 SXM's and
+            H200's 132).
 
     Raises:
-        ValueError: unknown kernel or accumulation, M, N or K below 0. TypeError: unsupported dtype,
-            or M, N or K not an int.
+        ValueError: unknown kernel or accumulation, M, N or K below 0, num_sms below 1. TypeError:
+            unsupported dtype, or M, N, K or num_sms not an int.
         UnsupportedError: no available config of this kernel, dtype and accumulation.
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
-    _check_sizes(M=M, N=N, K=K)
+    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     if available is not None:
         available = frozenset(available)
     else:
         from . import _lib
 
         available = _lib.config_names()
-    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation)
+    return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation, num_sms)
 
 
 def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
@@ -590,7 +595,7 @@ def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choice:
+def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if suffix == "_?":
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
@@ -599,7 +604,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
     def fits(n: str) -> bool:
         return _names_kernel(n, kernel, suffix) and is_promoted(n) == promoted
 
-    cfg = table_config(kernel, M, N, K, accumulation)
+    cfg = table_config(kernel, M, N, K, accumulation, num_sms)
     table_name = cfg.name(dtype)
     for n in overrides:
         if n not in available:
@@ -633,9 +638,12 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation) -> Choic
 AUTO_CONFIG = {"": "fast", "promoted": "promoted"}
 
 
-def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype) -> Choice:
-    """The ops' ``config`` argument to a launch: ``""`` = the table's choice with fast accumulation,
-    ``"promoted"`` = the table's choice with promoted accumulation, else a config name as is.
+def resolve(
+    kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS
+) -> Choice:
+    """The ops' ``config`` argument to a launch on a GPU of ``num_sms`` SMs: ``""`` = the table's
+    choice with fast accumulation, ``"promoted"`` = the table's choice with promoted accumulation,
+    else a config name as is.
 
     Raises:
         ValueError: a config name of the other kernel (a packed config reads 2I weight rows, a dual
@@ -643,7 +651,7 @@ def resolve(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype
     """
     check_config(kernel, config, dtype)
     if config in AUTO_CONFIG:
-        return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config])
+        return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config], num_sms=num_sms)
     return Choice(config)
 
 

@@ -34,10 +34,12 @@ class BenchOptions:
 def _config_name(method: str, M: int, H: int, I: int, dtype: torch.dtype) -> str:
     if method not in m.FUSED_KERNEL:
         return ""
-    from ..configs import select
+    from .. import _lib
+    from ..configs import NUM_SMS, select
 
     kernel, accumulation = m.FUSED_KERNEL[method]
-    return select(kernel, M, I, H, dtype, accumulation=accumulation).name
+    num_sms = _lib.sm_count(torch.cuda.current_device()) if torch.cuda.is_available() else NUM_SMS
+    return select(kernel, M, I, H, dtype, accumulation=accumulation, num_sms=num_sms).name
 
 
 def derive(rows: list[dict]) -> None:

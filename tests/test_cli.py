@@ -223,13 +223,14 @@ def test_info_without_nvcc_does_not_ask_for_a_build(monkeypatch, capsys):
     from fused_swiglu.errors import BuildError
 
     def no_nvcc():
-        raise BuildError("nvcc not found")
+        raise BuildError(f"nvcc not found; {toolchain.INSTALL_HINT}")
 
     monkeypatch.setattr(toolchain, "find_nvcc", no_nvcc)
     monkeypatch.setattr(env, "library_path", lambda: None)
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert "nvcc: unavailable: nvcc not found" in out
+    assert 'pip install "fused-swiglu[cuda]"' in out  # printed as text, not read as a style tag
     assert "library: unknown: the cache is keyed by nvcc's version, and no nvcc was found (above)" in out
     assert "run `fused-swiglu build`" not in out
 

@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     # no wrapping of plain lines; wide tables when piped into a log
-    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    console = Console(soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200)  # messages carry [brackets]
     console.on_broken_pipe = _raise_broken_pipe  # rich would exit 1; one status for a closed stdout
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
     in_main_thread = threading.current_thread() is threading.main_thread()

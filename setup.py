@@ -7,7 +7,7 @@ config library and the operator library (sm_90a; built here with nvcc and the in
 nvidia-cutlass, reusing the build cache), so a GPU machine without nvcc runs it as installed; it is
 then tagged for this platform::
 
-    FUSED_SWIGLU_PREBUILT=1 pip wheel . --no-build-isolation --no-deps -w dist
+    FUSED_SWIGLU_PREBUILT=1 pip wheel . --no-build-isolation --no-deps -w dist -v   # -v: the build's progress
 
 An editable install (``pip install -e .``) reads ``<repo>/csrc`` directly and copies nothing.
 """
@@ -29,12 +29,13 @@ ROOT = Path(__file__).resolve().parent
 
 
 def prebuilt_requested() -> bool:
-    return os.environ.get("FUSED_SWIGLU_PREBUILT", "").strip().lower() not in ("", "0", "false", "no")
+    return os.environ.get("FUSED_SWIGLU_PREBUILT", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def build_prebuilt(dst: Path) -> None:
     """Compile (or take from the build cache) every library and copy them into ``dst``."""
     sys.path.insert(0, str(ROOT / "src"))
+    os.environ.pop("FUSED_SWIGLU_LIBRARY", None)  # the wheel carries what this checkout builds, nothing else
     from fused_swiglu.build import cache, torch_ops, units
 
     def log(line: str) -> None:

@@ -210,6 +210,11 @@ def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatc
     assert cli.main(["build"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{built}\n")
+    assert (f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {tmp_path / 'other.so'} (which is not a "
+            "file: calls will fail until it is unset or fixed), not the library above") in out
+    (tmp_path / "other.so").write_bytes(b"")
+    assert cli.main(["build"]) == 0
+    out = capsys.readouterr().out
     assert f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {tmp_path / 'other.so'}, not the library above" in out
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(built))
     assert cli.main(["build"]) == 0
@@ -324,3 +329,16 @@ def test_build_passes_the_config_names_it_is_given(monkeypatch, capsys, tmp_path
     assert cli.main(["build", "packed_pingpong_64x64x64_1x1_bf16,dual_pingpong_64x64x64_1x1_bf16"]) == 0
     assert cli.main(["build"]) == 0
     assert seen == [["packed_pingpong_64x64x64_1x1_bf16", "dual_pingpong_64x64x64_1x1_bf16"], None]
+
+
+def test_info_says_when_the_cache_directory_cannot_be_used(monkeypatch, capsys, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(blocker))
+    monkeypatch.delenv("FUSED_SWIGLU_LIBRARY", raising=False)
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache dir: {blocker} (cannot be used: it is not a directory; set FUSED_SWIGLU_CACHE_DIR" in out
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "new" / "cache"))  # created by the first build
+    assert cli.main(["info"]) == 0
+    assert "cannot be used" not in capsys.readouterr().out

@@ -383,7 +383,10 @@ def _cmd_info(args, console) -> int:
         console.print(f"sources: {csrc} ({len(sources.cuda_sources(csrc))} .cu files)")
     except BuildError as e:
         console.print(f"sources: {e}")
-    console.print(f"cache dir: {env.cache_dir()}")
+    root = env.cache_dir()
+    unusable = _cache_problem(root)
+    console.print(f"cache dir: {root}" + (f" (cannot be used: {unusable}; set FUSED_SWIGLU_CACHE_DIR to a "
+                                          "writable directory)" if unusable else ""))
     override = env.config_override()
     if override:  # checked against this version's configs here, against the library's below
         known = _known_config_names()
@@ -445,6 +448,21 @@ def _cmd_info(args, console) -> int:
     return 0
 
 
+def _cache_problem(root) -> str | None:
+    """Why the build cache folder ``root`` cannot be used, or None (a missing folder under a writable
+    parent is fine: the first build creates it)."""
+    import os
+
+    if root.exists():
+        if not root.is_dir():
+            return "it is not a directory"
+        return None if os.access(root, os.W_OK | os.X_OK) else "it is not writable"
+    parent = next((p for p in root.parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"it does not exist and {parent} is not a writable directory"
+    return None
+
+
 def _cmd_build(args, console) -> int:
     from . import env
     from .build import cache, torch_ops, units
@@ -452,14 +470,15 @@ def _cmd_build(args, console) -> int:
     def log(line: str) -> None:
         console.print(line, highlight=False)
 
-    names = _split(args.configs, "the config names") if args.configs else None
+    names = _split(args.configs, "the list of config names") if args.configs else None
     path = cache.ensure_built(force=args.force, log=log, names=names)
     print(path)
     ops_path = torch_ops.ensure_built(force=args.force, log=log)
     log(f"operator library: {ops_path}")
     override = env.library_path()
     if override is not None and override.resolve() != path.resolve():
-        log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}, not the library above")
+        missing = "" if override.is_file() else " (which is not a file: calls will fail until it is unset or fixed)"
+        log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}{missing}, not the library above")
     inputs = cache.Inputs()
     for name in names or units.config_names(inputs.csrc):
         library = cache.cached(name, inputs)

@@ -215,3 +215,35 @@ def test_unusable_cache_directory_is_a_build_error(fake_build, monkeypatch, tmp_
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(blocker))
     with pytest.raises(BuildError, match=r"the build cache directory .*a_file cannot be used .*set FUSED_SWIGLU_CACHE_DIR"):
         cache.ensure_config("a")
+
+
+class _Stop(BaseException):
+    pass
+
+
+def test_a_build_stopped_while_it_waits_for_another_process_returns_at_once(fake_build):
+    """SIGTERM (the CLI raises it in the main thread) while a unit waits for another process's lock:
+    ensure_built returns within a moment, and the waiting unit is not built later."""
+    import os
+    import signal
+
+    from filelock import FileLock
+
+    _, root, builds = fake_build
+    cache.ensure_core(log=lambda line: None)
+    builds.clear()
+    tag = cache.Inputs().plan(units.config("a")).tag
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(_Stop()))
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        with FileLock(str(root / f"{tag}.lock")):  # another process's build of a holds its lock
+            start = time.monotonic()
+            timer.start()
+            with pytest.raises(_Stop):
+                cache.ensure_built(names=["a"], log=lambda line: None)
+            assert time.monotonic() - start < 3
+        time.sleep(0.6)  # the lock is free now: a worker still waiting would take it and build
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert builds == [] and cache.cached("a") is None

@@ -135,6 +135,7 @@ def ensure_config(name: str, log: Log | None = None, inputs: Inputs | None = Non
     Raises:
         BuildError: ``name`` is not in ``capi/registry.inc``; as :func:`ensure_built`.
     """
+    nvcc_compile.allow_new_processes()
     inputs = inputs or Inputs()
     known = units.config_names(inputs.csrc)
     if name not in known:
@@ -144,6 +145,7 @@ def ensure_config(name: str, log: Log | None = None, inputs: Inputs | None = Non
 
 def ensure_core(log: Log | None = None) -> Path:
     """Path of the core library (``libfused_swiglu.so``), building it first if it is missing (seconds)."""
+    nvcc_compile.allow_new_processes()
     inputs = Inputs()
     return _ensure(inputs.plan(units.core()), False, _default_log(log), notice=False)
 
@@ -162,6 +164,7 @@ def ensure_built(force: bool = False, log: Log | None = None, names: Sequence[st
             or link failed; ptxas reported C7510 or spills; the cache directory cannot be used.
     """
     log = _default_log(log)
+    nvcc_compile.allow_new_processes()
     inputs = Inputs()
     known = units.config_names(inputs.csrc)
     wanted = known if names is None else list(names)
@@ -184,16 +187,17 @@ def ensure_built(force: bool = False, log: Log | None = None, names: Sequence[st
             log(f"[{done[0]}/{len(todo)}] {planned.unit.name}")
         return path
 
-    with ThreadPoolExecutor(max_workers=max(1, env.jobs())) as pool:
-        futures = [pool.submit(one, p) for p in todo]
-        try:
-            for f in futures:
-                f.result()
-        except BaseException:  # a failed build, or the main thread interrupted (Ctrl-C, SIGTERM)
-            for f in futures:
-                f.cancel()
-            nvcc_compile.stop_running_processes()  # else the pool would wait for every running nvcc
-            raise
+    pool = ThreadPoolExecutor(max_workers=max(1, env.jobs()))
+    futures = [pool.submit(one, p) for p in todo]
+    try:
+        for f in futures:
+            f.result()
+    except BaseException:  # a failed build, or the main thread interrupted (Ctrl-C, SIGTERM)
+        # no new nvcc starts and lock waits give up, the running ones are killed; return at once
+        nvcc_compile.stop_running_processes()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     if log and not todo:
         log(f"up to date: the cache holds all {len(wanted)} config libraries of these sources and this toolchain")
     return core.library
@@ -216,7 +220,7 @@ def _ensure(planned: Planned, force: bool, log: Log | None, notice: bool) -> Pat
                 log(message)
             else:
                 warnings.warn(f"fused_swiglu: {message}", stacklevel=3)
-            lock.acquire()
+            _wait_for(lock, planned.unit.name)
         try:
             if planned.library.is_file() and not force:
                 return planned.library  # another process built it while we waited
@@ -232,6 +236,20 @@ def _ensure(planned: Planned, force: bool, log: Log | None, notice: bool) -> Pat
             "writable directory."
         ) from e
     return planned.library
+
+
+def _wait_for(lock: FileLock, unit: str) -> None:
+    """Acquire ``lock``, giving up when this process's build is being stopped (SIGTERM, Ctrl-C, a
+    failed unit)."""
+    while not nvcc_compile.STOPPING.is_set():
+        try:
+            lock.acquire(timeout=0.2)
+        except Timeout:
+            continue
+        if not nvcc_compile.STOPPING.is_set():
+            return
+        lock.release()
+    raise BuildError(f"stopped while waiting for another process to build {unit}")
 
 
 def _remove_stale_build_dirs(root: Path, tag: str) -> None:

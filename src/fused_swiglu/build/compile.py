@@ -105,9 +105,19 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+# Set by stop_running_processes: no new nvcc starts, and builds waiting for a lock give up, until the
+# next build of this process clears it (allow_new_processes).
+STOPPING = threading.Event()
+
+
+def allow_new_processes() -> None:
+    STOPPING.clear()
+
+
 def stop_running_processes() -> None:
-    """Kill and reap every nvcc this process started that is still running."""
+    """Kill and reap every nvcc this process started that is still running, and start no new one."""
     with _RUNNING_LOCK:
+        STOPPING.set()
         procs = list(_RUNNING)
     for proc in procs:
         proc.kill()
@@ -117,11 +127,13 @@ def stop_running_processes() -> None:
 
 def _run(cmd: list[str], what: str) -> tuple[str, float]:
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except OSError as e:
-        raise BuildError(f"{what} could not start: {e}\ncommand: {shlex.join(cmd)}") from e
-    with _RUNNING_LOCK:
+    with _RUNNING_LOCK:  # under the lock, so that a stop either sees this process or prevents it
+        if STOPPING.is_set():
+            raise BuildError(f"{what} was not started: the build is stopping")
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise BuildError(f"{what} could not start: {e}\ncommand: {shlex.join(cmd)}") from e
         _RUNNING.add(proc)
     try:
         stdout, stderr = proc.communicate()

@@ -314,7 +314,9 @@ def test_core_library_refuses_what_is_not_a_loaded_config(tmp_path):
     from fused_swiglu._lib import Library, Problem, Status
     from fused_swiglu.build import ensure_core
 
-    lib = Library(ensure_core())
+    # a copy: the cached core library may already hold configs that other tests of this process loaded
+    shutil.copy(ensure_core(), tmp_path / "libfused_swiglu.so")
+    lib = Library(tmp_path / "libfused_swiglu.so")
     dll = lib._dll
     p = Problem(m=16, n=64, k=64, dtype=0, raster=0, swizzle=1, x=0x10000, ldx=64, w=0x20000, ldw=64,
                 w_up=0, ldw_up=0, y=0x40000, ldy=64)

@@ -168,7 +168,7 @@ class Library:
         self.ordered_names = [self._dll.fsw_config_name(i).decode() for i in range(self._dll.fsw_num_configs())]
         self.index = {name: i for i, name in enumerate(self.ordered_names)}
         self.names = frozenset(self.index)
-        self.config_paths: dict[str, Path] = {}  # loaded configs: the file each came from
+        self.config_paths: dict[str, Path] = {}  # configs this object loaded: the file each came from
         self._infos: dict[int, ConfigInfo] = {}
         self._load_lock = threading.RLock()
         self._inputs = None  # the build cache's inputs, or the BuildError of gathering them

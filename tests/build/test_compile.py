@@ -276,7 +276,7 @@ def _symbols(lib: Path, which: str) -> str:
 
 
 @pytest.mark.build
-def test_library_builds_from_csrc():
+def test_library_builds_from_csrc(tmp_path):
     """Builds (or reuses from the cache) the core library and every config library from csrc: the
     core exports the C ABI, each config library its entry alone, and all load without a GPU."""
     from fused_swiglu._lib import ABI_VERSION, Library
@@ -299,7 +299,9 @@ def test_library_builds_from_csrc():
             # the library's own cuTensorMapEncodeTiled (csrc/capi/driver_entry_points.cu) is defined and
             # hidden: CUTLASS's calls bind to it, and it never interposes on libcuda's for the process
             assert "cuTensorMapEncodeTiled" not in _symbols(path, "--undefined-only"), name
-    loaded = Library(lib)  # ctypes load works without a GPU: cudart is linked statically
+    # ctypes load works without a GPU; a copy, since the cached core may hold configs other tests loaded
+    shutil.copy(lib, tmp_path / lib.name)
+    loaded = Library(tmp_path / lib.name)
     assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
     assert loaded.ordered_names == names and not any(loaded.is_loaded(n) for n in names)
     assert [c.name for c in loaded.configs] == names  # loads each config library from the cache
@@ -400,7 +402,7 @@ def test_sass_of_every_kernel():
         pytest.skip(f"no cuobjdump beside nvcc ({beside}) or on PATH")
     lib = Library(ensure_built())
     for c in lib.configs:
-        path = lib.config_paths[c.name]
+        path = lib.find(c.name)
         sass = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, check=True).stdout
         kernels = [k for k in re.split(r"\n\s*Function : ", sass)[1:] if "device_kernel" in k.split("\n", 1)[0]]
         assert kernels, f"no GEMM kernel in the SASS of {path}"

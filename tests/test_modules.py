@@ -411,3 +411,17 @@ def test_backward_hooks_on_gate_or_up_run_the_original_forward(kind, monkeypatch
     calls = _count_calls(monkeypatch)
     mlp(x.clone().requires_grad_()).float().sum().backward()
     assert calls == [] and seen == [1]
+
+
+def test_disarm_leaves_exactly_the_unarmed_state():
+    """_disarm (attribute by attribute, for Dynamo) and _UNARMED (used when pickling) name the same state."""
+    from fused_swiglu.modules import FusedSwiGLUForward
+
+    mlp = MLP()
+    fuse_swiglu_mlps(mlp, backend="torch")
+    forward = vars(mlp)["forward"]
+    assert isinstance(forward, FusedSwiGLUForward)
+    mlp(torch.randn(2, mlp.gate_proj.in_features))  # the first call arms the fast path
+    forward._disarm()
+    assert {k: getattr(forward, k) for k in FusedSwiGLUForward._UNARMED} == FusedSwiGLUForward._UNARMED
+    assert forward.__getstate__().keys() == vars(forward).keys()

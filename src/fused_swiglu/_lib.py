@@ -212,14 +212,23 @@ class Library:
     def find(self, name: str) -> Path | None:
         """The library file config ``name`` would load from without a build (a prebuilt folder, then
         the cache), or None."""
-        from .build import cache, units
+        from .build import cache
+
+        prebuilt = self._prebuilt(name)
+        if prebuilt is not None:
+            return prebuilt
+        inputs = self._build_inputs()
+        return cache.cached(name, inputs) if inputs is not None else None
+
+    def _prebuilt(self, name: str) -> Path | None:
+        """Config ``name``'s library in the first prebuilt folder that holds it, or None."""
+        from .build import units
 
         for folder in self.config_dirs:
             candidate = folder / units.config_library(name)
             if candidate.is_file():
                 return candidate
-        inputs = self._build_inputs()
-        return cache.cached(name, inputs) if inputs is not None else None
+        return None
 
     def _build_inputs(self):
         """The build cache's inputs (sources, nvcc, CUTLASS), gathered once; None where they are missing."""
@@ -233,12 +242,12 @@ class Library:
         return None if isinstance(self._inputs, BuildError) else self._inputs
 
     def _locate(self, name: str) -> Path:
-        found = self.find(name)
-        if found is not None:
-            return found
+        prebuilt = self._prebuilt(name)
+        if prebuilt is not None:
+            return prebuilt
         from .build import cache
 
-        try:
+        try:  # the cache's copy, compiled first if the cache lacks it
             if self._build_inputs() is None:
                 raise self._inputs
             return cache.ensure_config(name, inputs=self._inputs)
@@ -260,10 +269,6 @@ class Library:
     def configs(self) -> list[ConfigInfo]:
         """Every config's :class:`ConfigInfo` (loads, and if needed builds, every config library)."""
         return [self.info(name) for name in self.ordered_names]
-
-    def loaded_configs(self) -> list[ConfigInfo]:
-        """The :class:`ConfigInfo` of each config loaded so far (loads nothing)."""
-        return [self.info(name) for name in self.ordered_names if self.is_loaded(name)]
 
     @property
     def _problem_buf(self) -> ctypes.Array:

@@ -44,7 +44,7 @@ def test_key_fields_cannot_run_together():
 
 
 @pytest.fixture
-def fake_build(tmp_path, monkeypatch):
+def fake_build(tmp_path, monkeypatch, write_tree):
     """A csrc tree of two configs in tmp, a cache dir in tmp, and an nvcc stub that records builds."""
     csrc = tmp_path / "csrc"
     files = {
@@ -57,9 +57,7 @@ def fake_build(tmp_path, monkeypatch):
         "instantiations/b.cu": "// b\n",
         ".hidden.swp": "editor junk, not part of any key\n",
     }
-    for rel, text in files.items():
-        (csrc / rel).parent.mkdir(parents=True, exist_ok=True)
-        (csrc / rel).write_text(text)
+    write_tree(csrc, files)
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("FUSED_SWIGLU_JOBS", "2")
     monkeypatch.setattr(sources, "csrc_dir", lambda: csrc)

@@ -81,7 +81,7 @@ class _Stop(BaseException):
     pass
 
 
-def test_interrupted_build_stops_its_nvcc_processes(tmp_path, monkeypatch):
+def test_interrupted_build_stops_its_nvcc_processes(tmp_path, monkeypatch, write_tree):
     """SIGTERM (the CLI turns it into an exception in the main thread, as Ctrl-C does) while two
     configs build: ensure_built kills and reaps its nvcc processes instead of waiting for them, and
     installs nothing."""
@@ -95,10 +95,8 @@ def test_interrupted_build_stops_its_nvcc_processes(tmp_path, monkeypatch):
     nvcc = _script(tmp_path / "nvcc", f'case "$*" in *fused_swiglu.cpp*) touch "$(eval echo \\${{$#}})"; exit 0;; esac\n'
                    f'echo $$ >> "{pids}"; exec sleep 60\n')
     csrc = tmp_path / "csrc"
-    for rel, text in {"capi/fused_swiglu.cpp": "", "capi/driver_entry_points.cu": "", "instantiations/a.cu": "",
-                      "instantiations/b.cu": "", "capi/registry.inc": "FSW_CONFIG(a) FSW_CONFIG(b)"}.items():
-        (csrc / rel).parent.mkdir(parents=True, exist_ok=True)
-        (csrc / rel).write_text(text)
+    write_tree(csrc, {"capi/fused_swiglu.cpp": "", "capi/driver_entry_points.cu": "", "instantiations/a.cu": "",
+                      "instantiations/b.cu": "", "capi/registry.inc": "FSW_CONFIG(a) FSW_CONFIG(b)"})
     monkeypatch.setattr(sources, "csrc_dir", lambda: csrc)
     monkeypatch.setattr(cache.toolchain, "find_nvcc", lambda: _fake_tc(nvcc))
     monkeypatch.setattr(cache.cutlass, "include_dirs", lambda: [])

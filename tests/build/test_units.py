@@ -1,40 +1,33 @@
 """The units of the build and the files each depends on."""
 
-from pathlib import Path
-
 import pytest
 
 from fused_swiglu.build import sources, units
 from fused_swiglu.errors import BuildError
 
 
-def _tree(root: Path) -> Path:
-    csrc = root / "csrc"
-    files = {
-        "capi/fused_swiglu.h": "// abi\n",
-        "capi/status.hpp": '#include "fused_swiglu.h"\n',
-        "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n#include "status.hpp"\n#include <cuda.h>\n',
-        "capi/registry.inc": "#define FSW_CONFIG_LIST \\\n  FSW_CONFIG(a) \\\n  FSW_CONFIG(b) \\\n\n",
-        "capi/driver_entry_points.cu": "#include <cuda.h>\n",
-        "include/lib/kernel.hpp": '#pragma once\n#include "detail.hpp"\n#include "cutlass/gemm.h"\n',
-        "include/lib/detail.hpp": "#pragma once\n",
-        "instantiations/a.cu": '#include "lib/kernel.hpp"\n  #  include "status.hpp"\n',
-        "instantiations/b.cu": '#include "status.hpp"\n',
-    }
-    for rel, text in files.items():
-        (csrc / rel).parent.mkdir(parents=True, exist_ok=True)
-        (csrc / rel).write_text(text)
-    return csrc
+# a csrc tree: two configs, one of which includes a header that includes another
+TREE = {
+    "capi/fused_swiglu.h": "// abi\n",
+    "capi/status.hpp": '#include "fused_swiglu.h"\n',
+    "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n#include "status.hpp"\n#include <cuda.h>\n',
+    "capi/registry.inc": "#define FSW_CONFIG_LIST \\\n  FSW_CONFIG(a) \\\n  FSW_CONFIG(b) \\\n\n",
+    "capi/driver_entry_points.cu": "#include <cuda.h>\n",
+    "include/lib/kernel.hpp": '#pragma once\n#include "detail.hpp"\n#include "cutlass/gemm.h"\n',
+    "include/lib/detail.hpp": "#pragma once\n",
+    "instantiations/a.cu": '#include "lib/kernel.hpp"\n  #  include "status.hpp"\n',
+    "instantiations/b.cu": '#include "status.hpp"\n',
+}
 
 
-def test_units_are_the_core_and_one_per_registry_config(tmp_path):
-    csrc = _tree(tmp_path)
+def test_units_are_the_core_and_one_per_registry_config(tmp_path, write_tree):
+    csrc = write_tree(tmp_path / "csrc", TREE)
     assert [u.name for u in units.all_units(csrc)] == ["core", "a", "b"]
     assert units.core().library == "libfused_swiglu.so" and units.config("a").library == "libfsw_a.so"
 
 
-def test_dependencies_follow_includes_transitively_within_csrc(tmp_path):
-    csrc = _tree(tmp_path)
+def test_dependencies_follow_includes_transitively_within_csrc(tmp_path, write_tree):
+    csrc = write_tree(tmp_path / "csrc", TREE)
     assert units.dependencies(csrc, units.config("a")) == [
         "capi/driver_entry_points.cu", "capi/fused_swiglu.h", "capi/status.hpp", "include/lib/detail.hpp",
         "include/lib/kernel.hpp", "instantiations/a.cu",
@@ -45,8 +38,8 @@ def test_dependencies_follow_includes_transitively_within_csrc(tmp_path):
     assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/status.hpp"]
 
 
-def test_a_missing_source_is_an_error(tmp_path):
-    csrc = _tree(tmp_path)
+def test_a_missing_source_is_an_error(tmp_path, write_tree):
+    csrc = write_tree(tmp_path / "csrc", TREE)
     with pytest.raises(BuildError, match="the source instantiations/c.cu of c is missing"):
         units.dependencies(csrc, units.config("c"))
     (csrc / "capi" / "registry.inc").unlink()

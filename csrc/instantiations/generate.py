@@ -2,55 +2,27 @@
 """Writes one translation unit per kernel configuration, and registry.inc listing them.
 
 Run from anywhere: ``python3 csrc/instantiations/generate.py``. The generated files are committed,
-so building needs no Python step. Edit CONFIGS below to add or remove a configuration; the Python
-selection table (src/fused_swiglu/configs.py) refers to them by name.
+so building needs no Python step. To add or remove a configuration, edit src/fused_swiglu/catalog.py
+(the list both the C++ build and the Python choice read) and run this script.
 """
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-# (kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote_k_tiles); tile_n counts gate + up
-# columns (*_swapab: tile_m counts them, tile_n tokens); promote_k_tiles 0 = GMMA accumulates all of K
-# (see configs.hpp).
-# dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile next to 192 accumulators per thread
-# spills registers (52 bytes with nvcc 13.0); see docs/perf-notes.md. Which config serves which
-# problems: src/fused_swiglu/configs.py (TABLE rows, the wave and tail rules; choosable_configs() lists
-# every config they can return, and a build test checks that this list compiles exactly those).
-CONFIGS = [
-    ("packed", "pingpong", 64, 64, 64, 1, 1, 0),     # small M where 2I/128 tiles leave most of a wave idle
-    ("packed", "pingpong", 64, 128, 64, 1, 1, 0),    # small and mid M (to 256-384 by shape; entry 28)
-    ("packed", "pingpong", 128, 128, 64, 2, 1, 0),   # M <= 2048 (and 384 < M <= 512 by default)
-    ("packed", "pingpong", 128, 128, 64, 1, 2, 0),
-    ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # M > 2048 on large weights; 32B at M <= 512
-    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 256 < M <= 512 by shape; the tail rule (entry 39)
-    ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 320 < M <= 512 by shape (entries 27, 28)
-    ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # 14B at 512 < M <= 2048 (entries 27, 29)
-    ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
-    ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
-    ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
-    ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
-    ("dual", "pingpong", 128, 96, 64, 1, 1, 0),      # gate 48 + up 48 columns; as packed 128x96
-    ("dual", "pingpong", 128, 160, 64, 2, 1, 0),     # gate 80 + up 80 columns; as packed 128x160
-    ("dual", "pingpong", 64, 192, 64, 1, 1, 0),      # the tail rule only (entry 39; lost at M = 512, entry 11)
-    # swap-AB forms for decode sizes: 128 weight rows by 16 tokens (perf-notes entries 25, 26)
-    ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
-    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
-    # accumulation="promoted": a second fp32 accumulator doubles the accumulator registers, so a
-    # warpgroup's share of the tile is at most 64 x 192 (Pingpong 128-row tiles would need 256).
-    ("packed", "pingpong", 64, 128, 64, 1, 1, 4),    # M <= 512, and every M on weights below 5e7
-    ("packed", "cooperative", 128, 192, 64, 2, 1, 4),
-    ("dual", "pingpong", 64, 128, 64, 1, 1, 4),
-    ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
-    # promoted swap-AB decode tiles: 16 accumulators and 16 partial sums per thread (perf-notes entry 59)
-    ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
-    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
-]
+# The one list of configs, shared with the Python side: src/fused_swiglu/catalog.py (loaded by path,
+# so this script needs neither torch nor an installed package). Which config serves which problem:
+# src/fused_swiglu/configs.py (legality, the cost model and the tuned overrides).
+_spec = importlib.util.spec_from_file_location("catalog", HERE.parents[1] / "src" / "fused_swiglu" / "catalog.py")
+catalog = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(catalog)
+CONFIGS = list(catalog.CONFIGS)
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
-# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP
-# than 128x128, which their fuller last wave at M = 512 did not make up; dual 128x176 spills).
-CANDIDATES: list[tuple] = []
+# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112,
+# 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP than 128x128, which their
+# fuller last wave at M = 512 did not make up; dual 128x176 spills).
 
 # GMMA widths (N) that CuTe's atom selector offers by default. A tile whose N is not a multiple of one
 # of the larger ones (160: N = 32 GMMAs x 5) needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED for one GMMA
@@ -80,19 +52,17 @@ KERNELS = {
 }
 
 
-def name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype) -> str:
-    acc = f"_promote{promote}" if promote else ""
-    return f"{kernel}_{schedule}_{tm}x{tn}x{tk}_{cm}x{cn}{acc}_{dtype}"
+name_of = catalog.name_of
 
 
 def main() -> None:
     for old in HERE.glob("*.cu"):
         old.unlink()
     names = []
-    todo = [(c, DTYPES) for c in CONFIGS] + [(c, {"bf16": DTYPES["bf16"]}) for c in CANDIDATES]
-    for (kernel, schedule, tm, tn, tk, cm, cn, promote), dtypes in todo:
+    for kernel, schedule, tm, tn, tk, cm, cn, promote in CONFIGS:
         gemm, kind, header = KERNELS[kernel]
-        for dtype, (element, dtype_enum) in dtypes.items():
+        for dtype in catalog.DTYPES:
+            element, dtype_enum = DTYPES[dtype]
             name = name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype)
             names.append(name)
             sched = {"pingpong": "Pingpong", "cooperative": "Cooperative"}[schedule]

@@ -42,12 +42,15 @@ def test_every_translation_unit_matches_its_config(generate):
     assert set(re.findall(r"FSW_CONFIG\((\w+)\)", registry)) == names
 
 
-def test_the_build_compiles_exactly_the_configs_the_table_can_choose(generate):
+def test_one_config_list_feeds_the_build_and_the_choice(generate):
     import torch
 
     from fused_swiglu import configs
 
     compiled = {generate.name_of(*c, dtype) for c in generate.CONFIGS for dtype in generate.DTYPES}
     choosable = {c.name(dtype) for c in configs.choosable_configs() for dtype in (torch.bfloat16, torch.float16)}
-    assert choosable - compiled == set(), "configs the table can choose but the build lacks"
-    assert compiled - choosable == set(), "compiled configs that no table row or rule can choose"
+    assert choosable - compiled == set(), "configs the choice can return but the build lacks"
+    assert compiled - choosable == set(), "compiled configs that the choice cannot return"
+    from fused_swiglu import catalog
+
+    assert tuple(generate.CONFIGS) == catalog.CONFIGS and tuple(generate.catalog.DTYPES) == tuple(generate.DTYPES)

@@ -1,0 +1,73 @@
+"""The kernel configurations the library compiles: one list for the C++ instantiations and Python.
+
+``csrc/instantiations/generate.py`` writes one translation unit per entry and dtype from
+:data:`CONFIGS`, and :mod:`fused_swiglu.configs` chooses among the same entries, so a config exists
+on both sides or on neither. This module imports nothing from the package (generate.py loads it by
+path, without torch).
+
+An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote)``:
+
+* kernel: ``packed`` (Kernel-2: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
+  ``dual`` (Kernel-1: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
+  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes).
+* schedule: ``pingpong`` (two consumer warpgroups on alternate tiles, one owning a whole tile) or
+  ``cooperative`` (two warpgroups split one tile along M).
+* tile_m, tile_n, tile_k: the CTA TileShape in elements; tile_n counts gate + up accumulator
+  columns (swap-AB: tile_m counts them and tile_n counts tokens).
+* cluster_m, cluster_n: the ClusterShape in CTAs (TMA multicast of the shared operand).
+* promote: 0 = GMMA accumulates all of K in its fp32 accumulators ("fast"); p > 0 = GMMA
+  accumulates p k-tiles at a time and each partial sum is added into a second fp32 accumulator
+  ("promoted").
+"""
+
+from __future__ import annotations
+
+DTYPES = ("bf16", "fp16")
+
+CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    # fast accumulation
+    ("packed", "pingpong", 64, 64, 64, 1, 1, 0),     # the most CTAs streaming the weights at small M
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 0),
+    ("packed", "pingpong", 128, 128, 64, 2, 1, 0),
+    ("packed", "pingpong", 128, 128, 64, 1, 2, 0),   # odd token-tile counts (no 2x1 cluster there)
+    ("packed", "pingpong", 128, 192, 64, 2, 1, 0),   # large M
+    ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 64-token tiles where a 128-token tile would be half empty
+    ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 2I / 96 tiles fill a last wave that 2I / 128 leaves idle
+    ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # one GMMA of N = 160
+    ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
+    ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
+    ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
+    ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
+    ("dual", "pingpong", 128, 96, 64, 1, 1, 0),      # gate 48 + up 48 columns
+    ("dual", "pingpong", 128, 160, 64, 2, 1, 0),     # gate 80 + up 80 columns
+    ("dual", "pingpong", 64, 192, 64, 1, 1, 0),
+    # (dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile beside 192 accumulators per
+    # thread spills registers)
+    ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 0),  # 128 weight rows x 16 tokens
+    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
+    # 112-token tiles: a token granularity the 64- and 128-row tiles lack (M = 333: 3 tiles 99 % full,
+    # where 128-row tiles are 87 % full)
+    ("packed_swapab", "pingpong", 128, 112, 64, 1, 1, 0),
+    ("dual_swapab", "pingpong", 128, 112, 64, 1, 1, 0),
+    # promoted accumulation: the partial-sum fragment doubles the accumulator registers, so a
+    # warpgroup's share of a tile is at most 64 x 192
+    ("packed", "pingpong", 64, 128, 64, 1, 1, 4),
+    ("packed", "cooperative", 128, 192, 64, 2, 1, 4),
+    ("dual", "pingpong", 64, 128, 64, 1, 1, 4),
+    ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
+    ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
+    ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
+)
+
+
+def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
+            promote: int, dtype: str) -> str:
+    """The library's name of one entry in ``dtype`` ("bf16" or "fp16"), e.g.
+    ``packed_pingpong_128x192x64_2x1_bf16``."""
+    acc = f"_promote{promote}" if promote else ""
+    return f"{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}{acc}_{dtype}"
+
+
+def names() -> list[str]:
+    """Every compiled config name, entry by entry, bf16 before fp16."""
+    return [name_of(*entry, dtype) for entry in CONFIGS for dtype in DTYPES]

@@ -35,3 +35,18 @@ def seed():
     s = int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(s)
     return s
+
+
+@pytest.fixture
+def package_data_only(monkeypatch, tmp_path):
+    """The shipped tuned data, whatever the user's tuning folder holds."""
+    from fused_swiglu import configs, tuning
+
+    monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "tuning")
+    tuning.clear()
+    configs._choose.cache_clear()
+    configs._select.cache_clear()
+    yield
+    tuning.clear()
+    configs._choose.cache_clear()
+    configs._select.cache_clear()

@@ -1,5 +1,5 @@
 """The operators' CUDA path without a GPU: the lazy CUDA kernel registered until the C++ one loads,
-and the plan callback through which the C++ kernels ask the config table (called here as the C++
+and the plan callback through which the C++ kernels ask the config choice (called here as the C++
 side calls it, with the library's config list stubbed)."""
 
 import ctypes
@@ -7,10 +7,10 @@ import ctypes
 import pytest
 import torch
 
-from fused_swiglu import _lib, configs, ops
+from fused_swiglu import _lib, catalog, configs, ops
 from fused_swiglu.errors import UnsupportedError
 
-AVAILABLE = sorted(r.config.name(d) for r in configs.TABLE for d in (torch.bfloat16, torch.float16))
+AVAILABLE = sorted(catalog.names())
 
 
 class _StubLibrary:
@@ -30,7 +30,9 @@ class _StubLibrary:
 def stub_library(monkeypatch):
     monkeypatch.setattr(_lib, "library", lambda: _StubLibrary)
     monkeypatch.setattr(_lib, "config_names", lambda: _StubLibrary.names)
-    monkeypatch.setattr(_lib, "sm_count", lambda device: {0: 132, 1: 114}[device])  # an H200, an H100 PCIe
+    # an H200 and an H100 PCIe
+    monkeypatch.setattr(_lib, "target", lambda device: {0: (132, "NVIDIA H200", 232448),
+                                                        1: (114, "NVIDIA H100 PCIe", 232448)}[device])
     _StubLibrary.loaded.clear()
 
 
@@ -42,27 +44,32 @@ def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int, device: 
     return rc, index.value, raster.value, swizzle.value, message.value.decode()
 
 
-def test_plan_callback_returns_the_tables_choice(stub_library):
-    # a shape outside the measured Qwen2.5 ones at 32 < M <= 64: the 64x64 rule (configs.wave_config)
-    rc, index, raster, swizzle, _ = _plan(1, b"", 64, 40, 96, 0)
-    assert rc == 0 and AVAILABLE[index] == "dual_pingpong_64x64x64_1x1_bf16"
-    want = configs.select("dual", 64, 40, 96, torch.bfloat16, available=AVAILABLE)
-    assert (raster, swizzle) == (want.raster, want.swizzle)
-    rc, index, *_ = _plan(0, b"", 300, 16, 64, 1)  # M = 300 on a tiny weight: the small-weight row
-    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_64x128x64_1x1_fp16"
+def test_plan_callback_returns_the_choice_for_the_device(stub_library):
+    for args in [(1, 64, 40, 96, 0), (0, 300, 16, 64, 1), (0, 6000, 14336, 4096, 0)]:
+        kind, m, n, k, dtype = args
+        rc, index, raster, swizzle, _ = _plan(kind, b"", m, n, k, dtype)
+        want = configs.select(("packed", "dual")[kind], m, n, k, (torch.bfloat16, torch.float16)[dtype],
+                              available=AVAILABLE, gpu="NVIDIA H200", smem_limit=232448)
+        assert rc == 0 and (AVAILABLE[index], raster, swizzle) == (want.name, want.raster, want.swizzle)
     rc, index, *_ = _plan(0, b"packed_pingpong_128x192x64_2x1_fp16", 300, 16, 64, 1)
     assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x192x64_2x1_fp16"
-    assert _StubLibrary.loaded == ["dual_pingpong_64x64x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_fp16",
-                                   "packed_pingpong_128x192x64_2x1_fp16"]  # each chosen config loaded
+    assert _StubLibrary.loaded[-1] == "packed_pingpong_128x192x64_2x1_fp16"  # each chosen config loaded
+    assert len(_StubLibrary.loaded) == 4
 
 
-def test_plan_callback_takes_the_sm_count_of_the_problem_s_device(stub_library):
-    # Llama-3-8B's MLP at M = 256 (the wave rule): 360 tiles of 128x160 fill 3 rounds of 132 SMs but
-    # 4 of 114, where 448 tiles of 128x128 also take 4 rounds at less width per round
-    rc, index, *_ = _plan(0, b"", 256, 14336, 4096, 0, device=0)
-    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x160x64_2x1_bf16"
-    rc, index, *_ = _plan(0, b"", 256, 14336, 4096, 0, device=1)
-    assert rc == 0 and AVAILABLE[index] == "packed_pingpong_128x128x64_2x1_bf16"
+def test_plan_callback_takes_the_sm_count_and_name_of_the_problem_s_device(stub_library):
+    """Device 1 (114 SMs, no tuned data of its own) gets the model's choice for 114 SMs."""
+    from fused_swiglu import tuning
+
+    data = tuning.load("NVIDIA H100 PCIe", "bf16")
+    seen = 0
+    for m in (256, 333, 1000, 3000):
+        rc, index, raster, swizzle, _ = _plan(0, b"", m, 14336, 4096, 0, device=1)
+        want = configs.model_config("packed", m, 14336, 4096, "fast", 114, data, 232448)
+        assert rc == 0 and (AVAILABLE[index], raster, swizzle) == (want.name(torch.bfloat16), want.raster, want.swizzle)
+        rc, index0, *_ = _plan(0, b"", m, 14336, 4096, 0, device=0)
+        seen += index0 != index
+    assert seen > 0  # the two devices do not always agree
 
 
 def test_plan_callback_reports_errors_as_text(stub_library):

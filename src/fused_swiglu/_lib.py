@@ -9,7 +9,7 @@ from ``FUSED_SWIGLU_LIBRARY`` when set, else the wheel's prebuilt copy, else the
 that config alone if the cache lacks it. The operator library (``libfused_swiglu_torch.so``, from
 ``csrc/torch/``) holds the operators' CUDA kernels; :func:`load_torch_ops` loads it and binds it to
 the kernel library's entry points and to :func:`_plan_callback`, through which the C++ side asks
-the Python config table for a launch plan once per problem. ``Library.run`` launches one config
+the Python config choice for a launch plan once per problem. ``Library.run`` launches one config
 through ctypes directly (tests and tuning; the operators do not use it).
 """
 
@@ -399,21 +399,24 @@ _PLAN_FN = ctypes.CFUNCTYPE(
 
 
 @functools.lru_cache(maxsize=None)
-def sm_count(device: int) -> int:
-    """Streaming multiprocessors of CUDA device ``device`` (the config table's wave rule counts them)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count
+def target(device: int) -> tuple[int, str, int | None]:
+    """What the config choice reads of CUDA device ``device``: ``(SM count, device name, shared memory
+    per block with opt-in in bytes, or None where torch does not report it)``."""
+    props = torch.cuda.get_device_properties(device)
+    return props.multi_processor_count, props.name, getattr(props, "shared_memory_per_block_optin", None)
 
 
 def _plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
     """Called by the operator library on a plan-cache miss: the config index, rasterisation and
     swizzle for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
-    k = H; device: the CUDA device index, whose SM count the table takes). Returns 0, or 1 with the
-    exception's type and text written into ``message``."""
+    k = H; device: the CUDA device index, whose :func:`target` the choice takes). Returns 0, or 1
+    with the exception's type and text written into ``message``."""
     try:
         from . import configs
 
-        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype],
-                                 sm_count(device))
+        num_sms, gpu, smem_limit = target(device)
+        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype], num_sms, gpu,
+                                 smem_limit)
         index[0], raster[0], swizzle[0] = library().ensure(choice.name), choice.raster, choice.swizzle
         return 0
     except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)
@@ -463,7 +466,7 @@ def load_torch_ops(before_load=None) -> None:
 
 
 def clear_plans() -> None:
-    """Forget the operators' cached launch plans (each problem asks the config table again)."""
+    """Forget the operators' cached launch plans (each problem asks the config choice again)."""
     if _torch_ops is not None:
         _torch_ops.fsw_torch_clear_plans()
 

@@ -22,7 +22,7 @@ from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 # alignment are not checked here (the ops handle any of them), so one entry serves every batch size.
 _PLANS: dict[tuple, tuple[int, int, str]] = {}
 _PLANS_MAX = 1024
-# accumulation -> the ops' config argument (the table's choice for that accumulation)
+# accumulation -> the ops' config argument (the automatic choice for that accumulation)
 _AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
 
 

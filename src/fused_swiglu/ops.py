@@ -10,7 +10,7 @@ device, H and I multiples of 8) and raises RuntimeError naming the argument and 
 that do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
 aligned start) are copied once; M == 0 returns at once without a launch. The launch plan (config,
 rasterisation, swizzle, workspace) is chosen once per problem (kernel, config, dtype, M, N, K,
-device) by the Python table and cached in C++ for the life of the process
+device) by the Python config choice and cached in C++ for the life of the process
 (:func:`fused_swiglu._lib.clear_plans` forgets it, e.g. after changing ``FUSED_SWIGLU_CONFIG``).
 
 CPU kernel: the same result with fp32 PyTorch matrix products and one rounding

@@ -38,8 +38,8 @@ def _config_name(method: str, M: int, H: int, I: int, dtype: torch.dtype) -> str
     from ..configs import NUM_SMS, select
 
     kernel, accumulation = m.FUSED_KERNEL[method]
-    num_sms = _lib.sm_count(torch.cuda.current_device()) if torch.cuda.is_available() else NUM_SMS
-    return select(kernel, M, I, H, dtype, accumulation=accumulation, num_sms=num_sms).name
+    num_sms, gpu, smem = _lib.target(torch.cuda.current_device()) if torch.cuda.is_available() else (NUM_SMS, "", None)
+    return select(kernel, M, I, H, dtype, accumulation=accumulation, num_sms=num_sms, gpu=gpu, smem_limit=smem).name
 
 
 def derive(rows: list[dict]) -> None:

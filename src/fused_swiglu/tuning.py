@@ -1,0 +1,155 @@
+"""Tuned data per GPU model and dtype: the cost model's measured costs and the measured overrides.
+
+``fused-swiglu tune`` writes one JSON file per GPU model and dtype, named ``<gpu>_<dtype>.json``
+(``gpu``: the device name, lower case, non-alphanumerics as ``-``; e.g. ``nvidia-h200_bf16.json``).
+Files are looked up in the user's tuning folder (``$FUSED_SWIGLU_CACHE_DIR/tuning``, else the
+cache folder's ``tuning``) first, then in the package's ``tuned/`` folder. For a dtype without a
+file the other dtype's file of the same GPU serves (bf16 and fp16 GMMA run at one rate). A GPU
+without any file gets the reference GPU's costs (:data:`REFERENCE`) with its own SM count and no
+overrides.
+
+File format (``"format": 1``)::
+
+    {"format": 1, "gpu": "NVIDIA H200", "dtype": "bf16", "num_sms": 132,
+     "device": {"launch_us": ..., "hbm_gbps": ..., "sm_gbps": ..., "l2_bytes": ..., "blend": ...},
+     "configs": {"packed_pingpong_64x128x64_1x1": {"tile_us": ..., "k_tile_us": ..., "gbps": ...,
+                                                  "smem_bytes": ...}, ...},
+     "overrides": [{"kernel": "packed", "accumulation": "fast", "M": 333, "N": 14336, "K": 4096,
+                    "config": "packed_pingpong_64x192x64_1x1", "raster": 1, "swizzle": 1,
+                    "model_config": "...", "gain": 1.07}, ...]}
+
+Config names carry no dtype suffix. ``gain``: the model's pick's measured time over the override's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cost_model import ConfigCosts, DeviceCosts
+
+FORMAT = 1
+# An override is kept only where the tuned config ran faster than the model's pick by more than this
+# factor (the model's pick's median time over the override's).
+OVERRIDE_GAIN = 1.02
+REFERENCE = ("NVIDIA H200", "bf16")
+PACKAGE_DIR = Path(__file__).resolve().parent / "tuned"
+DTYPES = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Override:
+    """A measured choice for one problem where it beat the model's pick by more than the tune rule."""
+
+    config: str  # library name without the dtype suffix
+    raster: int = 0
+    swizzle: int = 1
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The data :func:`load` found for one GPU and dtype.
+
+    costs: config name without dtype -> :class:`ConfigCosts`. smem_bytes: config name -> shared
+    memory per CTA. overrides: (kernel, accumulation, M, N, K) -> :class:`Override`. source: the file
+    read (None: none). overrides_apply: False where the file is another GPU's (reference costs only).
+    """
+
+    gpu: str
+    dtype: str
+    device: DeviceCosts
+    costs: dict[str, ConfigCosts]
+    smem_bytes: dict[str, int] = field(default_factory=dict)
+    overrides: dict[tuple[str, str, int, int, int], Override] = field(default_factory=dict)
+    source: Path | None = None
+    overrides_apply: bool = True
+
+    def override(self, kernel: str, accumulation: str, M: int, N: int, K: int) -> Override | None:
+        if not self.overrides_apply:
+            return None
+        return self.overrides.get((kernel, accumulation, M, N, K))
+
+
+def gpu_slug(gpu: str) -> str:
+    """``"NVIDIA H200"`` -> ``"nvidia-h200"`` (the file-name form of a device name)."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "unknown"
+
+
+def file_name(gpu: str, dtype: str) -> str:
+    return f"{gpu_slug(gpu)}_{dtype}.json"
+
+
+def user_dir() -> Path:
+    """The user's tuning folder: ``tuning`` in the build cache folder (``FUSED_SWIGLU_CACHE_DIR``)."""
+    from .env import cache_dir
+
+    return cache_dir() / "tuning"
+
+
+def parse(data: dict, source: Path | None = None) -> Tuning:
+    """A :class:`Tuning` from a file's JSON object.
+
+    Raises:
+        ValueError: another format, or a field missing or of the wrong type (naming it).
+    """
+    if data.get("format") != FORMAT:
+        raise ValueError(f"tuning data {source}: format must be {FORMAT}; got {data.get('format')!r}")
+    try:
+        dev = data["device"]
+        device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]),
+                             float(dev.get("l2_bytes", 25e6)), float(dev.get("blend", 2.0)))
+        costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
+                 for name, c in data["configs"].items()}
+        smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}
+        overrides = {
+            (o["kernel"], o["accumulation"], int(o["M"]), int(o["N"]), int(o["K"])): Override(
+                o["config"], int(o.get("raster", 0)), int(o.get("swizzle", 1)))
+            for o in data.get("overrides", [])
+        }
+        return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
+
+
+def _read(path: Path) -> Tuning | None:
+    if not path.is_file():
+        return None
+    return parse(json.loads(path.read_text()), path)
+
+
+def _dirs() -> list[Path]:
+    return [user_dir(), PACKAGE_DIR]
+
+
+@functools.lru_cache(maxsize=64)
+def load(gpu: str, dtype: str) -> Tuning:
+    """The tuned data for GPU ``gpu`` (its device name; "" for none) and ``dtype`` ("bf16"/"fp16").
+
+    Raises:
+        ValueError: ``dtype`` unknown, or a file that is not valid tuning data (naming the file).
+        FileNotFoundError: not even the reference GPU's data is installed.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}; got {dtype!r}")
+    others = [d for d in DTYPES if d != dtype]
+    if gpu:
+        for d in [dtype, *others]:
+            for folder in _dirs():
+                found = _read(folder / file_name(gpu, d))
+                if found is not None:
+                    return found
+    for d in [dtype, *others]:
+        for folder in _dirs():
+            found = _read(folder / file_name(REFERENCE[0], d))
+            if found is not None:
+                return Tuning(gpu, dtype, found.device, found.costs, found.smem_bytes, found.overrides,
+                              found.source, overrides_apply=False)
+    raise FileNotFoundError(f"no tuning data for {REFERENCE[0]} in {', '.join(map(str, _dirs()))}")
+
+
+def clear() -> None:
+    """Forget the files read (after ``fused-swiglu tune`` wrote one)."""
+    load.cache_clear()

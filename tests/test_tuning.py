@@ -1,0 +1,44 @@
+"""tuning: where the tuned data is read from, the fallbacks, and the errors for a bad file."""
+
+import json
+
+import pytest
+
+from fused_swiglu import tuning
+
+pytestmark = pytest.mark.usefixtures("package_data_only")
+
+H200 = "NVIDIA H200"
+
+
+def test_another_gpu_gets_the_reference_costs_without_overrides():
+    ref = tuning.load(H200, "bf16")
+    other = tuning.load("NVIDIA H100 PCIe", "bf16")
+    assert other.costs == ref.costs and not other.overrides_apply
+    assert other.override("packed", "fast", 1, 2, 3) is None
+    key = next(iter(ref.overrides))
+    assert ref.override(*key) is not None and other.override(*key) is None
+    fp16 = tuning.load(H200, "fp16")  # no fp16 file: the bf16 one of the same GPU
+    assert fp16.source == ref.source and fp16.overrides_apply
+
+
+def test_a_user_file_comes_first_and_a_bad_one_is_named(monkeypatch, tmp_path):
+    ref = json.loads((tuning.PACKAGE_DIR / "nvidia-h200_bf16.json").read_text())
+    folder = tmp_path / "user"
+    folder.mkdir()
+    monkeypatch.setattr(tuning, "user_dir", lambda: folder)
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps({**ref, "gpu": "NVIDIA H100 PCIe", "overrides": []}))
+    tuning.clear()
+    mine = tuning.load("NVIDIA H100 PCIe", "bf16")
+    assert mine.source == folder / "nvidia-h100-pcie_bf16.json" and mine.overrides_apply and not mine.overrides
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps({**ref, "format": 99}))
+    tuning.clear()
+    with pytest.raises(ValueError, match="nvidia-h100-pcie_bf16.json: format must be 1"):
+        tuning.load("NVIDIA H100 PCIe", "bf16")
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps({**ref, "device": {}}))
+    tuning.clear()
+    with pytest.raises(ValueError, match="KeyError"):
+        tuning.load("NVIDIA H100 PCIe", "bf16")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        tuning.load(H200, "fp32")
+    assert tuning.gpu_slug("NVIDIA H200") == "nvidia-h200" and tuning.gpu_slug("") == "unknown"

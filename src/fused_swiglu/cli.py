@@ -14,6 +14,7 @@ row holds the error; the other modes ran); 130 interrupted; 141 stdout closed ea
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -209,6 +210,24 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("configs", nargs="*", help="config names to build (default: all; a first call builds the "
                    "config it needs)")
     c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
+
+    t = sub.add_parser("tune", help="measure the config choice's costs and overrides on this GPU (writes tuned data)")
+    t.add_argument("--models", nargs="+", help="shapes to sweep: model names, Qwen2.5 sizes or HxI (default: the "
+                   "sweep's public shapes and the seven Qwen2.5 ones)")
+    t.add_argument("--tokens", nargs="+", help="token counts M (default: the sweep's, and for Qwen2.5 the benchmark's)")
+    t.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    t.add_argument("--rep", type=int, default=10, help="timed repetitions per config and problem in the first "
+                   "stage (default 10; the second stage times twice as many)")
+    t.add_argument("--out-dir", help="folder of the tuned data (default: the user's tuning folder, read first)")
+    t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
+
+    s = sub.add_parser("sweep", help="time the config choice against every compiled config, eager and cuBLAS")
+    s.add_argument("--models", nargs="+", help="model names, Qwen2.5 sizes or HxI (default: the public shapes)")
+    s.add_argument("--tokens", nargs="+", help="token counts M (default: 1,7,16,100,128,333,512,1000,2048,3000,6000,8192)")
+    s.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    s.add_argument("--rep", type=int, default=10, help="timed repetitions per method and cell in the first stage "
+                   "(default 10; the second stage times twice as many)")
+    s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
     return p
 
 
@@ -512,6 +531,69 @@ def _silence_stdout() -> None:
         pass
 
 
+def _sweep_args(args, default_tokens) -> tuple[list, list[int]]:
+    """``--models`` and ``--tokens`` of tune / sweep, checked (ValueError naming the option)."""
+    from .bench import model_shapes
+
+    try:
+        shapes = model_shapes.find(_split(args.models, "--models")) if args.models else None
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    tokens = _tokens(args.tokens) if args.tokens else None
+    if args.rep < 1:
+        raise ValueError(f"--rep must be >= 1; got {args.rep}")
+    return shapes, tokens or list(default_tokens)
+
+
+def _cmd_tune(args, console) -> int:
+    import torch
+
+    from . import tuning
+    from .bench import model_shapes
+    from .bench.shapes import MODELS
+    from .bench.tune import run_tune
+
+    shapes, tokens = _sweep_args(args, model_shapes.SWEEP_TOKENS)
+    if shapes is None and not args.tokens:
+        problems = model_shapes.tune_problems()
+    else:
+        chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
+        problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
+    out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
+    if (code := _no_hopper("tune")) is not None:
+        return code
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
+    data = json.loads(path.read_text())
+    console.print(f"wrote {path}: {len(data['configs'])} configs' costs, {len(data['overrides'])} overrides "
+                  f"over {data['cells']} problems")
+    return 0
+
+
+def _cmd_sweep(args, console) -> int:
+    import torch
+
+    from .bench import model_shapes, shapes_sweep
+    from .bench.report import check_out_path, machine_meta
+
+    shapes, tokens = _sweep_args(args, model_shapes.SWEEP_TOKENS)
+    out = check_out_path(args.out)
+    if (code := _no_hopper("sweep")) is not None:
+        return code
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    rows = shapes_sweep.run_sweep(shapes or list(model_shapes.SWEEP_MODELS), tokens, dtype, reps=args.rep,
+                                  console=console)
+    meta = {**machine_meta(), "dtype": args.dtype, "reps": args.rep}
+    shapes_sweep.write(rows, out, meta)
+    for method, s in shapes_sweep.summary(rows).items():
+        console.print(f"{method}: worst {s['worst_over_best']:.3f}x best compiled ({s['over_best_above_limit']} "
+                      f"cells > {shapes_sweep.WITHIN_BEST}), worst {s['worst_vs_cublas']:.3f} of cuBLAS "
+                      f"({s['below_cublas_limit']} < {shapes_sweep.MIN_VS_CUBLAS}), {s['slower_than_eager']} slower "
+                      f"than eager, over {s['cells']} cells")
+    console.print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU,
     3 a wrong result in bench, 130 interrupted, 141 stdout closed early, 143 terminated by SIGTERM)."""
@@ -523,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     # no wrapping of plain lines; wide tables when piped into a log
     console = Console(soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200)  # messages carry [brackets]
     console.on_broken_pipe = _raise_broken_pipe  # rich would exit 1; one status for a closed stdout
-    handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build}
+    handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build,
+                "tune": _cmd_tune, "sweep": _cmd_sweep}
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:

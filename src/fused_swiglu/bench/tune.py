@@ -1,0 +1,410 @@
+"""``fused-swiglu tune``: measure the cost model's constants and the overrides for this GPU.
+
+Two steps, both with the benchmark's timing protocol (:func:`fused_swiglu.bench.timing.time_interleaved`:
+CUDA-event medians after warm-up, L2 flushed before every call, input sets rotated):
+
+1. **Calibration.** The device's launch cost, HBM bandwidth and one CTA's bandwidth
+   (:class:`fused_swiglu.cost_model.DeviceCosts`), then for every compiled config of the dtype its
+   cost per tile and per k-tile of a round (:class:`fused_swiglu.cost_model.ConfigCosts`): a least-
+   squares fit of ``t - launch_us = rounds * (tile_us + k_tiles * k_tile_us)`` over problems whose tile
+   grid is exactly 2 and 4 rounds of the full persistent grid, at K = 1024 and 4096.
+2. **Sweep.** For each shape and token count every compiled config of each kernel and accumulation
+   with each launch the choice considers (:func:`fused_swiglu.configs.launch_options`) is timed, and
+   the fastest few of each timed again in a turn of their own (:func:`time_two_stage`); where
+   the fastest beat the cost model's pick by more than :data:`fused_swiglu.tuning.OVERRIDE_GAIN` it
+   becomes an override for that exact problem.
+
+Progress is saved after each step in ``<out>/<gpu>_<dtype>.progress.json``; a run started again with
+the same library version continues from there. The result is ``<out>/<gpu>_<dtype>.json``
+(:mod:`fused_swiglu.tuning` describes the format and where it is read from).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .. import _version, configs, cost_model, tuning
+from ..configs import KernelConfig
+from ..errors import UnsupportedError
+from ..weights import pack_gate_up
+from . import timing
+
+ROUNDS = (2, 4)
+CALIBRATION_K = (1024, 4096)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One config with its launch parameters; ``key`` names it in the progress file."""
+
+    config: KernelConfig
+    raster: int = 0
+    swizzle: int = 1
+
+    @property
+    def key(self) -> str:
+        return f"{self.config.base_name}@{self.raster}:{self.swizzle}"
+
+
+def variants(M: int, N: int) -> list[Variant]:
+    """Every config of the catalog with each launch the choice considers at M tokens, N = I
+    (:func:`fused_swiglu.configs.launch_options`)."""
+    return [Variant(v, v.raster, v.swizzle) for config in configs.CATALOG for v in configs.launch_options(config, M, N)]
+
+
+@dataclass
+class Operands:
+    """One input set: x (M, K), W_gate / W_up (N, K), the packed (2N, K) weight, y (M, N)."""
+
+    x: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_packed: torch.Tensor
+    y: torch.Tensor
+
+
+def make_operands(M: int, N: int, K: int, dtype: torch.dtype, device: torch.device) -> list[Operands]:
+    """Rotated input sets for one problem (:func:`fused_swiglu.bench.timing.n_input_sets`)."""
+    element = torch.finfo(dtype).bits // 8
+    read = element * (M * K + 2 * N * K)
+    held = element * (M * K + 4 * N * K + M * N)
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
+    sets = []
+    for _ in range(timing.n_input_sets(read, held, l2)):
+        x = torch.randn(M, K, device=device, dtype=torch.float32).to(dtype)
+        wg = (torch.randn(N, K, device=device, dtype=torch.float32) * K**-0.5).to(dtype)
+        wu = (torch.randn(N, K, device=device, dtype=torch.float32) * K**-0.5).to(dtype)
+        sets.append(Operands(x, wg, wu, pack_gate_up(wg, wu), torch.empty(M, N, device=device, dtype=dtype)))
+    return sets
+
+
+def launcher(variant: Variant, s: Operands, dtype: torch.dtype) -> Callable[[], None]:
+    """A zero-argument call launching ``variant`` on one input set through the kernel library."""
+    from .. import _lib
+
+    lib = _lib.library()
+    name = variant.config.name(dtype)
+    if variant.config.kernel == "packed":
+        return lambda: lib.run(name, s.x, s.w_packed, None, s.y, variant.raster, variant.swizzle)
+    return lambda: lib.run(name, s.x, s.w_gate, s.w_up, s.y, variant.raster, variant.swizzle)
+
+
+def time_variants(found: Sequence[Variant], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
+                  reps: int, flush: torch.Tensor, extra: dict[str, list[Callable[[], object]]] | None = None,
+                  sets: list[Operands] | None = None) -> dict[str, float]:
+    """Median milliseconds of each variant (and of each ``extra`` method) on one problem, timed in turn
+    rep by rep. A variant the library rejects for this problem is left out."""
+    sets = sets if sets is not None else make_operands(M, N, K, dtype, device)
+    calls: dict[str, list[Callable[[], object]]] = dict(extra or {})
+    for v in found:
+        fns = [launcher(v, s, dtype) for s in sets]
+        try:
+            fns[0]()
+        except (ValueError, UnsupportedError):  # the library declines the problem (can_implement)
+            continue
+        calls[v.key] = fns
+    if not calls:
+        return {}
+    timed = timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
+    return {key: t.median_ms for key, t in timed.items()}
+
+
+FINALISTS = 3  # per kernel and accumulation, re-timed together in the second stage
+
+
+def group_of(key: str) -> tuple[str, str]:
+    """(kernel, accumulation) of a variant key (``name@raster:swizzle``)."""
+    config = configs.BY_BASE_NAME[key.split("@")[0]]
+    return config.kernel, config.accumulation
+
+
+def time_two_stage(found: Sequence[Variant], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
+                   reps: int, flush: torch.Tensor, extra: dict[str, list[Callable[[], object]]] | None = None,
+                   keep: Sequence[Variant] = (), sets: list[Operands] | None = None) -> tuple[dict[str, float], set[str]]:
+    """An exhaustive first stage (every variant, ``reps``), then the :data:`FINALISTS` fastest of each
+    kernel and accumulation, the ``keep`` variants and the ``extra`` methods timed again together with
+    ``2 * reps``: with tens of variants in one turn a long first stage drifts (clocks, power), so the
+    finalists are compared in a shorter turn of their own. Returns the medians (the second stage's
+    for its members) and the keys of the second stage."""
+    sets = sets if sets is not None else make_operands(M, N, K, dtype, device)
+    first = time_variants(found, M, N, K, dtype, device, reps, flush, sets=sets)
+    by_key = {v.key: v for v in [*found, *keep]}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key in sorted(first, key=first.get):
+        groups.setdefault(group_of(key), []).append(key)
+    finalists = {key for keys in groups.values() for key in keys[:FINALISTS]} | {v.key for v in keep}
+    second = time_variants([by_key[k] for k in sorted(finalists) if k in by_key], M, N, K, dtype, device, 2 * reps,
+                           flush, extra=extra, sets=sets)
+    return {**first, **second}, set(second)
+
+
+def calibration_problem(config: KernelConfig, rounds: int, num_sms: int) -> tuple[int, int]:
+    """(M, N) whose tile grid fills exactly ``rounds`` rounds of the config's full persistent grid,
+    with whole clusters in both dimensions: half the CTAs' worth of tiles along the weights (all of
+    them where half would split a cluster) and the rest along the tokens."""
+    ctas = cost_model.persistent_ctas(config, num_sms)
+    weight_cluster = config.cluster_m if config.swap_ab else config.cluster_n
+    weight_tiles = ctas // 2 if ctas % 2 == 0 and (ctas // 2) % weight_cluster == 0 else ctas
+    token_tiles = rounds * ctas // weight_tiles
+    if config.swap_ab:  # GEMM-M: 2N weight rows in tiles of tile_m; GEMM-N: tokens in tiles of tile_n
+        return token_tiles * config.tile_n, weight_tiles * config.tile_m // 2
+    return token_tiles * config.tile_m, weight_tiles * config.tile_n // 2
+
+
+def fit_config_costs(points: Sequence[tuple[int, int, float]], launch_us: float) -> cost_model.ConfigCosts:
+    """Least-squares ``(tile_us, k_tile_us)`` of ``t - launch_us = rounds * (tile_us + k_tiles * k_tile_us)``
+    over ``(rounds, k_tiles, t_us)`` points; both clamped at 0.
+
+    Raises:
+        ValueError: fewer than two points with distinct k_tiles.
+    """
+    if len({k for _, k, _ in points}) < 2:
+        raise ValueError(f"fit_config_costs needs points at two k-tile counts at least; got {list(points)}")
+    # normal equations of  y = a * r + b * r * k
+    saa = sum(r * r for r, _, _ in points)
+    sab = sum(r * r * k for r, k, _ in points)
+    sbb = sum((r * k) ** 2 for r, k, _ in points)
+    say = sum(r * (t - launch_us) for r, _, t in points)
+    sby = sum(r * k * (t - launch_us) for r, k, t in points)
+    det = saa * sbb - sab * sab
+    a = (say * sbb - sby * sab) / det
+    b = (saa * sby - sab * say) / det
+    if a < 0:  # refit through the origin in a
+        a, b = 0.0, sby / sbb
+    return cost_model.ConfigCosts(tile_us=max(a, 0.0), k_tile_us=max(b, 0.0))
+
+
+def pick_losses(cells: dict[str, dict[str, float]], data: tuning.Tuning, num_sms: int) -> list[tuple]:
+    """Per cell, kernel and accumulation: ``(M, N, K, kernel, accumulation, pick, best, pick_ms / best_ms)``
+    with the model's pick (variant key) and the fastest variant timed (inf where the pick was not
+    timed)."""
+    out = []
+    for key, times in sorted(cells.items(), key=lambda kv: tuple(map(int, kv[0].split(",")))):
+        M, N, K = map(int, key.split(","))
+        for kernel in configs.KERNELS:
+            for accumulation in configs.ACCUMULATIONS:
+                mine = {k: t for k, t in times.items()
+                        if (c := configs.BY_BASE_NAME[k.split("@")[0]]).kernel == kernel and c.accumulation == accumulation}
+                if not mine:
+                    continue
+                best = min(mine, key=mine.get)
+                model = configs.model_config(kernel, M, N, K, accumulation, num_sms, data)
+                pick = Variant(model, model.raster, model.swizzle).key
+                out.append((M, N, K, kernel, accumulation, pick, best, mine.get(pick, math.inf) / mine[best]))
+    return out
+
+
+def fit_device(cells: dict[str, dict[str, float]], data: tuning.Tuning, num_sms: int, l2_size: int) -> tuning.Tuning:
+    """``data`` with the device's ``l2_bytes`` and ``blend`` from the grid :data:`L2_SHARES` x
+    :data:`BLENDS` that minimises the sum over the timed cells of log(pick time / best time) (each
+    term capped at log 3)."""
+    best = None
+    for share in L2_SHARES:
+        for blend in BLENDS:
+            device = dataclasses.replace(data.device, l2_bytes=share * l2_size, blend=blend)
+            trial = dataclasses.replace(data, device=device)
+            loss = sum(math.log(min(r, 3.0)) for *_, r in pick_losses(cells, trial, num_sms))
+            if best is None or loss < best[0]:
+                best = (loss, trial)
+    return best[1] if best is not None else data
+
+
+class Progress:
+    """The resumable state of one tune run, saved as JSON after every step (atomic replace)."""
+
+    def __init__(self, path: Path, identity: dict):
+        self.path = path
+        self.identity = identity
+        self.state: dict = {"identity": identity, "calibration": {}, "cells": {}}
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            if saved.get("identity") == identity:
+                self.state = saved
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.state, indent=0, sort_keys=True))
+        os.replace(tmp, self.path)
+
+    @staticmethod
+    def cell_key(M: int, N: int, K: int) -> str:
+        return f"{M},{N},{K}"
+
+
+def _us(ms: float) -> float:
+    return ms * 1e3
+
+
+def calibrate(progress: Progress, dtype: torch.dtype, device: torch.device, num_sms: int, reps: int,
+              flush: torch.Tensor, advance: Callable[[str], None]) -> None:
+    """Step 1 (module docstring): fills ``progress.state["calibration"]``."""
+    cal = progress.state["calibration"]
+    if "device" not in cal:
+        tiny = configs.BY_BASE_NAME["packed_pingpong_64x64x64_1x1"]
+        swap = configs.BY_BASE_NAME["packed_swapab_pingpong_128x16x64_1x1"]
+        launch = time_variants([Variant(tiny)], 64, 32, 64, dtype, device, reps, flush)
+        launch_us = _us(min(launch.values()))
+        # HBM: the weights of a large problem at decode sizes, every SM streaming
+        bandwidth = []
+        for config, M in ((swap, 16), (tiny, 64)):
+            ms = time_variants([Variant(config)], M, 16384, 8192, dtype, device, reps, flush)
+            if ms:
+                bandwidth.append(cost_model.hbm_bytes(M, 16384, 8192) / (_us(min(ms.values())) - launch_us) / 1e3)
+        # one CTA: 8 tiles of a long K
+        per_cta = []
+        for config, M, N in ((swap, 16, 512), (tiny, 64, 256)):
+            ms = time_variants([Variant(config)], M, N, 32768, dtype, device, reps, flush)
+            if ms:
+                per_cta.append(cost_model.hbm_bytes(M, N, 32768) / 8 / (_us(min(ms.values())) - launch_us) / 1e3)
+        cal["device"] = {"launch_us": launch_us, "hbm_gbps": max(bandwidth), "sm_gbps": max(per_cta)}
+        progress.save()
+    advance("device costs")
+    from .. import _lib
+
+    cal.setdefault("configs", {})
+    for config in configs.CATALOG:
+        name = config.base_name
+        entry = cal["configs"].get(name)
+        if entry is None:
+            points = []
+            for rounds in ROUNDS:
+                M, N = calibration_problem(config, rounds, num_sms)
+                for K in CALIBRATION_K:
+                    ms = time_variants([Variant(config)], M, N, K, dtype, device, reps, flush)
+                    if ms:
+                        points.append((rounds, -(-K // config.tile_k), _us(min(ms.values()))))
+            costs = fit_config_costs(points, cal["device"]["launch_us"])
+            info = _lib.library().info(config.name(dtype))
+            entry = cal["configs"][name] = {"tile_us": costs.tile_us, "k_tile_us": costs.k_tile_us,
+                                            "smem_bytes": info.smem_bytes, "points": points}
+            progress.save()
+        if not entry.get("gbps"):  # decode sizes: one token tile, weights far larger than L2
+            M, N, K = DECODE_PROBLEM
+            ms = time_variants([Variant(config)], M, N, K, dtype, device, reps, flush)
+            t_us = _us(min(ms.values())) - cal["device"]["launch_us"] if ms else 0.0
+            entry["gbps"] = cost_model.hbm_bytes(M, N, K) / t_us / 1e3 if t_us > 0 else 0.0
+            progress.save()
+        advance(name)
+
+
+# (M, N, K) at which each config's HBM bandwidth is measured
+DECODE_PROBLEM = (16, 16384, 8192)
+# The grid tune searches for the device's l2_bytes (times the L2 size) and blend
+L2_SHARES = (0.5, 0.75, 1.0, 1.5, 2.0)
+BLENDS = (2.0, 4.0, 8.0, 16.0)
+
+
+def tuning_of(progress: Progress, gpu: str, dtype: str) -> tuning.Tuning:
+    """The calibration as :class:`fused_swiglu.tuning.Tuning` (no overrides)."""
+    cal = progress.state["calibration"]
+    return tuning.parse({"format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "device": cal["device"],
+                         "configs": cal["configs"], "overrides": []})
+
+
+def sweep(progress: Progress, problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, device: torch.device,
+          reps: int, flush: torch.Tensor, advance: Callable[[str], None]) -> None:
+    """Step 2: every variant's median time at each (M, N, K) into ``progress.state["cells"]``."""
+    cells = progress.state["cells"]
+    for M, N, K in problems:
+        key = Progress.cell_key(M, N, K)
+        if key not in cells:
+            cells[key], _ = time_two_stage(variants(M, N), M, N, K, dtype, device, reps, flush)
+            progress.save()
+        advance(f"M={M} N={N} K={K}")
+
+
+def overrides(cells: dict[str, dict[str, float]], data: tuning.Tuning, num_sms: int) -> list[dict]:
+    """Where a cell's fastest variant of a kernel and accumulation beat the model's pick by more than
+    :data:`fused_swiglu.tuning.OVERRIDE_GAIN` (or the pick was not timed), an override for it."""
+    out = []
+    for M, N, K, kernel, accumulation, pick, best, gain in pick_losses(cells, data, num_sms):
+        if gain > tuning.OVERRIDE_GAIN:
+            name, launch = best.split("@")
+            raster, swizzle = map(int, launch.split(":"))
+            out.append({"kernel": kernel, "accumulation": accumulation, "M": M, "N": N, "K": K,
+                        "config": name, "raster": raster, "swizzle": swizzle, "model_config": pick,
+                        "gain": round(gain, 4) if math.isfinite(gain) else None})
+    return out
+
+
+def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: int, path: Path) -> dict:
+    """The tuning file from the progress: calibration, the fitted device constants
+    (:func:`fit_device`) and :func:`overrides` (atomic replace)."""
+    cal = progress.state["calibration"]
+    data = fit_device(progress.state["cells"], tuning_of(progress, gpu, dtype), num_sms, l2_size)
+    found = overrides(progress.state["cells"], data, num_sms)
+    fields = ("tile_us", "k_tile_us", "gbps", "smem_bytes")
+    out = {
+        "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms,
+        "library_version": _version.__version__, "torch": torch.__version__,
+        "reps": progress.identity.get("reps"),
+        "device": asdict(data.device),
+        "configs": {name: {k: c[k] for k in fields if k in c} for name, c in cal["configs"].items()},
+        "cells": len(progress.state["cells"]),
+        "overrides": found,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(out, indent=1) + "\n")
+    os.replace(tmp, path)
+    tuning.clear()
+    return out
+
+
+def run_tune(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_dir: Path, reps: int = 10,
+             fresh: bool = False, console=None) -> Path:
+    """Tune this process's current CUDA device for ``dtype``: calibrate, sweep ``problems``
+    ((M, N = I, K = H) triples), write ``out_dir/<gpu>_<dtype>.json``; returns its path. With a
+    progress file of the same library version, GPU, dtype, reps and problems in ``out_dir`` it
+    continues from there, unless ``fresh``.
+
+    Raises:
+        RuntimeError: no CUDA device. ValueError: reps below 1, or a problem size not a positive int
+            multiple of 8 for N and K.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
+
+    from .. import _lib
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got reps={reps}")
+    for M, N, K in problems:
+        if min(M, N, K) < 1 or N % 8 or K % 8:
+            raise ValueError(f"problem (M={M}, N={N}, K={K}): M >= 1 and N, K positive multiples of 8 required")
+    device = torch.device("cuda", torch.cuda.current_device())
+    num_sms, gpu, _ = _lib.target(device.index)
+    suffix = configs.DTYPE_SUFFIX[dtype]
+    stem = tuning.file_name(gpu, suffix).removesuffix(".json")
+    identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": suffix, "reps": reps,
+                "problems": [list(p) for p in problems]}
+    progress_path = out_dir / f"{stem}.progress.json"
+    if fresh and progress_path.exists():
+        progress_path.unlink()
+    progress = Progress(progress_path, identity)
+    flush = timing.flush_buffer(device)
+    timing.warm_gpu(device)
+    total = 1 + len(configs.CATALOG) + len(problems)
+    with Bar(TextColumn("[bold]tune[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+             console=console, transient=False) as bar:
+        task = bar.add_task(gpu, total=total)
+
+        def advance(what: str) -> None:
+            bar.update(task, advance=1, description=what)
+
+        calibrate(progress, dtype, device, num_sms, reps, flush, advance)
+        sweep(progress, problems, dtype, device, reps, flush, advance)
+    path = out_dir / f"{stem}.json"
+    l2_size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
+    write_data(progress, gpu, suffix, num_sms, l2_size, path)
+    return path

@@ -1,0 +1,150 @@
+"""bench.tune: the calibration problems, the fit, the overrides rule and the resumable progress
+(CPU; the GPU run is tests/bench/test_tune_gpu.py)."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from fused_swiglu import configs, cost_model, tuning
+from fused_swiglu.bench import model_shapes, tune
+from fused_swiglu.bench.shapes import MODELS, TOKENS
+
+
+@pytest.mark.parametrize("num_sms", [132, 114, 78])
+def test_calibration_problems_fill_exact_rounds_of_whole_clusters(num_sms):
+    for config in configs.CATALOG:
+        for r in tune.ROUNDS:
+            M, N = tune.calibration_problem(config, r, num_sms)
+            assert cost_model.rounds(config, M, N, num_sms) == (r, cost_model.persistent_ctas(config, num_sms))
+            assert configs.legal(config, M, N) and N % 8 == 0
+
+
+def test_fit_recovers_per_tile_and_per_k_tile_costs():
+    points = [(r, k, 5.0 + r * (1.5 + k * 0.25)) for r in (2, 4) for k in (16, 64)]
+    costs = tune.fit_config_costs(points, launch_us=5.0)
+    assert costs.tile_us == pytest.approx(1.5) and costs.k_tile_us == pytest.approx(0.25)
+    # a negative intercept is refitted through the origin, never negative
+    costs = tune.fit_config_costs([(2, 16, 5.0 + 2 * 16 * 0.3 - 1), (2, 64, 5.0 + 2 * 64 * 0.3)], launch_us=5.0)
+    assert costs.tile_us == 0.0 and costs.k_tile_us > 0
+    with pytest.raises(ValueError, match="two k-tile counts"):
+        tune.fit_config_costs([(2, 16, 9.0), (4, 16, 13.0)], launch_us=5.0)
+
+
+def test_variants_are_legal_and_keyed_uniquely():
+    for M, N, K in model_shapes.tune_problems()[::7]:
+        found = tune.variants(M, N)
+        assert len({v.key for v in found}) == len(found)
+        assert all(configs.legal(v.config, M, N) for v in found)
+        assert all(not v.config.swap_ab for v in found) or M <= configs.SWAP_AB_M_MAX
+
+
+def _data():
+    return tuning.load("NVIDIA H200", "bf16")
+
+
+def test_overrides_only_where_the_best_beats_the_models_pick_by_the_rule():
+    data = _data()
+    M, N, K = 333, 14336, 4096
+    times = {}
+    for v in tune.variants(M, N):
+        times[v.key] = 1.0
+    picks = {g: configs.model_config(*g[:1], M, N, K, g[1], 132, data) for g in
+             [(k, a) for k in configs.KERNELS for a in configs.ACCUMULATIONS]}
+    pick = picks[("packed", "fast")]
+    pick_key = tune.Variant(pick, pick.raster, pick.swizzle).key
+    other = next(k for k in times if tune.group_of(k) == ("packed", "fast") and k != pick_key)
+    times[other] = 1.0 / 1.01  # within the rule: no override
+    assert [o for o in tune.overrides({f"{M},{N},{K}": times}, data, 132) if o["kernel"] == "packed"
+            and o["accumulation"] == "fast"] == []
+    times[other] = 1.0 / 1.05  # beats the pick by 5 %
+    found = [o for o in tune.overrides({f"{M},{N},{K}": times}, data, 132) if o["kernel"] == "packed"
+             and o["accumulation"] == "fast"]
+    assert len(found) == 1 and f"{found[0]['config']}@{found[0]['raster']}:{found[0]['swizzle']}" == other
+    assert found[0]["gain"] == pytest.approx(1.05, abs=1e-3) and found[0]["model_config"] == pick_key
+    del times[pick_key]  # the pick was not timed: the best becomes the override
+    found = [o for o in tune.overrides({f"{M},{N},{K}": times}, data, 132) if o["kernel"] == "packed"
+             and o["accumulation"] == "fast"]
+    assert len(found) == 1 and found[0]["gain"] is None
+
+
+def test_progress_resumes_only_the_same_run(tmp_path):
+    path = tmp_path / "x.progress.json"
+    p = tune.Progress(path, {"reps": 10})
+    p.state["cells"]["1,64,64"] = {"a@0:1": 0.5}
+    p.save()
+    assert tune.Progress(path, {"reps": 10}).state["cells"] == {"1,64,64": {"a@0:1": 0.5}}
+    assert tune.Progress(path, {"reps": 20}).state["cells"] == {}  # another run: starts again
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left
+
+
+def test_write_data_round_trips_through_the_tuning_parser(tmp_path):
+    shipped = json.loads((tuning.PACKAGE_DIR / "nvidia-h200_bf16.json").read_text())
+    p = tune.Progress(tmp_path / "p.json", {"reps": 10})
+    p.state["calibration"] = {"device": {k: shipped["device"][k] for k in ("launch_us", "hbm_gbps", "sm_gbps")},
+                              "configs": shipped["configs"]}
+    M, N, K = 2048, 4096, 2048
+    p.state["cells"][f"{M},{N},{K}"] = {v.key: 1.0 + i * 1e-3 for i, v in enumerate(tune.variants(M, N))}
+    out = tune.write_data(p, "NVIDIA H200", "bf16", 132, 50 * 2**20, tmp_path / "nvidia-h200_bf16.json")
+    data = tuning.parse(json.loads((tmp_path / "nvidia-h200_bf16.json").read_text()))
+    assert data.device.l2_bytes / (50 * 2**20) in tune.L2_SHARES and data.device.blend in tune.BLENDS
+    assert len(data.overrides) == len(out["overrides"]) and out["cells"] == 1
+    assert all(math.isfinite(c.k_tile_us) for c in data.costs.values())
+
+
+def test_default_problems_cover_the_sweep_and_the_benchmark():
+    problems = set(model_shapes.tune_problems())
+    for s in model_shapes.SWEEP_MODELS:
+        assert all((M, s.intermediate_size, s.hidden_size) in problems for M in model_shapes.SWEEP_TOKENS)
+    for s in MODELS:
+        assert all((M, s.intermediate_size, s.hidden_size) in problems for M in TOKENS)
+    assert len(model_shapes.SWEEP_MODELS) >= 12
+    assert not {(s.hidden_size, s.intermediate_size) for s in model_shapes.SWEEP_MODELS} & {
+        (s.hidden_size, s.intermediate_size) for s in MODELS}
+
+
+def test_model_names_resolve():
+    assert [s.model for s in model_shapes.find(["llama-3-8b", "7B", "4096x11008"])] == [
+        "Llama-3-8B", "Qwen2.5-7B", "4096x11008"]
+    with pytest.raises(ValueError, match="unknown model 'nope'"):
+        model_shapes.find(["nope"])
+
+
+def test_calibration_measures_every_config_once_and_resumes(monkeypatch, tmp_path):
+    """calibrate with the GPU timing replaced by the cost model of known costs: the fitted costs
+    reproduce the calibration times (launch_us is a one-tile launch's time, so the per-tile cost
+    absorbs the difference), each config's decode bandwidth is measured, and a second run times
+    nothing."""
+    truth = cost_model.ConfigCosts(tile_us=2.0, k_tile_us=0.5, gbps=3000.0)
+    device = cost_model.DeviceCosts(launch_us=5.0, hbm_gbps=4000.0, sm_gbps=100.0, l2_bytes=1e18, blend=16.0)
+    calls = []
+
+    def fake_time(found, M, N, K, *args, **kwargs):
+        calls.append((M, N, K))
+        return {v.key: cost_model.predict_us(v.config, truth, device, M, N, K, 132) / 1e3 for v in found}
+
+    class Info:
+        smem_bytes = 200_000
+
+    class Lib:
+        def info(self, name):
+            return Info()
+
+    from fused_swiglu import _lib
+
+    monkeypatch.setattr(tune, "time_variants", fake_time)
+    monkeypatch.setattr(_lib, "library", lambda: Lib())
+    progress = tune.Progress(tmp_path / "p.json", {"reps": 1})
+    tune.calibrate(progress, torch.bfloat16, None, 132, 1, None, lambda what: None)
+    cal = progress.state["calibration"]
+    assert cal["device"]["launch_us"] > 0 and cal["device"]["hbm_gbps"] > 0 and cal["device"]["sm_gbps"] > 0
+    for config in configs.CATALOG:
+        entry = cal["configs"][config.base_name]
+        assert entry["smem_bytes"] == 200_000 and entry["gbps"] > 0
+        assert entry["k_tile_us"] == pytest.approx(0.5, rel=0.05) and 0 <= entry["tile_us"] <= 2.0
+        for r, k, t_us in entry["points"]:
+            assert cal["device"]["launch_us"] + r * (entry["tile_us"] + k * entry["k_tile_us"]) == pytest.approx(t_us, rel=0.05)
+    timed = len(calls)
+    tune.calibrate(tune.Progress(tmp_path / "p.json", {"reps": 1}), torch.bfloat16, None, 132, 1, None, lambda what: None)
+    assert len(calls) == timed  # resumed: nothing timed again

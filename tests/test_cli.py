@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 SENTENCE = "needs an NVIDIA Hopper GPU (compute capability 9.0) with CUDA"
 
 
-@pytest.mark.parametrize("command", ["bench", "accuracy"])
+@pytest.mark.parametrize("command", ["bench", "accuracy", "tune"])
 def test_gpu_commands_exit_2_with_one_sentence(command, capsys):
     assert cli.main([command]) == 2
     err = capsys.readouterr().err.strip()
@@ -115,6 +115,36 @@ def test_info_works_without_gpu(capsys, tmp_path, monkeypatch):
     assert "GPU: no CUDA GPU" in out or "GPU 0:" in out
     assert f"cache dir: {tmp_path}" in out
     assert "nvcc:" in out and "library:" in out
+
+
+@pytest.mark.usefixtures("package_data_only")
+def test_info_names_each_gpu_s_config_choice_data(capsys, tmp_path, monkeypatch):
+    import types
+
+    import torch
+
+    gpus = [types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132),
+            types.SimpleNamespace(name="NVIDIA H100 PCIe", major=9, minor=0, multi_processor_count=114)]
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: gpus[i])
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU 0: NVIDIA H200 (compute capability 9.0, 132 SMs)" in out
+    lines = [line for line in out.splitlines() if "config choice data:" in line]
+    assert len(lines) == 2 and "nvidia-h200_bf16.json" in lines[0] and "overrides)" in lines[0]
+    assert "no data of its own" in lines[1]
+
+
+def test_sweep_and_tune_check_their_options_before_the_gpu(capsys, tmp_path):
+    assert cli.main(["sweep", "--out", str(tmp_path / "s.json"), "--models", "nope"]) == 1
+    assert "--models: unknown model 'nope'" in capsys.readouterr().err
+    assert cli.main(["tune", "--rep", "0"]) == 1
+    assert "--rep must be >= 1" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert cli.main(["sweep", "--out", str(tmp_path / "file" / "s.json")]) == 1
+    assert "is not a directory" in capsys.readouterr().err
 
 
 def test_info_reports_a_bad_prebuilt_library(capsys, tmp_path, monkeypatch):

@@ -382,9 +382,18 @@ def _cmd_info(args, console) -> int:
 
     console.print(f"fused_swiglu {__version__} (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})")
     if torch.cuda.is_available():
+        from . import tuning
+
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             console.print(f"GPU {i}: {p.name} (compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs)")
+            try:
+                data = tuning.load(p.name, "bf16")
+                what = (f"{len(data.overrides)} overrides" if data.overrides_apply
+                        else "no data of its own: the reference GPU's costs, no overrides; `fused-swiglu tune` writes it")
+                console.print(f"  config choice data: {data.source} ({what})")
+            except (ValueError, FileNotFoundError) as e:
+                console.print(f"  config choice data: unusable: {e}")
     else:
         console.print("GPU: no CUDA GPU")
     tc = None

@@ -39,10 +39,12 @@ def seed():
 
 @pytest.fixture
 def package_data_only(monkeypatch, tmp_path):
-    """The shipped tuned data, whatever the user's tuning folder holds."""
+    """The shipped tuned data, whatever the user's tuning folder holds, and no current device."""
     from fused_swiglu import configs, tuning
 
     monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "tuning")
+    # select() without a device reads the current CUDA device's; these tests name theirs
+    monkeypatch.setattr(configs, "_current_device", lambda: (configs.NUM_SMS, "", None))
     tuning.clear()
     configs._choose.cache_clear()
     configs._select.cache_clear()

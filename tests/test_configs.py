@@ -223,6 +223,17 @@ def test_fallback_to_available_config_warns_once(monkeypatch):
         select("triple", 1, 64, 64, torch.float16, avail)
 
 
+def test_select_without_a_device_takes_the_current_one(monkeypatch):
+    monkeypatch.setattr(configs, "_current_device", lambda: (114, H200, 232448))
+    got = select("packed", 333, 14336, 4096, torch.bfloat16, ALL)
+    want = configs.choose_config("packed", 333, 14336, 4096, "fast", 114, H200, torch.bfloat16, 232448)
+    assert (got.name, got.raster, got.swizzle) == (want.name(torch.bfloat16), want.raster, want.swizzle)
+    # a device named by the caller wins
+    got = select("packed", 333, 14336, 4096, torch.bfloat16, ALL, num_sms=132, gpu="")
+    want = configs.choose_config("packed", 333, 14336, 4096, "fast", 132, "", torch.bfloat16)
+    assert got.name == want.name(torch.bfloat16)
+
+
 def test_problem_sizes_are_checked():
     for bad, err in [(-1, ValueError), (1.5, TypeError), (True, TypeError)]:
         with pytest.raises(err, match="M must be"):

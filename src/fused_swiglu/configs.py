@@ -283,8 +283,8 @@ def select(
     dtype: torch.dtype,
     available: frozenset[str] | None = None,
     accumulation: str = "fast",
-    num_sms: int = NUM_SMS,
-    gpu: str = "",
+    num_sms: int | None = None,
+    gpu: str | None = None,
     smem_limit: int | None = None,
 ) -> Choice:
     """Choose the config for one problem on GPU ``gpu`` (device name; "" for none) of ``num_sms`` SMs.
@@ -302,9 +302,11 @@ def select(
         available: config names to choose from (any iterable of str; None: every config the core
             library lists, which loads it and, on first use, builds it: see the README's "Building").
         accumulation: "fast" or "promoted" (see :data:`ACCUMULATIONS`).
-        num_sms: the GPU's SM count (the cost model's rounds of CTAs; default: the H200's 132).
+        num_sms: the GPU's SM count (the cost model's rounds of CTAs).
         gpu: the GPU's device name (``torch.cuda.get_device_name``), which picks the tuned data.
         smem_limit: the GPU's shared memory per block (opt-in) in bytes; None: not checked.
+        Where both num_sms and gpu are None they and smem_limit are the current CUDA device's
+        (without CUDA: 132 SMs, no GPU name, so no overrides).
 
     Raises:
         ValueError: unknown kernel or accumulation, M, N or K below 0, num_sms below 1. TypeError:
@@ -312,6 +314,10 @@ def select(
         UnsupportedError: no available config of this kernel, dtype and accumulation.
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
+    if num_sms is None and gpu is None:
+        num_sms, gpu, smem_limit = _current_device()
+    num_sms = NUM_SMS if num_sms is None else num_sms
+    gpu = gpu or ""
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     if available is not None:
         available = frozenset(available)
@@ -321,6 +327,15 @@ def select(
         available = _lib.config_names()
     return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation, num_sms, gpu,
                    smem_limit)
+
+
+def _current_device() -> tuple[int, str, int | None]:
+    """(SM count, name, shared memory limit) of the current CUDA device; (132, "", None) without CUDA."""
+    if not torch.cuda.is_available():
+        return NUM_SMS, "", None
+    from . import _lib
+
+    return _lib.target(torch.cuda.current_device())
 
 
 def _names_kernel(name: str, kernel: str, suffix: str) -> bool:

@@ -572,7 +572,11 @@ def _cmd_tune(args, console) -> int:
     if (code := _no_hopper("tune")) is not None:
         return code
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
+    try:
+        path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
+    except RuntimeError as e:  # another tune holds this GPU's and dtype's files
+        print(f"fused-swiglu tune: {e}", file=sys.stderr)
+        return EXIT_BAD_OPTION
     data = json.loads(path.read_text())
     console.print(f"wrote {path}: {len(data['configs'])} configs' costs, {len(data['overrides'])} overrides "
                   f"over {data['cells']} problems")

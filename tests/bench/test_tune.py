@@ -148,3 +148,23 @@ def test_calibration_measures_every_config_once_and_resumes(monkeypatch, tmp_pat
     timed = len(calls)
     tune.calibrate(tune.Progress(tmp_path / "p.json", {"reps": 1}), torch.bfloat16, None, 132, 1, None, lambda what: None)
     assert len(calls) == timed  # resumed: nothing timed again
+
+
+def test_one_tune_at_a_time_per_gpu_and_dtype(tmp_path):
+    from filelock import FileLock
+
+    lock = tmp_path / "nvidia-h200_bf16.lock"
+    with tune.exclusive(lock):
+        with pytest.raises(RuntimeError, match="another fused-swiglu tune holds .*nvidia-h200_bf16.lock"):
+            with tune.exclusive(lock):
+                pass
+    with tune.exclusive(lock):  # released: free again
+        pass
+    held = FileLock(str(lock))
+    held.acquire()
+    try:
+        with pytest.raises(RuntimeError):
+            with tune.exclusive(lock):
+                pass
+    finally:
+        held.release()

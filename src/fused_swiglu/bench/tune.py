@@ -15,12 +15,14 @@ CUDA-event medians after warm-up, L2 flushed before every call, input sets rotat
    becomes an override for that exact problem.
 
 Progress is saved after each step in ``<out>/<gpu>_<dtype>.progress.json``; a run started again with
-the same library version continues from there. The result is ``<out>/<gpu>_<dtype>.json``
+the same library version, GPU, dtype, repetitions and problems continues from there. One run at a time
+per folder, GPU and dtype (``<gpu>_<dtype>.lock``); a second one stops with an error. The result is ``<out>/<gpu>_<dtype>.json``
 (:mod:`fused_swiglu.tuning` describes the format and where it is read from).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -360,6 +362,28 @@ def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: 
     return out
 
 
+@contextlib.contextmanager
+def exclusive(lock_path: Path):
+    """Hold ``lock_path`` (a file lock) for one tune run of a GPU and dtype: a second run on the same
+    folder would time its problems on a GPU the first one keeps busy.
+
+    Raises:
+        RuntimeError: another process holds the lock (naming the file).
+    """
+    from filelock import FileLock, Timeout
+
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise RuntimeError(f"another fused-swiglu tune holds {lock_path}; wait for it to finish") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def run_tune(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_dir: Path, reps: int = 10,
              fresh: bool = False, console=None) -> Path:
     """Tune this process's current CUDA device for ``dtype``: calibrate, sweep ``problems``
@@ -389,22 +413,23 @@ def run_tune(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_d
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": suffix, "reps": reps,
                 "problems": [list(p) for p in problems]}
     progress_path = out_dir / f"{stem}.progress.json"
-    if fresh and progress_path.exists():
-        progress_path.unlink()
-    progress = Progress(progress_path, identity)
-    flush = timing.flush_buffer(device)
-    timing.warm_gpu(device)
-    total = 1 + len(configs.CATALOG) + len(problems)
-    with Bar(TextColumn("[bold]tune[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-             console=console, transient=False) as bar:
-        task = bar.add_task(gpu, total=total)
+    with exclusive(out_dir / f"{stem}.lock"):
+        if fresh and progress_path.exists():
+            progress_path.unlink()
+        progress = Progress(progress_path, identity)
+        flush = timing.flush_buffer(device)
+        timing.warm_gpu(device)
+        total = 1 + len(configs.CATALOG) + len(problems)
+        with Bar(TextColumn("[bold]tune[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                 console=console, transient=False) as bar:
+            task = bar.add_task(gpu, total=total)
 
-        def advance(what: str) -> None:
-            bar.update(task, advance=1, description=what)
+            def advance(what: str) -> None:
+                bar.update(task, advance=1, description=what)
 
-        calibrate(progress, dtype, device, num_sms, reps, flush, advance)
-        sweep(progress, problems, dtype, device, reps, flush, advance)
-    path = out_dir / f"{stem}.json"
-    l2_size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
-    write_data(progress, gpu, suffix, num_sms, l2_size, path)
+            calibrate(progress, dtype, device, num_sms, reps, flush, advance)
+            sweep(progress, problems, dtype, device, reps, flush, advance)
+        path = out_dir / f"{stem}.json"
+        l2_size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
+        write_data(progress, gpu, suffix, num_sms, l2_size, path)
     return path

@@ -228,6 +228,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rep", type=int, default=10, help="timed repetitions per method and cell in the first stage "
                    "(default 10; the second stage times twice as many)")
     s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
+
+    r = sub.add_parser("report", help="plot the results files of a folder as PNGs (no GPU needed)")
+    r.add_argument("results", nargs="?", default="docs/results/h200",
+                   help="folder with bench_cuda_graph.json, accuracy.json, shapes.json (default docs/results/h200)")
+    r.add_argument("--out-dir", help="where the PNGs go (default: the results folder)")
     return p
 
 
@@ -583,6 +588,18 @@ def _cmd_tune(args, console) -> int:
     return 0
 
 
+def _cmd_report(args, console) -> int:
+    from .bench import plots
+
+    try:
+        written = plots.report(Path(args.results), Path(args.out_dir) if args.out_dir else None)
+    except ImportError:
+        raise ValueError("report needs matplotlib (pip install matplotlib)") from None
+    for path in written:
+        console.print(f"wrote {path}")
+    return 0
+
+
 def _cmd_sweep(args, console) -> int:
     import torch
 
@@ -619,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200)  # messages carry [brackets]
     console.on_broken_pipe = _raise_broken_pipe  # rich would exit 1; one status for a closed stdout
     handlers = {"bench": _cmd_bench, "accuracy": _cmd_accuracy, "info": _cmd_info, "build": _cmd_build,
-                "tune": _cmd_tune, "sweep": _cmd_sweep}
+                "tune": _cmd_tune, "sweep": _cmd_sweep, "report": _cmd_report}
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:

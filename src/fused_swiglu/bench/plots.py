@@ -1,0 +1,204 @@
+"""``fused-swiglu report``: PNG plots of the committed results (matplotlib, Agg backend).
+
+Each plot is drawn from one results file and names, under its title, the GPU, the library and torch
+versions, the kernel library hash and the commit recorded in that file's ``meta``:
+
+* ``speedup_vs_eager.png`` (``bench_cuda_graph.json``): eager PyTorch time / fused time by M, one
+  panel per model, both kernels;
+* ``vs_cublas_and_quack.png`` (``bench_cuda_graph.json``): cuBLAS GEMM-only time / fused time, and
+  quack's time / fused time where quack was timed, by M, one line per model (the packed kernel);
+* ``accuracy.png`` (``accuracy.json``): the share of elements bit-exact with the float64 result
+  rounded once, and the largest ulp distance, per method and model;
+* ``shapes.png`` (``shapes.json``): cuBLAS time / the chosen config's time by M for every swept shape
+  (the packed kernel), with a line at 0.90.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+FUSED = (("fused_evt", "packed"), ("fused_dual", "dual"))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def caption(meta: dict) -> str:
+    """GPU, versions, kernel library and commit of a results file's ``meta``, one line."""
+    lib = meta.get("kernel_library") or {}
+    commit = str(meta.get("git_commit") or "?")[:7]
+    return (f"{meta.get('gpu', '?')}, fused-swiglu {meta.get('fused_swiglu_version', '?')}, torch "
+            f"{meta.get('torch_version', '?')}, kernel library {lib.get('sha256_16', '?')}, commit {commit}")
+
+
+def _save(fig, path: Path, plt) -> Path:
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as e:
+        raise ValueError(f"cannot write the plot to {path} ({e})") from e
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _by(rows: list[dict], *keys: str) -> dict:
+    out: dict = {}
+    for r in rows:
+        out[tuple(r[k] for k in keys)] = r
+    return out
+
+
+def speedup_vs_eager(results: dict, path: Path) -> Path | None:
+    """Eager / fused by M per model (module docstring); None where no row has both."""
+    plt = _pyplot()
+    rows = results["rows"]
+    cells = _by(rows, "model", "tokens", "method")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    if not any((m, r["tokens"], "eager") in cells and r["method"] == "fused_evt" for m in models for r in rows):
+        return None
+    cols = min(4, len(models))
+    nrows = -(-len(models) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False, sharey=True)
+    for ax, model in zip(axes.flat, models):
+        tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
+        for method, label in FUSED:
+            pts = [(M, cells[(model, M, "eager")]["median_ms"] / cells[(model, M, method)]["median_ms"])
+                   for M in tokens if (model, M, method) in cells and (model, M, "eager") in cells]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label)
+        ax.axhline(1.0, color="black", linewidth=0.7)
+        ax.set_xscale("log", base=2)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("tokens M", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Speed-up over eager PyTorch (CUDA graphs, bf16)\n{caption(results['meta'])}", fontsize=9)
+    return _save(fig, path, plt)
+
+
+def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
+    """cuBLAS / packed and quack / packed by M, a line per model; None without such rows."""
+    plt = _pyplot()
+    rows = results["rows"]
+    cells = _by(rows, "model", "tokens", "method")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    peers = [p for p in ("cublas_gemm", "quack") if any(r["method"] == p for r in rows)]
+    if "cublas_gemm" not in peers:
+        return None
+    fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
+    names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
+    for ax, peer in zip(axes[0], peers):
+        for model in models:
+            tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
+            pts = [(M, cells[(model, M, peer)]["median_ms"] / cells[(model, M, "fused_evt")]["median_ms"])
+                   for M in tokens if (model, M, peer) in cells and (model, M, "fused_evt") in cells]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=model)
+        ax.axhline(1.0, color="black", linewidth=0.7)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens M", fontsize=8)
+        ax.set_ylabel(f"{peer} time / packed kernel time", fontsize=8)
+        ax.set_title(names[peer], fontsize=9)
+        ax.tick_params(labelsize=7)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"The packed kernel against its peers (> 1: faster; CUDA graphs, bf16)\n{caption(results['meta'])}",
+                 fontsize=9)
+    return _save(fig, path, plt)
+
+
+def accuracy(results: dict, path: Path) -> Path | None:
+    """Bit-exact share and max ulp per method and model; None without rows."""
+    plt = _pyplot()
+    rows = results["rows"]
+    if not rows:
+        return None
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cells = _by(rows, "model", "method")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    width = 0.8 / len(methods)
+    for j, method in enumerate(methods):
+        xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(models))]
+        axes[0].bar(xs, [100 * cells[(m, method)]["exact"] if (m, method) in cells else 0 for m in models], width,
+                    label=method)
+        axes[1].bar(xs, [cells[(m, method)]["max_ulp"] if (m, method) in cells else 0 for m in models], width,
+                    label=method)
+    for ax, label in zip(axes, ("% of elements bit-exact (float64, rounded once)", "largest distance, ulp")):
+        ax.set_xticks(range(len(models)), [m.removeprefix("Qwen2.5-") for m in models], fontsize=7)
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    dtype = results["meta"].get("dtype", "bf16")
+    fig.suptitle(f"Accuracy against float64 ({dtype}, M = 2048)\n{caption(results['meta'])}", fontsize=9)
+    return _save(fig, path, plt)
+
+
+def shapes(results: dict, path: Path) -> Path | None:
+    """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without rows."""
+    plt = _pyplot()
+    rows = results["rows"]
+    cells = _by(rows, "model", "tokens", "method")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    if not models:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for model in models:
+        tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
+        pts = [(M, cells[(model, M, "cublas_gemm")]["median_ms"] / cells[(model, M, "fused_evt")]["median_ms"])
+               for M in tokens if (model, M, "fused_evt") in cells and (model, M, "cublas_gemm") in cells]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=0.9, label=model)
+    ax.axhline(1.0, color="black", linewidth=0.7)
+    ax.axhline(0.9, color="gray", linewidth=0.7, linestyle="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens M", fontsize=8)
+    ax.set_ylabel("cuBLAS GEMM-only time / packed kernel time", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"The config choice on public model shapes (bf16; dashed: 0.90)\n{caption(results['meta'])}",
+                 fontsize=9)
+    return _save(fig, path, plt)
+
+
+PLOTS: dict[str, tuple[str, Callable[[dict, Path], Path | None]]] = {
+    "speedup_vs_eager.png": ("bench_cuda_graph.json", speedup_vs_eager),
+    "vs_cublas_and_quack.png": ("bench_cuda_graph.json", vs_cublas_and_quack),
+    "accuracy.png": ("accuracy.json", accuracy),
+    "shapes.png": ("shapes.json", shapes),
+}
+
+
+def report(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
+    """Every plot of :data:`PLOTS` whose results file is in ``results_dir``, written to ``out_dir``
+    (default: ``results_dir``); returns the paths written.
+
+    Raises:
+        ValueError: ``results_dir`` is not a folder, none of the results files is there, or a plot
+            cannot be written. ImportError: matplotlib is missing (pip install matplotlib).
+    """
+    if not results_dir.is_dir():
+        raise ValueError(f"results folder {results_dir} is not a directory")
+    _pyplot()  # ImportError here, before anything is read
+    out_dir = out_dir or results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for png, (source, draw) in PLOTS.items():
+        path = results_dir / source
+        if path.is_file():
+            done = draw(json.loads(path.read_text()), out_dir / png)
+            if done is not None:
+                written.append(done)
+    if not any((results_dir / source).is_file() for source, _ in PLOTS.values()):
+        raise ValueError(f"{results_dir} holds none of {', '.join(sorted({s for s, _ in PLOTS.values()}))}")
+    return written

@@ -20,14 +20,14 @@ catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
 CONFIGS = list(catalog.CONFIGS)
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
-# promotion every 1 or 2 k-tiles (entry 7); packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112,
-# 128x144 and 128x176 (one GMMA of that width; entry 27: 1-12 % slower per FLOP than 128x128, which their
-# fuller last wave at M = 512 did not make up; dual 128x176 spills).
+# promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
+# 128x176 (one GMMA of that width: slower per FLOP than 128x128, which their fuller last wave at M = 512
+# did not make up; dual 128x176 spills).
 
 # GMMA widths (N) that CuTe's atom selector offers by default. A tile whose N is not a multiple of one
 # of the larger ones (160: N = 32 GMMAs x 5) needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED for one GMMA
-# of the tile's width (perf-notes entry 27). The macro makes a translation unit compile ~1.7x longer
-# (dual 128x128: 62 s -> 107 s), so only the translation units that need it define it. It only adds
+# of the tile's width. The macro makes a translation unit compile longer (docs/perf-notes.md), so only
+# the translation units that need it define it. It only adds
 # atoms and selector branches for widths the default selector lacks, so widths it offers pick the
 # same atom in every translation unit.
 DEFAULT_GMMA_N = (256, 192, 128, 96, 64, 32, 16, 8)

@@ -118,9 +118,9 @@ def is_promoted(name: str) -> bool:
 
 
 def token_tiles_fill_clusters(config: KernelConfig, M: int, N: int) -> bool:
-    """Whether the tile grid fills whole clusters along each clustered dimension. A Pingpong config
-    with a cluster of 2 CTAs along M ran 6-45 % slower with an odd number of token tiles than the same
-    tile with a 1x2 cluster (docs/perf-notes.md), and a part-empty cluster runs padding tiles; the
+    """Whether the tile grid fills whole clusters along each clustered dimension: a part-empty
+    cluster runs padding tiles, and a Pingpong config with a 2x1 cluster on an odd number of token
+    tiles was measured well below the same tile with a 1x2 cluster (docs/perf-notes.md). The
     Cooperative schedule is exempt (its 2x1 cluster was measured at every M)."""
     if config.schedule != "pingpong":
         return True
@@ -129,8 +129,8 @@ def token_tiles_fill_clusters(config: KernelConfig, M: int, N: int) -> bool:
 
 
 # A launch whose swizzle makes CUTLASS's persistent scheduler run more than 2 % padding tiles is
-# illegal: with swizzle 8 and a 2x1 cluster, M = 2304 (18 token tiles, padded to 32) ran at 0.49x
-# cuBLAS where M = 4096 ran at 1.04x.
+# illegal: the padding tiles run the whole mainloop on zero-filled operands (with swizzle 8 and a 2x1
+# cluster, M = 2304's 18 token tiles are padded to 32).
 SWIZZLE_PADDING_MAX = 1.02
 
 

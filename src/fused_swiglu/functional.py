@@ -188,15 +188,12 @@ def swiglu(
             ``"auto"`` (= ``"dual"``).
         accumulation: how the CUDA kernels sum the K products (the torch backend always runs its
             IEEE fp32 matrix products). ``"fast"``: GMMA accumulates all of K in its fp32
-            accumulators, whose additions do not round to nearest; bits equal to the correctly
-            rounded float64 result on 99.17-99.91 % (bf16) / 94.5-99.2 % (fp16) of outputs for
-            the Qwen2.5 shapes at M = 2048. ``"promoted"``: GMMA accumulates 4 k-tiles (256
-            products) at a time and each partial sum is added into a second fp32 accumulator with
-            round-to-nearest: 99.96-99.97 % (bf16) / 99.69-99.72 % (fp16), about as often as
-            PyTorch's fp32 matrix products rounded once, at 11-60 % more GPU time at M >= 512,
-            up to 14 % more at 32 < M <= 128 and 0-6 % more at the decode sizes, where both run
-            the swap-AB tiles (H200, CUDA-graph timings; docs/results/h200, docs/perf-notes.md
-            entries 7, 25 and 59).
+            accumulators, whose additions do not round to nearest. ``"promoted"``: GMMA
+            accumulates 4 k-tiles (256 products) at a time and each partial sum is added into a
+            second fp32 accumulator with round-to-nearest: more outputs bit-equal to the correctly
+            rounded float64 result (about as often as PyTorch's fp32 matrix products rounded
+            once), for more GPU time. The measured rates and costs: the README and
+            docs/results/h200.
 
     Returns:
         ``(..., I)`` tensor of x's dtype on x's device, contiguous. x with no rows (M = 0)

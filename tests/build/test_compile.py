@@ -361,7 +361,7 @@ SM90_SMEM_PER_CTA = 232448  # 227 KiB: the most shared memory one CTA may opt in
 def test_shared_memory_budget():
     """Every config fits one CTA's shared memory, and its mainloop takes all stages that fit; the
     collective epilogue's unused D reservation (ElementD = void) no longer costs Kernel-1 a stage:
-    dual and packed tiles of one TileShape run the same number of stages (perf-notes entry 22),
+    dual and packed tiles of one TileShape run the same number of stages,
     unless Kernel-1's own output buffers (its epilogue subtile spans the whole tile width) leave no
     room for the packed kernel's count: then exactly one fewer (dual 64x192: 5 against 6)."""
     from fused_swiglu._lib import Library
@@ -409,7 +409,7 @@ def test_sass_of_every_kernel():
                 assert op in body, f"{op} missing from the SASS of {c.name}"
             assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {c.name}"
         # one GMMA spans the tile's width (tokens in the swap-AB forms): CuTe's default atom selector
-        # would run a 160-wide tile as five N = 32 GMMAs (perf-notes entry 27)
+        # would run a 160-wide tile as five N = 32 GMMAs
         widths = {int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)}
         if c.schedule == "pingpong":
             assert c.tile_n in widths, f"{c.name}: no HGMMA.64x{c.tile_n}x16 in its SASS"

@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Times the swap-AB configs with 112-token tiles beside the current choice and cuBLAS at given M.
 
-``configs.launch_options`` offers swap-AB configs only up to ``SWAP_AB_M_MAX`` tokens, so neither
-``fused-swiglu tune`` nor the choice considers the 112-token tiles at M = 333, where the 64- and
-128-row tiles leave the last token tile partly empty. This measures whether they would fill that
-hole: for each public sweep shape, at each ``--tokens`` M, the choice of each kernel, its swap-AB
-128x112 config and the cuBLAS GEMM of the same FLOPs, in turn rep by rep (the benchmark's protocol).
+At M = 333 the 64- and 128-row tiles leave the last token tile partly empty, where three 112-token
+tiles are 99 % full. For each public sweep shape, at each ``--tokens`` M, this times the choice of
+each kernel, its swap-AB 128x112 config and the cuBLAS GEMM of the same FLOPs, in turn rep by rep
+(the benchmark's protocol), whether or not the choice already is the 112-token config.
 Prints and writes ``{shape, M, kernel, choice_ms, swapab112_ms, cublas_ms}`` rows.
 
 Usage (on a Hopper GPU): ``python3 scripts/token_tile_probe.py --out probe.json [--tokens 333 1000]``.

@@ -132,6 +132,18 @@ def test_legality():
     assert configs.legal(pp, 256, 4096, smem_limit=232448, smem_bytes={pp.base_name: 213504})
 
 
+def test_swap_ab_configs_serve_up_to_sixteen_token_tiles():
+    narrow = configs.BY_BASE_NAME["packed_swapab_pingpong_128x16x64_1x1"]
+    wide = configs.BY_BASE_NAME["packed_swapab_pingpong_128x112x64_1x1"]
+    assert configs.swap_ab_serves(narrow, 256) and not configs.swap_ab_serves(narrow, 257)
+    assert configs.swap_ab_serves(wide, 1792) and not configs.swap_ab_serves(wide, 1793)
+    assert configs.launch_options(wide, 1793, 4864) == [] and configs.launch_options(wide, 333, 4864)
+    big = configs.BY_BASE_NAME["packed_pingpong_128x192x64_2x1"]
+    assert configs.swap_ab_serves(big, 1 << 20)
+    for (M, _, _), c in _choices("packed", "fast"):
+        assert configs.swap_ab_serves(c, M), (M, c)
+
+
 def test_a_gpu_with_less_shared_memory_gets_only_configs_that_fit():
     data = tuning.load(H200, "bf16")
     limit = sorted(data.smem_bytes.values())[len(data.smem_bytes) // 2]

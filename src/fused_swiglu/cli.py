@@ -547,10 +547,10 @@ def _silence_stdout() -> None:
 
 def _sweep_args(args, default_tokens) -> tuple[list, list[int]]:
     """``--models`` and ``--tokens`` of tune / sweep, checked (ValueError naming the option)."""
-    from .bench import model_shapes
+    from .bench import shapes as known
 
     try:
-        shapes = model_shapes.find(_split(args.models, "--models")) if args.models else None
+        shapes = known.find(_split(args.models, "--models"), default=known.SWEEP_MODELS) if args.models else None
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
     tokens = _tokens(args.tokens) if args.tokens else None

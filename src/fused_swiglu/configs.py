@@ -167,19 +167,25 @@ def _check_sizes(**sizes: int) -> None:
 
 
 # Launch parameters (raster, swizzle) the choice considers beside each config's defaults (0, 1): along
-# M from this M on, and swizzled launches from LARGE_M on; swap-AB configs (16-token tiles) only up
-# to SWAP_AB_M_MAX tokens, above which their tile count alone rules them out.
+# M from this M on, and swizzled launches from LARGE_M on; swap-AB configs only while M spans at most
+# SWAP_AB_TOKEN_TILES_MAX token tiles (16-token tiles: M <= 256; 112-token tiles: M <= 1792), beyond
+# which each weight tile is streamed once per token tile and their tile count alone rules them out.
 ALONG_M_FROM = 256
 LARGE_M = 2048
 LARGE_M_LAUNCHES = ((1, 2), (2, 8))
-SWAP_AB_M_MAX = 256
+SWAP_AB_TOKEN_TILES_MAX = 16
+
+
+def swap_ab_serves(config: KernelConfig, M: int) -> bool:
+    """Whether the choice considers ``config`` at M tokens: always for a non-swap-AB config; for a
+    swap-AB one while ``ceil(M / tile_n) <= SWAP_AB_TOKEN_TILES_MAX``."""
+    return not config.swap_ab or -(-M // config.tile_n) <= SWAP_AB_TOKEN_TILES_MAX
 
 
 def launch_options(config: KernelConfig, M: int, N: int) -> list[KernelConfig]:
     """``config`` with each (raster, swizzle) the choice considers at M tokens and N = I (comment
-    above), the illegal ones (:func:`legal`) left out; empty for a swap-AB config above
-    :data:`SWAP_AB_M_MAX`."""
-    if config.swap_ab and M > SWAP_AB_M_MAX:
+    above), the illegal ones (:func:`legal`) left out; empty where :func:`swap_ab_serves` is false."""
+    if not swap_ab_serves(config, M):
         return []
     launches = [(0, 1)]
     if not config.swap_ab and M >= ALONG_M_FROM:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fused_swiglu import configs, cost_model, tuning
-from fused_swiglu.bench import model_shapes, tune
+from fused_swiglu.bench import model_shapes, shapes, tune
 from fused_swiglu.bench.shapes import MODELS, TOKENS
 
 
@@ -37,7 +37,7 @@ def test_variants_are_legal_and_keyed_uniquely():
         found = tune.variants(M, N)
         assert len({v.key for v in found}) == len(found)
         assert all(configs.legal(v.config, M, N) for v in found)
-        assert all(not v.config.swap_ab for v in found) or M <= configs.SWAP_AB_M_MAX
+        assert all(configs.swap_ab_serves(v.config, M) for v in found)
 
 
 def _data():
@@ -105,10 +105,11 @@ def test_default_problems_cover_the_sweep_and_the_benchmark():
 
 
 def test_model_names_resolve():
-    assert [s.model for s in model_shapes.find(["llama-3-8b", "7B", "4096x11008"])] == [
+    assert [s.model for s in shapes.find(["llama-3-8b", "7B", "4096x14336", "4096x11008"])] == [
         "Llama-3-8B", "Qwen2.5-7B", "4096x11008"]
-    with pytest.raises(ValueError, match="unknown model 'nope'"):
-        model_shapes.find(["nope"])
+    assert shapes.find(None, default=shapes.SWEEP_MODELS) == list(shapes.SWEEP_MODELS)
+    with pytest.raises(ValueError, match="unknown model 'nope'.*Llama-3-70B"):
+        shapes.find(["nope"])
 
 
 def test_calibration_measures_every_config_once_and_resumes(monkeypatch, tmp_path):

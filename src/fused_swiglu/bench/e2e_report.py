@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from . import report
+from . import plots, report
 
 
 def meta(opts, settings, device: torch.device, specs, steps: Sequence[str]) -> dict:
@@ -113,10 +113,7 @@ def plot(results: dict, path: Path) -> Path | None:
         ValueError: the file could not be written.
     """
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = plots.pyplot()
     except ImportError:
         return None
     rows = [r for r in results["rows"] if r.get("speedup") is not None]
@@ -138,14 +135,10 @@ def plot(results: dict, path: Path) -> Path | None:
                  f"torch {m.get('torch_version')}, transformers {m.get('transformers_version')}, {m.get('dtype')}",
                  fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on them
-    fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise ValueError(f"--out: cannot write the plot to {path} ({e})") from e
-    finally:
-        plt.close(fig)
-    return path
+        return plots.save(fig, path, plt, dpi=120)
+    except ValueError as e:
+        raise ValueError(f"--out: {e}") from e
 
 
 def print_and_write(results: dict, out: Path | None, console) -> None:

@@ -22,7 +22,8 @@ from pathlib import Path
 FUSED = (("fused_evt", "packed"), ("fused_dual", "dual"))
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend. Raises ImportError where matplotlib is missing."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,10 +40,15 @@ def caption(meta: dict) -> str:
             f"{meta.get('torch_version', '?')}, kernel library {lib.get('sha256_16', '?')}, commit {commit}")
 
 
-def _save(fig, path: Path, plt) -> Path:
+def save(fig, path: Path, plt, dpi: int = 110) -> Path:
+    """Lay out, write ``fig`` to ``path`` (PNG) and close it; returns ``path``.
+
+    Raises:
+        ValueError: the file could not be written (the message names the path).
+    """
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
     except OSError as e:
         raise ValueError(f"cannot write the plot to {path} ({e})") from e
     finally:
@@ -57,9 +63,27 @@ def _by(rows: list[dict], *keys: str) -> dict:
     return out
 
 
+def _ratio_line(ax, rows: list[dict], cells: dict, model: str, num: str, den: str, **style) -> None:
+    """Plot ``num`` time / ``den`` time of ``model`` by M on ``ax``, at each M holding both rows."""
+    tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
+    pts = [(M, cells[(model, M, num)]["median_ms"] / cells[(model, M, den)]["median_ms"])
+           for M in tokens if (model, M, num) in cells and (model, M, den) in cells]
+    if pts:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, **style)
+
+
+def _tokens_axis(ax, ylabel: str | None = None) -> None:
+    ax.axhline(1.0, color="black", linewidth=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens M", fontsize=8)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
 def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     """Eager / fused by M per model (module docstring); None where no row has both."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -69,28 +93,21 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     nrows = -(-len(models) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False, sharey=True)
     for ax, model in zip(axes.flat, models):
-        tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
         for method, label in FUSED:
-            pts = [(M, cells[(model, M, "eager")]["median_ms"] / cells[(model, M, method)]["median_ms"])
-                   for M in tokens if (model, M, method) in cells and (model, M, "eager") in cells]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label)
-        ax.axhline(1.0, color="black", linewidth=0.7)
-        ax.set_xscale("log", base=2)
+            _ratio_line(ax, rows, cells, model, "eager", method, label=label)
+        _tokens_axis(ax)
         ax.set_title(model, fontsize=9)
-        ax.set_xlabel("tokens M", fontsize=8)
-        ax.tick_params(labelsize=7)
     for ax in axes.flat[len(models):]:
         ax.axis("off")
     axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"Speed-up over eager PyTorch (CUDA graphs, bf16)\n{caption(results['meta'])}", fontsize=9)
-    return _save(fig, path, plt)
+    return save(fig, path, plt)
 
 
 def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     """cuBLAS / packed and quack / packed by M, a line per model; None without such rows."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -101,26 +118,18 @@ def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
     for ax, peer in zip(axes[0], peers):
         for model in models:
-            tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
-            pts = [(M, cells[(model, M, peer)]["median_ms"] / cells[(model, M, "fused_evt")]["median_ms"])
-                   for M in tokens if (model, M, peer) in cells and (model, M, "fused_evt") in cells]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=model)
-        ax.axhline(1.0, color="black", linewidth=0.7)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("tokens M", fontsize=8)
-        ax.set_ylabel(f"{peer} time / packed kernel time", fontsize=8)
+            _ratio_line(ax, rows, cells, model, peer, "fused_evt", label=model)
+        _tokens_axis(ax, f"{peer} time / packed kernel time")
         ax.set_title(names[peer], fontsize=9)
-        ax.tick_params(labelsize=7)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"The packed kernel against its peers (> 1: faster; CUDA graphs, bf16)\n{caption(results['meta'])}",
                  fontsize=9)
-    return _save(fig, path, plt)
+    return save(fig, path, plt)
 
 
 def accuracy(results: dict, path: Path) -> Path | None:
     """Bit-exact share and max ulp per method and model; None without rows."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = results["rows"]
     if not rows:
         return None
@@ -142,12 +151,12 @@ def accuracy(results: dict, path: Path) -> Path | None:
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     dtype = results["meta"].get("dtype", "bf16")
     fig.suptitle(f"Accuracy against float64 ({dtype}, M = 2048)\n{caption(results['meta'])}", fontsize=9)
-    return _save(fig, path, plt)
+    return save(fig, path, plt)
 
 
 def shapes(results: dict, path: Path) -> Path | None:
     """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without rows."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -155,20 +164,13 @@ def shapes(results: dict, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for model in models:
-        tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
-        pts = [(M, cells[(model, M, "cublas_gemm")]["median_ms"] / cells[(model, M, "fused_evt")]["median_ms"])
-               for M in tokens if (model, M, "fused_evt") in cells and (model, M, "cublas_gemm") in cells]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=0.9, label=model)
-    ax.axhline(1.0, color="black", linewidth=0.7)
+        _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_evt", linewidth=0.9, label=model)
+    _tokens_axis(ax, "cuBLAS GEMM-only time / packed kernel time")
     ax.axhline(0.9, color="gray", linewidth=0.7, linestyle="--")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("tokens M", fontsize=8)
-    ax.set_ylabel("cuBLAS GEMM-only time / packed kernel time", fontsize=8)
-    ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"The config choice on public model shapes (bf16; dashed: 0.90)\n{caption(results['meta'])}",
                  fontsize=9)
-    return _save(fig, path, plt)
+    return save(fig, path, plt)
 
 
 PLOTS: dict[str, tuple[str, Callable[[dict, Path], Path | None]]] = {
@@ -189,7 +191,7 @@ def report(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     """
     if not results_dir.is_dir():
         raise ValueError(f"results folder {results_dir} is not a directory")
-    _pyplot()  # ImportError here, before anything is read
+    pyplot()  # ImportError here, before anything is read
     out_dir = out_dir or results_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,8 +1,10 @@
-"""Qwen2.5 dense models' decoder MLP dimensions.
+"""Decoder MLP dimensions of public SwiGLU models: the seven Qwen2.5 dense models (the benchmark's)
+and the public shapes beyond them (the config choice's sweep, ``fused-swiglu sweep``).
 
-Source: the public model configs (``config.json`` of each Qwen/Qwen2.5-* model: ``hidden_size``,
-``intermediate_size``). The MLP computes ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with
-gate_proj and up_proj weights of shape ``(intermediate_size, hidden_size)``.
+Source: each model's public ``config.json`` (``hidden_size``, ``intermediate_size``). The MLP
+computes ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with gate_proj and up_proj weights of shape
+``(intermediate_size, hidden_size)``. Gemma-2 uses GeGLU, not SwiGLU; its sizes stand for the
+Gemma-style shapes (the kernels do not care which gate activation a model was trained with).
 """
 
 from __future__ import annotations
@@ -29,6 +31,23 @@ MODELS: tuple[MlpShape, ...] = (
 )
 TOKENS: tuple[int, ...] = (1, 16, 128, 512, 2048, 8192)
 
+SWEEP_MODELS: tuple[MlpShape, ...] = (
+    MlpShape("Qwen3-0.6B", 1024, 3072),
+    MlpShape("Llama-3.2-1B", 2048, 8192),
+    MlpShape("Gemma-2-2B", 2304, 9216),
+    MlpShape("Qwen3-4B", 2560, 9728),
+    MlpShape("Llama-3.2-3B", 3072, 8192),
+    MlpShape("Llama-2-7B", 4096, 11008),
+    MlpShape("Qwen3-8B", 4096, 12288),
+    MlpShape("Llama-3-8B", 4096, 14336),
+    MlpShape("Mistral-Nemo-12B", 5120, 14336),
+    MlpShape("Phi-3-medium", 5120, 17920),
+    MlpShape("Mistral-Small-24B", 5120, 32768),
+    MlpShape("Yi-34B", 7168, 20480),
+    MlpShape("DeepSeek-67B", 8192, 22016),
+    MlpShape("Llama-3-70B", 8192, 28672),
+)
+
 
 MAX_SIZE = 2**31 - 1  # the kernels' problem sizes are 32-bit
 
@@ -51,31 +70,28 @@ def parse_custom(name: str) -> MlpShape | None:
     return MlpShape(f"{H}x{I}", H, I)
 
 
-def find(names: list[str] | None) -> list[MlpShape]:
-    """Models by name: full (``Qwen2.5-7B``) or size (``7B``), case-insensitive, or any MLP shape as
-    ``HxI`` (hidden x intermediate size, e.g. ``4096x14336``); None: the seven Qwen2.5 models. A shape
-    named twice (also as a model and as ``HxI``) is listed once, where first named.
+def find(names: list[str] | None, default: tuple[MlpShape, ...] = MODELS) -> list[MlpShape]:
+    """Shapes by name: a model of :data:`MODELS` or :data:`SWEEP_MODELS` by full name (``Qwen2.5-7B``,
+    ``Llama-3-8B``), a Qwen2.5 model by size (``7B``), case-insensitive, or any MLP shape as ``HxI``
+    (hidden x intermediate size, e.g. ``4096x14336``); None or empty: ``default``. A shape named twice
+    (also as a model and as ``HxI``) is listed once, where first named.
 
     Raises:
         ValueError: an unknown name (the message lists the known ones), or an ``HxI`` whose sizes are
             not positive multiples of 8 up to 2**31 - 1.
     """
     if not names:
-        return list(MODELS)
+        return list(default)
+    by_name = {m.model.lower(): m for m in (*MODELS, *SWEEP_MODELS)}
+    by_name.update({m.model.lower().removeprefix("qwen2.5-"): m for m in MODELS})
     out: list[MlpShape] = []
     seen: set[tuple[int, int]] = set()
     for name in names:
-        custom = parse_custom(name)
-        if custom is not None:
-            found = [custom]
-        else:
-            key = name.lower().removeprefix("qwen2.5-")
-            found = [m for m in MODELS if m.model.lower().removeprefix("qwen2.5-") == key]
-            if not found:
-                known = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
-                raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
-        for m in found:
-            if (m.hidden_size, m.intermediate_size) not in seen:
-                seen.add((m.hidden_size, m.intermediate_size))
-                out.append(m)
+        m = parse_custom(name) or by_name.get(name.lower())
+        if m is None:
+            known = ", ".join([*(m.model.removeprefix("Qwen2.5-") for m in MODELS), *(m.model for m in SWEEP_MODELS)])
+            raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
+        if (m.hidden_size, m.intermediate_size) not in seen:
+            seen.add((m.hidden_size, m.intermediate_size))
+            out.append(m)
     return out

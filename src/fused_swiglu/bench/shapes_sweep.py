@@ -62,9 +62,9 @@ def sweep_cell(shape: MlpShape, M: int, dtype: torch.dtype, device: torch.device
     times, final = tune.time_two_stage(fast, M, N, K, dtype, device, reps, flush, extra=extra,
                                        keep=[*chosen.values(), *models.values()], sets=sets)
     base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M}
-    rows = [{**base, "method": m, "median_ms": times[m], "config": ""} for m in extra]
+    config_of = {f"fused_{short}": chosen[kernel].key for kernel, short in KERNEL_METHOD.items()}
+    rows = [{**base, "method": m, "median_ms": times[m], "config": config_of.get(m, "")} for m in extra]
     for kernel, short in KERNEL_METHOD.items():
-        rows[2 if kernel == "packed" else 3]["config"] = chosen[kernel].key
         mine = {k: times[k] for k in final if "@" in k and configs.BY_BASE_NAME[k.split("@")[0]].kernel == kernel}
         best = min(mine, key=mine.get)
         rows.append({**base, "method": f"best_compiled_{short}", "median_ms": mine[best], "config": best})

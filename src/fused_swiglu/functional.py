@@ -192,7 +192,7 @@ def swiglu(
             accumulates 4 k-tiles (256 products) at a time and each partial sum is added into a
             second fp32 accumulator with round-to-nearest: more outputs bit-equal to the correctly
             rounded float64 result (about as often as PyTorch's fp32 matrix products rounded
-            once), for more GPU time. The measured rates and costs: the README and
+            once), for more GPU time. The measured rates and costs: docs/performance.md and
             docs/results/h200.
 
     Returns:

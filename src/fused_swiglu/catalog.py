@@ -34,12 +34,19 @@ CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("packed", "pingpong", 64, 192, 64, 1, 1, 0),    # 64-token tiles where a 128-token tile would be half empty
     ("packed", "pingpong", 128, 96, 64, 1, 1, 0),    # 2I / 96 tiles fill a last wave that 2I / 128 leaves idle
     ("packed", "pingpong", 128, 160, 64, 2, 1, 0),   # one GMMA of N = 160
+    # no cluster: odd token-tile counts (M = 333, 6000) beside odd weight-tile counts, where neither a
+    # 2x1 nor a 1x2 cluster is filled
+    ("packed", "pingpong", 128, 128, 64, 1, 1, 0),
+    ("packed", "pingpong", 128, 160, 64, 1, 1, 0),
+    ("packed", "pingpong", 128, 192, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 64, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 128, 64, 1, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual", "pingpong", 128, 128, 64, 1, 2, 0),
     ("dual", "pingpong", 128, 96, 64, 1, 1, 0),      # gate 48 + up 48 columns
     ("dual", "pingpong", 128, 160, 64, 2, 1, 0),     # gate 80 + up 80 columns
+    ("dual", "pingpong", 128, 128, 64, 1, 1, 0),     # no cluster (as packed above)
+    ("dual", "pingpong", 128, 160, 64, 1, 1, 0),
     ("dual", "pingpong", 64, 192, 64, 1, 1, 0),
     # (dual 128x192 Pingpong is left out: its (64, 192) epilogue subtile beside 192 accumulators per
     # thread spills registers)

@@ -53,7 +53,7 @@ struct SwiGLUConfig {
   static_assert(kPingpong || TileM % 128 == 0, "Cooperative: two warpgroups split TileM, TileM % 128 == 0");
   // A TMA box spans at most 256 elements per dimension. Without a multicast cluster CUTLASS loads each
   // operand tile as one box, so a larger tile fails cuTensorMapEncodeTiled at run time (CUTLASS only
-  // prints the error) and the launch never finishes (docs/perf-notes.md, entry 33). A multicast or dual
+  // prints the error) and the launch never finishes. A multicast or dual
   // load splits the box, so this guard is stricter than the hardware limit for those.
   static_assert(TileM <= 256 && TileN <= 256, "TileM and TileN must be <= 256 (TMA box dimension limit)");
 };

@@ -3,7 +3,7 @@
 // GMMA adds each k-block's products into its fp32 accumulators with the tensor core's own alignment
 // and truncation, not IEEE round-to-nearest per addition. Over a long K that error grows with the
 // magnitude of the running sum and shows as a lower exact-match rate against float64 as K grows
-// (docs/perf-notes.md, entry 7).
+// (docs/performance.md).
 //
 // This mainloop lets GMMA accumulate only PromoteKTiles k-tiles (PromoteKTiles * BLK_K products) into
 // a partial accumulator, then adds it into the main accumulator with ordinary fp32 FADDs (IEEE RN) and

@@ -1,9 +1,8 @@
 // The last token tile, shifted back inside the problem.
 //
 // When M is not a multiple of the tile's token extent BLK_M, the last token tile would reach past M:
-// TMA zero-fills the rows of X there and clips the rows of Y. Such tiles ran 1.1-1.5x slower than
-// whole ones on Qwen2.5-7B to 72B (docs/perf-notes.md, entry 41: with 3 token tiles of 64 rows, M = 129
-// took 151 us against 97 us at M = 192, and read 40 % more bytes from DRAM). With M >= BLK_M the last
+// TMA zero-fills the rows of X there and clips the rows of Y, and such tiles ran measurably slower
+// than whole ones, reading more DRAM bytes (docs/performance.md). With M >= BLK_M the last
 // tile starts at M - BLK_M instead, so every row it loads and stores lies inside the problem; it
 // recomputes rows of the tile before it, which both tiles compute with the same instructions over the
 // same K order, so both write the same values.

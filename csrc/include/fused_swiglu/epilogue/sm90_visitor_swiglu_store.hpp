@@ -51,13 +51,13 @@ namespace detail {
 // silu(g) * u in fp32 from two MUFU operations: g * u * rcp(1 + 2^(-g log2 e)), no division and no
 // branch. ex2.approx.ftz is within 2 ulp of fp32 (its argument rounded once), rcp.approx.ftz within
 // 1 ulp, so the result is a few fp32 ulp from the exact value, far below half an ulp of the 16-bit
-// output it is rounded to: at M = 2048 the kernels' exact-match rates against float64 equal those of
-// an IEEE division to 0.0001 % on the seven Qwen2.5 shapes (docs/perf-notes.md, entry 54).
+// output it is rounded to: the kernels' exact-match rates against float64 match those of an IEEE
+// division (docs/performance.md).
 // Edge cases: g -> -inf makes 2^(-g log2 e) = +inf and rcp(inf) = 0, so the result is -0 * u as with
 // g / inf; g = 0 gives 0; large positive g gives g * u; a NaN propagates. A denormal exponential is
 // flushed to 0, which changes 1 + e by less than an fp32 ulp. Against the IEEE division this form
 // issues a few instructions per element instead of a check and a slow-path branch, and at long K
-// the lighter epilogue lets the SMs keep a higher clock (entry 54).
+// the lighter epilogue lets the SMs keep a higher clock.
 CUTLASS_DEVICE float swiglu(float g, float u) {
   float e, r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
@@ -137,7 +137,7 @@ struct Sm90SwiGLUStore {
   // reserves its smem_D buffer: EpilogueTile x StagesD elements of the type named here, taken from the
   // shared memory left to the mainloop's stages. This node writes Y through its own buffer
   // (SharedStorage below), so it names the narrowest element a TMA descriptor accepts: 8 bits halve
-  // the unused buffer, which gives the dual 128x128 Pingpong tile a sixth stage (perf-notes entry 22).
+  // the unused buffer, which gives the dual 128x128 Pingpong tile a sixth stage.
   using ElementAux = uint8_t;
 
   static constexpr int EpiM = int(size<0>(EpilogueTile{}));

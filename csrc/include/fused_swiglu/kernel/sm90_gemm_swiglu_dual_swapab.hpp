@@ -5,7 +5,7 @@
 //   Y^T[I, M]         = Sm90SwiGLUStore(Acc), the gate subtile paired with the up subtile that follows
 //
 // As in the packed swap-AB kernel, the tokens sit on GMMA's N side so that a stage carries weight bytes
-// (docs/perf-notes.md, entries 24-26). CUTLASS's Pingpong epilogue visits 64-row subtiles, so the gate
+// (docs/performance.md). CUTLASS's Pingpong epilogue visits 64-row subtiles, so the gate
 // rows and their up rows arrive in consecutive visits, in the same threads; the node keeps the gate
 // subtile in registers (PairsAcrossSubtiles).
 #pragma once

@@ -13,9 +13,9 @@ namespace fused_swiglu::kernel {
 
 // EPI_N = 64 accumulator columns write 32 output columns (64 bytes) per TMA store. A TileN that is not
 // a multiple of 64 (96 and 160 in the library: widths whose tile count fills whole waves at M = 512)
-// takes one full-width subtile instead (docs/perf-notes.md, entry 27). Entry 11 measured narrower
-// subtiles (32 or 16 columns) 1.3-2.3x slower, but with the N = 16 / 32 GMMA fallback that entry 27
-// found, so how much of that the narrow stores cost is not known.
+// takes one full-width subtile instead: narrower subtiles (32 or 16 columns) were measured slower,
+// though together with CuTe's N = 16 / 32 GMMA fallback, so what the narrow stores alone cost is not
+// known (docs/performance.md).
 template <class Config>
 using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>,
                                        cute::Int<Config::kTileN % 64 == 0 ? 64 : Config::kTileN>>;

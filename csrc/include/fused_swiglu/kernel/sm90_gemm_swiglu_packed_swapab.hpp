@@ -5,7 +5,7 @@
 //
 // At M <= 16 the normal form wastes most of each stage on a 64-row X tile (GMMA's smallest M) that holds
 // a few useful rows. Here the tokens sit on GMMA's N side (TileN = 16) and a stage is almost all weight
-// bytes, so more of the weight stream is in flight per SM (docs/perf-notes.md, entries 24 and 25). The
+// bytes, so more of the weight stream is in flight per SM (docs/performance.md). The
 // interleave of weights.py (8 gate rows, then their 8 up rows) puts each gate accumulator row r and its
 // up row r + 8 in the same thread (GMMA's accumulator layout), so pairing needs no data exchange.
 #pragma once

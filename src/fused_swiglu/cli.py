@@ -193,6 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--host-time", action="store_true",
                    help="host time per call (us) at M = 1 on Qwen2.5-0.5B's MLP: swiglu, swiglu_packed, torch.mm, "
                         "eager and a transformers Qwen2MLP stock and fused")
+    b.add_argument("--backward", action="store_true",
+                   help="training step of the whole MLP block (gate, up, down): forward + backward for eager, "
+                        "torch.compile and the fused paths (--models, --tokens, default 512,2048,8192, --methods, "
+                        "--rep, --warmup-ms and --out apply)")
     b.add_argument("--quick", action="store_true",
                    help="with --e2e: Qwen2.5-0.5B only and fewer repeats (a development run); with --host-time: "
                         "fewer calls")
@@ -305,11 +309,47 @@ def _cmd_host_time(args, console) -> int:
     return 0
 
 
+def _cmd_backward(args, console) -> int:
+    from . import configs
+    from .bench import backward, shapes
+    from .bench.report import check_out_path
+
+    # arguments first, so that a typo is reported on any machine
+    for option, given in (("--cuda-graph", args.cuda_graph), ("--config", args.config is not None),
+                          ("--quick", args.quick), ("--e2e-modes", args.e2e_modes is not None)):
+        if given:
+            raise ValueError(f"{option} does not apply to --backward")
+    names = _models(args.models)
+    tokens = _tokens(args.tokens) if args.tokens else list(backward.TOKENS)
+    methods = _split(args.methods, "--methods") if args.methods else list(backward.METHODS)
+    for method in methods:
+        if method not in backward.METHODS:
+            raise ValueError(f"--methods: unknown method {method!r} for --backward; known: "
+                             f"{', '.join(backward.METHODS)}")
+    reps = backward.REPS if args.rep is None else args.rep
+    warmup_ms = backward.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
+    if reps < 1:
+        raise ValueError(f"--rep must be a positive integer; got {reps}")
+    if not (0.0 <= warmup_ms < float("inf")):
+        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := _no_hopper("bench --backward")) is not None:
+        return code
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
+    backward.run_backward(shapes.find(names), tokens, methods, dtype, console, out=out, reps=reps,
+                          warmup_ms=warmup_ms)
+    return 0
+
+
 def _cmd_bench(args, console) -> int:
     from .bench.methods import METHODS, peer_problem
     from .bench.report import check_out_path
     from .bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
 
+    if args.backward:
+        if args.e2e or args.host_time:
+            raise ValueError("--backward, --e2e and --host-time are separate runs; give one of them")
+        return _cmd_backward(args, console)
     if args.e2e or args.host_time:
         mode = "--e2e" if args.e2e else "--host-time"
         if args.e2e and args.host_time:
@@ -560,9 +600,7 @@ def _sweep_args(args, default_tokens) -> tuple[list, list[int]]:
 
 
 def _cmd_tune(args, console) -> int:
-    import torch
-
-    from . import tuning
+    from . import configs, tuning
     from .bench import model_shapes
     from .bench.shapes import MODELS
     from .bench.tune import run_tune
@@ -576,7 +614,7 @@ def _cmd_tune(args, console) -> int:
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
     if (code := _no_hopper("tune")) is not None:
         return code
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     try:
         path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
     except RuntimeError as e:  # another tune holds this GPU's and dtype's files
@@ -601,8 +639,7 @@ def _cmd_report(args, console) -> int:
 
 
 def _cmd_sweep(args, console) -> int:
-    import torch
-
+    from . import configs
     from .bench import model_shapes, shapes_sweep
     from .bench.report import check_out_path, machine_meta
 
@@ -610,7 +647,7 @@ def _cmd_sweep(args, console) -> int:
     out = check_out_path(args.out)
     if (code := _no_hopper("sweep")) is not None:
         return code
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     rows = shapes_sweep.run_sweep(shapes or list(model_shapes.SWEEP_MODELS), tokens, dtype, reps=args.rep,
                                   console=console)
     meta = {**machine_meta(), "dtype": args.dtype, "reps": args.rep}

@@ -34,6 +34,7 @@ KERNELS = ("packed", "dual")
 ACCUMULATIONS = ("fast", "promoted")
 PROMOTE = 4
 DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+DTYPE_OF_SUFFIX = {suffix: dtype for dtype, suffix in DTYPE_SUFFIX.items()}  # "bf16" -> torch.bfloat16
 NUM_SMS = 132  # H100 SXM and H200: the default where no device is named
 
 

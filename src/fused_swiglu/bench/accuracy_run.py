@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from .. import configs
 from ..accuracy import compare, count_threshold_for
 from ..reference import swiglu_eager, swiglu_float64, swiglu_fp32_one_rounding
 from ..weights import pack_gate_up
@@ -15,7 +16,7 @@ from . import report, shapes
 from .methods import FUSED_KERNEL, OPTIONAL_PEERS, alternate_rows, fused_call, peer_problem, quack_swiglu
 
 M_TOKENS = 2048
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = configs.DTYPE_OF_SUFFIX
 METHODS = {
     "eager": lambda x, wg, wu, wp: swiglu_eager(x, wg, wu),
     "torch_fp32_one_rounding": lambda x, wg, wu, wp: swiglu_fp32_one_rounding(x, wg, wu),

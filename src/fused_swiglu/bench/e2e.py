@@ -21,12 +21,13 @@ from pathlib import Path
 
 import torch
 
+from .. import configs
 from . import e2e_accuracy, e2e_models, e2e_modes, e2e_report
 from .e2e_modes import MODES, Settings, Skipped
 
 ACCURACY = "accuracy"  # the accuracy step, selectable with the modes
 STEPS = (*MODES, ACCURACY)
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = configs.DTYPE_OF_SUFFIX
 # Repeats and lengths: the full run, and what --quick changes (Qwen2.5-0.5B only, fewer repeats)
 FULL = dict(new_tokens=32, prompt_len=16, gen_repeats=11, compiled_repeats=3, compiled_warmups=2, graph_replays=100,
             prefill_batch=4, prefill_len=2048, prefill_repeats=5, accuracy_prompt_len=128)

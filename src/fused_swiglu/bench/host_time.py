@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .. import configs
 from ..functional import swiglu, swiglu_packed
 from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from ..weights import pack_gate_up
@@ -36,7 +37,7 @@ from . import report
 
 METHODS = ("swiglu", "swiglu_packed", "torch_mm", "eager", "mlp_stock", "mlp_fused")
 RATIOS = (("swiglu", "torch_mm"), ("swiglu_packed", "torch_mm"), ("mlp_fused", "mlp_stock"))
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = configs.DTYPE_OF_SUFFIX
 SHAPE = (1, 896, 4864)  # M, H, I: one token through Qwen2.5-0.5B's MLP
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import torch
 
-from .. import env
+from .. import configs, env
 from . import check, methods as m
 from . import report, shapes, timing
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = configs.DTYPE_OF_SUFFIX
 WARMUP_MS = 25.0  # warm-up per method and shape
 REPS = 50  # timed repetitions per method and shape
 

@@ -1,0 +1,155 @@
+"""``fused-swiglu bench --backward``: forward + backward of a whole SwiGLU MLP (gate, up, down).
+
+For each shape and token count M, one training step of the MLP block
+``z = down(silu(x W_gate^T) * (x W_up^T))``: the forward and ``torch.autograd.grad(z, inputs, dz)``
+with respect to x and every weight, for
+
+* ``eager``: PyTorch's ops (``F.linear``, ``F.silu``), as a stock Hugging Face MLP runs them;
+* ``compiled``: ``torch.compile`` of the same function (default mode; compiled once per shape
+  during the warm-up, Dynamo's caches reset between shapes);
+* ``fused_dual`` / ``fused_evt``: :func:`fused_swiglu.swiglu` (dual kernel) or
+  :func:`fused_swiglu.swiglu_packed` (packed kernel, interleaved weight) for the up-projection and
+  ``F.linear`` for the down projection: the path ``fuse_swiglu_mlps`` patches in, with the
+  backward of ``fused_swiglu/autograd.py``.
+
+The kernel benchmark's protocol (:func:`fused_swiglu.bench.timing.time_interleaved`): warm-up,
+methods interleaved rep by rep, L2 flushed before each repetition, input sets rotated, CUDA-event
+medians. A step is enqueued behind the flush, so its time is the GPU's, plus whatever part of the
+host's autograd work the GPU waits for. Rows: ``model``, ``hidden_size``, ``intermediate_size``,
+``tokens``, ``method``, ``median_ms``, ``p10_ms``, ``p90_ms``, and ``eager_over`` (eager's median
+over the method's: > 1, the method is faster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..functional import swiglu, swiglu_packed
+from ..weights import pack_gate_up
+from . import report, timing
+from .shapes import MlpShape
+
+METHODS = ("eager", "compiled", "fused_dual", "fused_evt")
+TOKENS = (512, 2048, 8192)
+REPS = 20
+WARMUP_MS = 200.0
+
+
+def mlp_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
+    """``down(silu(x W_gate^T) * (x W_up^T))``: x (M, H); w_gate, w_up (I, H); w_down (H, I)."""
+    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+
+def mlp_dual(x, w_gate, w_up, w_down):
+    """:func:`mlp_eager` with the dual kernel's up-projection."""
+    return F.linear(swiglu(x, w_gate, w_up, kernel="dual"), w_down)
+
+
+def mlp_packed(x, w_packed, w_down):
+    """:func:`mlp_eager` with the packed kernel's up-projection (``w_packed``: (2I, H), interleaved)."""
+    return F.linear(swiglu_packed(x, w_packed, layout="interleaved"), w_down)
+
+
+@dataclass(frozen=True)
+class StepSet:
+    """One input set of a training step: leaves that need gradients, and the output gradient."""
+
+    x: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_packed: torch.Tensor
+    w_down: torch.Tensor
+    dz: torch.Tensor
+
+
+def make_sets(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, l2_bytes: int) -> list[StepSet]:
+    """Enough input sets for the timing protocol (their weights together over 2x L2), weights
+    scaled by ``fan_in ** -0.5`` so that activations keep unit scale."""
+    itemsize = torch.finfo(dtype).bits // 8
+    weights = 5 * I * H * itemsize  # gate, up, down and the packed copy of gate + up
+    activations = (2 * M * H + 4 * M * I) * itemsize
+    n = timing.n_input_sets(3 * I * H * itemsize + M * H * itemsize, 2 * weights + 4 * activations, l2_bytes)
+    sets = []
+    for _ in range(n):
+        def leaf(*shape, scale=1.0):
+            return (torch.randn(*shape, device=device) * scale).to(dtype).requires_grad_()
+
+        wg, wu = leaf(I, H, scale=H**-0.5), leaf(I, H, scale=H**-0.5)
+        wp = pack_gate_up(wg.detach(), wu.detach()).requires_grad_()
+        sets.append(StepSet(leaf(M, H), wg, wu, wp, leaf(H, I, scale=I**-0.5),
+                            torch.randn(M, H, device=device).to(dtype)))
+    return sets
+
+
+def step_calls(sets: Sequence[StepSet], methods: Sequence[str]) -> dict[str, list[Callable[[], object]]]:
+    """method -> one training-step callable per input set (module docstring)."""
+    compiled = torch.compile(mlp_eager) if "compiled" in methods else None
+    build = {
+        "eager": lambda s: lambda: torch.autograd.grad(mlp_eager(s.x, s.w_gate, s.w_up, s.w_down),
+                                                       (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
+        "compiled": lambda s: lambda: torch.autograd.grad(compiled(s.x, s.w_gate, s.w_up, s.w_down),
+                                                          (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
+        "fused_dual": lambda s: lambda: torch.autograd.grad(mlp_dual(s.x, s.w_gate, s.w_up, s.w_down),
+                                                            (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
+        "fused_evt": lambda s: lambda: torch.autograd.grad(mlp_packed(s.x, s.w_packed, s.w_down),
+                                                           (s.x, s.w_packed, s.w_down), s.dz),
+    }
+    return {m: [build[m](s) for s in sets] for m in methods}
+
+
+def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[dict]:
+    """The rows of one cell; ``eager_over`` is None where eager was not timed."""
+    eager = timings.get("eager")
+    return [{"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
+             "tokens": M, "method": method, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+             "eager_over": eager.median_ms / t.median_ms if eager else None}
+            for method, t in timings.items()]
+
+
+FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms",
+          "eager_over")
+
+
+def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], dtype: torch.dtype,
+                 console, out: Path | None = None, reps: int = REPS, warmup_ms: float = WARMUP_MS) -> list[dict]:
+    """Time every shape at every M on the current CUDA device, print a line per cell, and with
+    ``out`` write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it.
+
+    Raises:
+        ValueError: an unknown method, or ``out`` cannot be written.
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS)}")
+    if out is not None:
+        out = report.check_out_path(out)
+    device = torch.device("cuda", torch.cuda.current_device())
+    flush = timing.flush_buffer(device)
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    timing.warm_gpu(device)
+    rows: list[dict] = []
+    for shape in shapes:
+        torch._dynamo.reset()  # a fresh compile cache per shape (Dynamo's recompile limit)
+        for M in tokens:
+            sets = make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2)
+            t = timing.time_interleaved(step_calls(sets, methods), device, warmup_ms=warmup_ms, reps=reps, flush=flush)
+            cell = rows_of(shape, M, t)
+            rows += cell
+            console.print(f"{shape.model} M={M}: " + ", ".join(
+                f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else "")
+                for r in cell))
+            del sets
+            torch.cuda.empty_cache()
+    if out is not None:
+        meta = report.machine_meta(device)
+        meta.update({"dtype": str(dtype).removeprefix("torch."), "reps": reps, "warmup_ms": warmup_ms,
+                     "protocol": "forward + autograd.grad of the MLP block per call; time_interleaved, L2 flushed, "
+                                 "input sets rotated, CUDA-event medians"})
+        paths = report.write_results(out, meta, rows, FIELDS)
+        console.print(f"wrote {paths[0]} and {paths[1]}")
+    return rows

@@ -1,0 +1,66 @@
+"""bench --backward: the training-step calls, rows and options (CPU); a short run on the GPU."""
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from fused_swiglu import cli, pack_gate_up
+from fused_swiglu.bench import backward, timing
+from fused_swiglu.bench.shapes import MlpShape
+
+
+def test_every_method_computes_the_same_gradients_on_cpu():
+    M, H, I = 5, 64, 48
+    sets = backward.make_sets(M, H, I, torch.bfloat16, torch.device("cpu"), l2_bytes=1)
+    assert len(sets) == 1 and sets[0].w_down.shape == (H, I) and sets[0].dz.shape == (M, H)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the PyTorch fallback's one warning off a GPU
+        grads = {m: fns[0]() for m, fns in backward.step_calls(sets, ["eager", "fused_dual", "fused_evt"]).items()}
+    # bf16: the fallback's forward rounds y once where eager rounds g, u and silu(g) too
+    close = dict(rtol=0.05, atol=0.05)
+    dx, dwg, dwu, dwd = grads["eager"]
+    for got, want in zip(grads["fused_dual"], (dx, dwg, dwu, dwd)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got.float(), want.float(), **close)
+    dx_p, dwp, dwd_p = grads["fused_evt"]
+    torch.testing.assert_close(dx_p.float(), dx.float(), **close)
+    torch.testing.assert_close(dwd_p.float(), dwd.float(), **close)
+    torch.testing.assert_close(dwp.float(), pack_gate_up(dwg, dwu).float(), **close)
+
+
+def test_rows_carry_eager_over_the_method():
+    shape = MlpShape("s", 64, 48)
+    t = {"eager": timing.Timing(2.0, 1.9, 2.1, 5), "fused_evt": timing.Timing(1.6, 1.5, 1.7, 5)}
+    rows = backward.rows_of(shape, 7, t)
+    assert [r["method"] for r in rows] == ["eager", "fused_evt"]
+    assert rows[1]["eager_over"] == pytest.approx(1.25) and rows[0]["eager_over"] == pytest.approx(1.0)
+    assert set(rows[0]) == set(backward.FIELDS)
+    assert backward.rows_of(shape, 7, {"fused_evt": t["fused_evt"]})[0]["eager_over"] is None
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--cuda-graph"], "--cuda-graph does not apply to --backward"),
+    (["--config", "packed_pingpong_128x192x64_2x1_bf16"], "--config does not apply"),
+    (["--methods", "eager,fused_mystery"], "unknown method 'fused_mystery'"),
+    (["--e2e"], "separate runs"),
+    (["--rep", "0"], "--rep must be a positive integer"),
+    (["--tokens", "0"], "--tokens"),
+])
+def test_bad_options_name_the_option(argv, needle, capsys):
+    assert cli.main(["bench", "--backward", *argv]) == 1
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_a_short_run_on_the_gpu(tmp_path):
+    from rich.console import Console
+
+    out = tmp_path / "backward.json"
+    rows = backward.run_backward([MlpShape("tiny", 256, 512)], [64], ["eager", "fused_dual", "fused_evt"],
+                                 torch.bfloat16, Console(quiet=True), out=out, reps=3, warmup_ms=1.0)
+    assert [r["method"] for r in rows] == ["eager", "fused_dual", "fused_evt"]
+    assert all(r["median_ms"] > 0 for r in rows)
+    data = json.loads(out.read_text())
+    assert data["meta"]["gpu"] and data["rows"] == rows and out.with_suffix(".csv").is_file()

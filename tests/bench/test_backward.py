@@ -18,16 +18,20 @@ def test_every_method_computes_the_same_gradients_on_cpu():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the PyTorch fallback's one warning off a GPU
         grads = {m: fns[0]() for m, fns in backward.step_calls(sets, ["eager", "fused_dual", "fused_evt"]).items()}
-    # bf16: the fallback's forward rounds y once where eager rounds g, u and silu(g) too
-    close = dict(rtol=0.05, atol=0.05)
+    # bf16: the fallback's forward rounds y once where eager also rounds g, u and silu(g), so the
+    # gradients agree to bf16 rounding, not bit for bit (norm-wise: a wrong gradient is off by O(1))
+    def check(got, want, name):
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        err = (got.float() - want.float()).norm() / want.float().norm()
+        assert err < 0.02, (name, err.item())
+
     dx, dwg, dwu, dwd = grads["eager"]
-    for got, want in zip(grads["fused_dual"], (dx, dwg, dwu, dwd)):
-        assert got.shape == want.shape and got.dtype == want.dtype
-        torch.testing.assert_close(got.float(), want.float(), **close)
+    for name, got, want in zip(("dx", "dw_gate", "dw_up", "dw_down"), grads["fused_dual"], (dx, dwg, dwu, dwd)):
+        check(got, want, f"dual {name}")
     dx_p, dwp, dwd_p = grads["fused_evt"]
-    torch.testing.assert_close(dx_p.float(), dx.float(), **close)
-    torch.testing.assert_close(dwd_p.float(), dwd.float(), **close)
-    torch.testing.assert_close(dwp.float(), pack_gate_up(dwg, dwu).float(), **close)
+    check(dx_p, dx, "packed dx")
+    check(dwd_p, dwd, "packed dw_down")
+    check(dwp, pack_gate_up(dwg, dwu), "packed dw_packed")
 
 
 def test_rows_carry_eager_over_the_method():

@@ -7,7 +7,7 @@
 #             the core library, the one config that call needs and the operator library compiled
 #   wheel_s   the same with the binary wheel (dist/*.whl, FUSED_SWIGLU_PREBUILT=1) and no nvcc on PATH
 #
-# Needs: python3 with torch (CUDA), .whl/ from scripts/fetch_wheels.sh (setuptools too), dist/ with
+# Needs: python3 with torch (CUDA), .whl/ from tools/fetch_wheels.sh (setuptools too), dist/ with
 # the binary wheel; nvcc on PATH for the source case.
 set -euo pipefail
 shopt -s inherit_errexit

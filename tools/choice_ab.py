@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """A/B of the config choice against the previous selection table, on the benchmark's Qwen2.5 cells.
 
-``scripts/data/table_choices_f3647a5.json`` holds what the 107-row table (with its wave and tail
+``tools/data/table_choices_f3647a5.json`` holds what the 107-row table (with its wave and tail
 rules) chose at commit f3647a5 for every Qwen2.5 shape and the benchmark's token counts, per kernel
 and accumulation. For each such cell this times that config (with its raster and swizzle) and the
 current choice (``configs.select`` on this GPU) in turn, rep by rep (the benchmark's protocol:
 L2 flushed before each call, input sets rotated, CUDA-event medians of the GPU time), and writes
 ``new_over_old`` (the current choice's median time over the table's; > 1: slower).
 
-Usage (on a Hopper GPU): ``python3 scripts/choice_ab.py --out choice_ab.json [--reps 30]``.
+Usage (on a Hopper GPU): ``python3 tools/choice_ab.py --out choice_ab.json [--reps 30]``.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 # Run the GPU test suite, the accuracy table and the benchmark on a Hopper machine whose python3
 # already has torch and pytest (with pytest-timeout), without internet.
 #
-#   .whl/*.whl            wheels of missing Python dependencies (scripts/fetch_wheels.sh), installed
+#   .whl/*.whl            wheels of missing Python dependencies (tools/fetch_wheels.sh), installed
 #                         into /tmp/fsw-wheels/site-packages; fused_swiglu itself runs from ./src
 #   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
 #                         with the machine's nvcc and copies it to $OUT/lib/)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/results/<gpu>/README.md from the JSON of ``fused-swiglu bench`` and ``accuracy``.
 
-Usage: ``python3 scripts/results_table.py bench.json [bench_cuda_graph.json ...] --accuracy accuracy.json
+Usage: ``python3 tools/results_table.py bench.json [bench_cuda_graph.json ...] --accuracy accuracy.json
 [accuracy_fp16.json ...] > README.md`` in docs/results/<gpu>/ (the bench files come first: ``--accuracy``
 takes every file after it). Every number in the output is read from the given files.
 """
@@ -62,7 +62,7 @@ def main() -> None:
     accs = [json.load(open(p)) for p in args.accuracy]
     meta = benches[0]["meta"]
     out = [f"# Results: {meta.get('gpu', '?')}", ""]
-    out.append("Produced by `scripts/results_table.py` from the JSON files in this folder, written by "
+    out.append("Produced by `tools/results_table.py` from the JSON files in this folder, written by "
                "`fused-swiglu bench --out bench.json`, `fused-swiglu bench --cuda-graph --out "
                "bench_cuda_graph.json`, `fused-swiglu accuracy --out accuracy.json` and `fused-swiglu accuracy "
                "--dtype fp16 --out accuracy_fp16.json`.")

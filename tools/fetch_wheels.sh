@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download into .whl/ the pure-Python dependencies that a GPU machine without internet may lack
-# (carried there with the checkout; scripts/device_run.sh installs them).
+# (carried there with the checkout; tools/device_run.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl

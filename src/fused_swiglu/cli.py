@@ -1,10 +1,10 @@
-"""The ``fused-swiglu`` command: ``bench``, ``accuracy``, ``info``, ``build``.
+"""The ``fused-swiglu`` command: ``bench``, ``accuracy``, ``info``, ``build``, ``tune``, ``sweep``, ``report``.
 
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
 Exit status: 0 done (``info`` reports what it finds, a bad nvcc or cache setting included, and exits
 0); 1 a bad option or environment variable, or a failed build (one line on stderr names the option
-and the rule); 2 ``bench`` or ``accuracy`` without a Hopper GPU; 3 ``bench``: a
+and the rule); 2 ``bench``, ``accuracy``, ``tune`` or ``sweep`` without a Hopper GPU; 3 ``bench``: a
 method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
 line names the method, the shape and the fault); 4 ``bench --e2e``: a mode failed on a model (its
 row holds the error; the other modes ran); 130 interrupted; 141 stdout closed early
@@ -28,7 +28,7 @@ EXIT_MODE_FAILED = 4
 EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU or a bad nvcc or cache "
                "setting included, and exits 0); 1 a bad option or another bad environment variable "
                "(e.g. FUSED_SWIGLU_LIBRARY, FUSED_SWIGLU_JOBS), or a failed build; "
-               "2 bench or accuracy without a Hopper GPU; 3 bench: a method's result failed the check "
+               "2 bench, accuracy, tune or sweep without a Hopper GPU; 3 bench: a method's result failed the check "
                "made before timing; 4 bench --e2e: a mode failed on a model (its row holds the error); "
                "130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
 

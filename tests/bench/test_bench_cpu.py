@@ -31,7 +31,10 @@ def test_custom_shapes_as_h_x_i():
         with pytest.raises(ValueError, match=f"custom shape '{bad}': hidden size H and intermediate size I "
                                              "must be positive multiples of 8"):
             shapes.find([bad])
-    for not_a_shape in ("4096x", "x64", "4096x14336x2", "-8x64", "8Bx64", "\u00b2x8", "\u0664096x8"):
+    for half in ("4096x", "x64", "x"):
+        with pytest.raises(ValueError, match=f"custom shape '{half}': give both sizes as HxI"):
+            shapes.find([half])
+    for not_a_shape in ("4096x14336x2", "-8x64", "8Bx64", "\u00b2x8", "\u0664096x8"):
         with pytest.raises(ValueError, match="unknown model"):
             shapes.find([not_a_shape])
     # a shape named twice, as a model and as HxI, is listed once

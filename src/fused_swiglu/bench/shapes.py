@@ -57,11 +57,13 @@ def parse_custom(name: str) -> MlpShape | None:
     MlpShape named ``"HxI"``; None if ``name`` does not have that form.
 
     Raises:
-        ValueError: H or I is not a positive multiple of 8 (the kernels' 16-byte TMA rows) or exceeds
-            2**31 - 1.
+        ValueError: H or I is missing, not a positive multiple of 8 (the kernels' 16-byte TMA rows),
+            or exceeds 2**31 - 1.
     """
     match = re.fullmatch(r"([0-9]+)[xX]([0-9]+)", name)
     if match is None:
+        if re.fullmatch(r"[0-9]*[xX][0-9]*", name):  # "4096x", "x14336": a shape with a size missing
+            raise ValueError(f"custom shape {name!r}: give both sizes as HxI, e.g. 4096x14336")
         return None
     H, I = int(match[1]), int(match[2])
     if H <= 0 or I <= 0 or H % 8 or I % 8 or max(H, I) > MAX_SIZE:

@@ -309,6 +309,14 @@ def _cmd_host_time(args, console) -> int:
     return 0
 
 
+def _check_timing_options(reps: int, warmup_ms: float) -> None:
+    """``--rep`` and ``--warmup-ms`` of the timed benchmarks (ValueError naming the option)."""
+    if reps < 1:
+        raise ValueError(f"--rep must be a positive integer; got {reps}")
+    if not (0.0 <= warmup_ms < float("inf")):
+        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
+
+
 def _cmd_backward(args, console) -> int:
     from . import configs
     from .bench import backward, shapes
@@ -322,16 +330,13 @@ def _cmd_backward(args, console) -> int:
     names = _models(args.models)
     tokens = _tokens(args.tokens) if args.tokens else list(backward.TOKENS)
     methods = _split(args.methods, "--methods") if args.methods else list(backward.METHODS)
-    for method in methods:
-        if method not in backward.METHODS:
-            raise ValueError(f"--methods: unknown method {method!r} for --backward; known: "
-                             f"{', '.join(backward.METHODS)}")
+    try:
+        backward.check_methods(methods)
+    except ValueError as e:
+        raise ValueError(f"--methods: {e}") from None
     reps = backward.REPS if args.rep is None else args.rep
     warmup_ms = backward.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
-    if reps < 1:
-        raise ValueError(f"--rep must be a positive integer; got {reps}")
-    if not (0.0 <= warmup_ms < float("inf")):
-        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
+    _check_timing_options(reps, warmup_ms)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench --backward")) is not None:
         return code
@@ -377,10 +382,7 @@ def _cmd_bench(args, console) -> int:
         if method not in METHODS:
             raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
     _config_applies(config, methods or list(METHODS), args.dtype)
-    if args.rep < 1:
-        raise ValueError(f"--rep must be a positive integer; got {args.rep}")
-    if not (0.0 <= args.warmup_ms < float("inf")):
-        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {args.warmup_ms}")
+    _check_timing_options(args.rep, args.warmup_ms)
     out = check_out_path(args.out) if args.out is not None else None
     for method in methods or []:  # an optional peer asked for by name: its package, on any machine
         if (problem := peer_problem(method)) is not None:

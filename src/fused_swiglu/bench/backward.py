@@ -70,7 +70,7 @@ class StepSet:
 def make_sets(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, l2_bytes: int) -> list[StepSet]:
     """Enough input sets for the timing protocol (their weights together over 2x L2), weights
     scaled by ``fan_in ** -0.5`` so that activations keep unit scale."""
-    itemsize = torch.finfo(dtype).bits // 8
+    itemsize = dtype.itemsize
     weights = 5 * I * H * itemsize  # gate, up, down and the packed copy of gate + up
     activations = (2 * M * H + 4 * M * I) * itemsize
     n = timing.n_input_sets(3 * I * H * itemsize + M * H * itemsize, 2 * weights + 4 * activations, l2_bytes)
@@ -86,20 +86,27 @@ def make_sets(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, 
     return sets
 
 
+def check_methods(methods: Sequence[str]) -> None:
+    """Raises ValueError naming the first of ``methods`` that is not one of :data:`METHODS`."""
+    for method in methods:
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def _step(mlp: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], dz: torch.Tensor):
+    return lambda: torch.autograd.grad(mlp(*inputs), inputs, dz)
+
+
 def step_calls(sets: Sequence[StepSet], methods: Sequence[str]) -> dict[str, list[Callable[[], object]]]:
-    """method -> one training-step callable per input set (module docstring)."""
-    compiled = torch.compile(mlp_eager) if "compiled" in methods else None
-    build = {
-        "eager": lambda s: lambda: torch.autograd.grad(mlp_eager(s.x, s.w_gate, s.w_up, s.w_down),
-                                                       (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
-        "compiled": lambda s: lambda: torch.autograd.grad(compiled(s.x, s.w_gate, s.w_up, s.w_down),
-                                                          (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
-        "fused_dual": lambda s: lambda: torch.autograd.grad(mlp_dual(s.x, s.w_gate, s.w_up, s.w_down),
-                                                            (s.x, s.w_gate, s.w_up, s.w_down), s.dz),
-        "fused_evt": lambda s: lambda: torch.autograd.grad(mlp_packed(s.x, s.w_packed, s.w_down),
-                                                           (s.x, s.w_packed, s.w_down), s.dz),
-    }
-    return {m: [build[m](s) for s in sets] for m in methods}
+    """method -> one training-step callable per input set (module docstring): the gradients of
+    every input of its MLP function."""
+    mlps = {"eager": mlp_eager, "compiled": torch.compile(mlp_eager) if "compiled" in methods else None,
+            "fused_dual": mlp_dual, "fused_evt": mlp_packed}
+
+    def inputs(method: str, s: StepSet) -> tuple[torch.Tensor, ...]:
+        return (s.x, s.w_packed, s.w_down) if method == "fused_evt" else (s.x, s.w_gate, s.w_up, s.w_down)
+
+    return {m: [_step(mlps[m], inputs(m, s), s.dz) for s in sets] for m in methods}
 
 
 def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[dict]:
@@ -123,9 +130,7 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
     Raises:
         ValueError: an unknown method, or ``out`` cannot be written.
     """
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS)}")
+    check_methods(methods)
     if out is not None:
         out = report.check_out_path(out)
     device = torch.device("cuda", torch.cuda.current_device())

@@ -36,9 +36,11 @@ def test_status_mapping_includes_last_error():
 
 
 def test_struct_layouts_match_the_header():
-    # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, then 4 (pointer, int64) pairs = 24 + 16 + 64 bytes
-    assert ctypes.sizeof(_lib.Problem) == 104
+    # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, 4 (pointer, int64) pairs, then 2 (pointer,
+    # pointer, int64) triples = 24 + 16 + 64 + 48 bytes
+    assert ctypes.sizeof(_lib.Problem) == 152
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
+    assert _lib.Problem.g.offset == 104 and _lib.Problem.lddgu.offset == 144
     # the per-launch packing writes every field at the C offset
     names = [name for name, _ in _lib.Problem._fields_]
     buf = bytearray(_lib._PROBLEM.size)
@@ -46,9 +48,10 @@ def test_struct_layouts_match_the_header():
     for value, name in enumerate(names, 1):
         field = getattr(_lib.Problem, name)
         assert int.from_bytes(buf[field.offset:field.offset + field.size], "little") == value, name
-    # fsw_config_info: a pointer then 13 int32 (and 4 bytes of padding)
+    # fsw_config_info: a pointer then 14 int32
     assert ctypes.sizeof(_lib._ConfigInfo) == 64
     assert _lib._ConfigInfo.smem_bytes.offset == 48 and _lib._ConfigInfo.swap_ab.offset == 56
+    assert _lib._ConfigInfo.preactivations.offset == 60
 
 
 def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):

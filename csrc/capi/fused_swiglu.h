@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 7
+#define FSW_ABI_VERSION 8
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -33,7 +33,13 @@ typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1 } fsw_dtype;
 // Which weight operand a kernel reads.
 typedef enum fsw_kernel_kind {
   FSW_KERNEL_PACKED = 0,  // Kernel-2: one GEMM over packed W [2N, K] + SwiGLU EVT epilogue
-  FSW_KERNEL_DUAL = 1     // Kernel-1: dual-GEMM over W_gate [N, K] and W_up [N, K]
+  FSW_KERNEL_DUAL = 1,    // Kernel-1: dual-GEMM over W_gate [N, K] and W_up [N, K]
+  // The SwiGLU backward through the down projection: one GEMM dY = dZ @ W_down with x = dZ (M, K),
+  // w = W_down (K, N) (its row stride ldw >= N), and a dSwiGLU epilogue that reads g, u (M, N) and
+  // writes, from the fp32 accumulator dY,
+  //   dg = dY * u * s * (1 + g * (1 - s)),  du = dY * g * s,  s = sigmoid(g)
+  // (the derivatives of silu(g) * u). y, w_up: unused.
+  FSW_KERNEL_DSWIGLU = 2
 } fsw_kernel_kind;
 
 // One SwiGLU problem. All matrices are row-major with unit stride along the last dimension; ld* are
@@ -54,6 +60,15 @@ typedef struct fsw_problem {
   int64_t ldw_up;
   void* y;            // (M, N) output
   int64_t ldy;
+  // The pre-activations g = x @ W_gate^T and u = x @ W_up^T, (M, N) each with row stride ldgu: written
+  // beside y by a config with preactivations = 1 (NULL otherwise), read by FSW_KERNEL_DSWIGLU.
+  void* g;
+  void* u;
+  int64_t ldgu;
+  // FSW_KERNEL_DSWIGLU: the gradients dg, du (M, N) it writes, row stride lddgu. Others: NULL.
+  void* dg;
+  void* du;
+  int64_t lddgu;
 } fsw_problem;
 
 typedef struct fsw_config_info {
@@ -68,6 +83,7 @@ typedef struct fsw_config_info {
   int32_t smem_bytes;       // shared memory per CTA in bytes (mainloop stages + epilogue + barriers)
   int32_t epilogue_smem_bytes;  // of which the collective epilogue, the SwiGLU node's output buffers included
   int32_t swap_ab;          // 1: swap-AB GEMM (weights as GMMA's A, tile_m weight rows by tile_n tokens)
+  int32_t preactivations;   // 1: also writes g and u (fsw_problem.g, .u) beside y (training forward)
 } fsw_config_info;
 
 int fsw_abi_version(void);

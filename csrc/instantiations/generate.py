@@ -18,7 +18,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("catalog", HERE.parents[1] / "src" / "fused_swiglu" / "catalog.py")
 catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
-CONFIGS = list(catalog.CONFIGS)
+CONFIGS = list(catalog.CONFIGS) + list(catalog.TRAINING_CONFIGS)
 # Measured and dropped (docs/perf-notes.md): 128x256 Cooperative, 256x128 Cooperative, Stream-K;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
 # 128x176 (one GMMA of that width: slower per FLOP than 128x128, which their fuller last wave at M = 512
@@ -49,6 +49,13 @@ KERNELS = {
                       "fused_swiglu/kernel/sm90_gemm_swiglu_packed_swapab.hpp"),
     "dual_swapab": ("::fused_swiglu::kernel::DualSwapABSwiGLUGemm", "FSW_KERNEL_DUAL",
                     "fused_swiglu/kernel/sm90_gemm_swiglu_dual_swapab.hpp"),
+    # training: the forward that also writes g and u, and the backward's dSwiGLU GEMM
+    "packed_store": ("::fused_swiglu::kernel::PackedStoreSwiGLUGemm", "FSW_KERNEL_PACKED",
+                     "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"),
+    "dual_store": ("::fused_swiglu::kernel::DualStoreSwiGLUGemm", "FSW_KERNEL_DUAL",
+                   "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"),
+    "dswiglu": ("::fused_swiglu::kernel::DSwiGLUGemm", "FSW_KERNEL_DSWIGLU",
+                "fused_swiglu/kernel/sm90_gemm_dswiglu.hpp"),
 }
 
 

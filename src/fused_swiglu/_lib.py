@@ -27,11 +27,11 @@ import torch
 
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 7  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 8  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16"}
-KERNEL_NAMES = {0: "packed", 1: "dual"}  # fsw_kernel_kind
+KERNEL_NAMES = {0: "packed", 1: "dual", 2: "dswiglu"}  # fsw_kernel_kind
 
 
 class Status(enum.IntEnum):
@@ -62,11 +62,18 @@ class Problem(ctypes.Structure):
         ("ldw_up", ctypes.c_int64),
         ("y", ctypes.c_void_p),  # (M, N)
         ("ldy", ctypes.c_int64),
+        ("g", ctypes.c_void_p),  # (M, N) pre-activations: written by a store config, read by dswiglu
+        ("u", ctypes.c_void_p),
+        ("ldgu", ctypes.c_int64),
+        ("dg", ctypes.c_void_p),  # dswiglu: (M, N) gradients it writes
+        ("du", ctypes.c_void_p),
+        ("lddgu", ctypes.c_int64),
     ]
 
 
-# The same layout as Problem / fsw_problem: three int64, four int32, then (pointer, int64) x 4.
-_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQq")  # 4 pad bytes before the first pointer, as in C
+# The same layout as Problem / fsw_problem: three int64, four int32, (pointer, int64) x 4, then
+# (pointer, pointer, int64) x 2.
+_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQq")  # 4 pad bytes before the first pointer, as in C
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
@@ -88,6 +95,7 @@ class _ConfigInfo(ctypes.Structure):
         ("smem_bytes", ctypes.c_int32),
         ("epilogue_smem_bytes", ctypes.c_int32),
         ("swap_ab", ctypes.c_int32),
+        ("preactivations", ctypes.c_int32),
     ]
 
 
@@ -101,7 +109,10 @@ class ConfigInfo:
     ``stages``: mainloop pipeline
     stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
     the collective epilogue (with the SwiGLU node's output buffers); ``swap_ab``: the GEMM takes the
-    weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M).
+    weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M);
+    ``preactivations``: the training forward, which also writes the gate and up pre-activations.
+    ``kernel`` ``"dswiglu"``: the backward's GEMM through the down projection (``tile_n`` counts
+    output columns).
     """
 
     index: int
@@ -119,6 +130,7 @@ class ConfigInfo:
     smem_bytes: int = 0
     epilogue_smem_bytes: int = 0
     swap_ab: bool = False
+    preactivations: bool = False
 
 
 _SIGNATURES = {
@@ -317,6 +329,7 @@ class Library:
             smem_bytes=info.smem_bytes,
             epilogue_smem_bytes=info.epilogue_smem_bytes,
             swap_ab=bool(info.swap_ab),
+            preactivations=bool(info.preactivations),
         )
 
     def run(
@@ -328,6 +341,10 @@ class Library:
         y: torch.Tensor,
         raster: int = 0,
         swizzle: int = 1,
+        g: torch.Tensor | None = None,
+        u: torch.Tensor | None = None,
+        dg: torch.Tensor | None = None,
+        du: torch.Tensor | None = None,
     ) -> None:
         """Launch ``config_name`` on x's current CUDA stream: ``y = silu(x @ Wg^T) * (x @ Wu^T)``.
 
@@ -338,6 +355,10 @@ class Library:
             w_up: ``W_up (N, K)`` for a dual config, None for a packed one.
             y: ``(M, N)`` output, same dtype, written in place.
             raster: 0 heuristic, 1 along M, 2 along N. swizzle: 1, 2, 4 or 8.
+            g, u: ``(M, N)`` views of one row stride: written beside y by a config with
+                ``preactivations``, read by a ``dswiglu`` config.
+            dg, du: ``(M, N)`` views of one row stride that a ``dswiglu`` config writes. For it, x is
+                dZ ``(M, K)``, w is ``W_down (K, N)``, w_up and y are None.
 
         Raises:
             UnsupportedError: unknown config name (or the library declines the problem).
@@ -349,13 +370,14 @@ class Library:
             raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
         config = self.ensure(config_name)
         m, k = x.shape
-        n = y.shape[1]
+        n = y.shape[1] if y is not None else dg.shape[1]
+        ptr = lambda t: t.data_ptr() if t is not None else 0  # noqa: E731
+        ld = lambda t: t.stride(0) if t is not None else 0  # noqa: E731
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
             self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle,
             x.data_ptr(), x.stride(0), w.data_ptr(), w.stride(0),
-            w_up.data_ptr() if w_up is not None else 0, w_up.stride(0) if w_up is not None else 0,
-            y.data_ptr(), y.stride(0),
+            ptr(w_up), ld(w_up), ptr(y), ld(y), ptr(g), ptr(u), ld(g), ptr(dg), ptr(du), ld(dg),
         )
         problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace
@@ -523,11 +545,13 @@ def run(
     y: torch.Tensor,
     raster: int = 0,
     swizzle: int = 1,
+    **preactivations: torch.Tensor | None,
 ) -> None:
-    """Launch one kernel on the current stream of x's device; see :meth:`Library.run`."""
+    """Launch one kernel on the current stream of x's device; see :meth:`Library.run` (keywords
+    ``g``, ``u``, ``dg``, ``du``)."""
     lib = library()
     if x.device.index is not None and x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):
-            lib.run(config_name, x, w, w_up, y, raster, swizzle)
+            lib.run(config_name, x, w, w_up, y, raster, swizzle, **preactivations)
     else:
-        lib.run(config_name, x, w, w_up, y, raster, swizzle)
+        lib.run(config_name, x, w, w_up, y, raster, swizzle, **preactivations)

@@ -67,6 +67,17 @@ CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 )
 
 
+# The training kernels (fused_swiglu.training): the forward that also writes the gate and up
+# pre-activations (``packed_store`` / ``dual_store``), and the backward's GEMM through the down
+# projection with the dSwiGLU epilogue (``dswiglu``: dY = dZ @ W_down; tile_n counts output columns).
+# The inference choice (fused_swiglu.configs) never picks them.
+TRAINING_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("packed_store", "pingpong", 128, 128, 64, 2, 1, 0),
+    ("dual_store", "pingpong", 128, 128, 64, 2, 1, 0),
+    ("dswiglu", "pingpong", 128, 128, 64, 1, 1, 0),
+)
+
+
 def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
             promote: int, dtype: str) -> str:
     """The library's name of one entry in ``dtype`` ("bf16" or "fp16"), e.g.
@@ -78,3 +89,13 @@ def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, c
 def names() -> list[str]:
     """Every compiled config name, entry by entry, bf16 before fp16."""
     return [name_of(*entry, dtype) for entry in CONFIGS for dtype in DTYPES]
+
+
+def training_names() -> list[str]:
+    """Every compiled training config name, entry by entry, bf16 before fp16."""
+    return [name_of(*entry, dtype) for entry in TRAINING_CONFIGS for dtype in DTYPES]
+
+
+def all_names() -> list[str]:
+    """The inference configs, then the training configs: the library's registry order."""
+    return names() + training_names()

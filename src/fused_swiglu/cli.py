@@ -65,16 +65,16 @@ def _repeated(values: list) -> list:
 
 
 def _known_config_names() -> set[str]:
-    """Every config name of this version's kernel library: the build compiles exactly
-    :func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16."""
+    """The config names ``--config`` can name: :func:`fused_swiglu.configs.choosable_configs` in bf16 and
+    fp16 (the library's inference configs; its training kernels are called by name only)."""
     from .configs import DTYPE_SUFFIX, choosable_configs
 
     return {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
 
 
 def _configs(value: str | None) -> str | None:
-    """``--config``: comma-separated names, each one of the kernel library's configs (the build
-    compiles exactly :func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
+    """``--config``: comma-separated names, each one of the kernel library's inference configs
+    (:func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
 
     Raises:
         ValueError: an empty item, or a name that is not a config of the library.
@@ -172,7 +172,8 @@ def _parser() -> argparse.ArgumentParser:
                        epilog=EXIT_STATUS)
     b.add_argument("--models", nargs="+", help="Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 "
                         "(default: the seven Qwen2.5 models); with --e2e, whole models: "
-                        f"{','.join(e2e_names())} (default: all four)")
+                        f"{','.join(e2e_names())} (default: all but the last, Qwen2.5-7B's dimensions "
+                        "at 8 layers for the training mode)")
     b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all; "

@@ -62,12 +62,30 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     return fail(FSW_ERROR_INVALID_ARGUMENT, "M, 2N and K must each be < 2^31; got M=%lld N=%lld K=%lld",
                 (long long)p.m, (long long)p.n, (long long)p.k);
   }
-  // w_up is read by the dual kernels only (packed: unused, may be NULL)
+  // Operands by kind: x (M, K); the weights (2N or N rows of K; the dSwiGLU GEMM's W_down: K rows of N);
+  // y (M, N); the pre-activations g, u (M, N) where a config writes or reads them; dg, du (M, N).
   bool dual = info.kind == FSW_KERNEL_DUAL;
-  struct { const char* name; const void* ptr; int64_t ld; int64_t min_ld; } ops[] = {
-      {"x", p.x, p.ldx, p.k}, {"w", p.w, p.ldw, p.k}, {"y", p.y, p.ldy, p.n},
-      {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k}};
-  for (auto const& op : ops) {
+  bool dswiglu = info.kind == FSW_KERNEL_DSWIGLU;
+  struct Operand { const char* name; const void* ptr; int64_t ld; int64_t min_ld; };
+  Operand ops[6];
+  int count = 0;
+  ops[count++] = {"x", p.x, p.ldx, p.k};
+  if (dswiglu) {
+    ops[count++] = {"w", p.w, p.ldw, p.n};
+    ops[count++] = {"dg", p.dg, p.lddgu, p.n};
+    ops[count++] = {"du", p.du, p.lddgu, p.n};
+  } else {
+    ops[count++] = {"w", p.w, p.ldw, p.k};
+    ops[count++] = {"y", p.y, p.ldy, p.n};
+    // w_up is read by the dual kernels only (packed: unused, may be NULL)
+    ops[count++] = {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k};
+  }
+  if (dswiglu || info.preactivations) {
+    ops[count++] = {"g", p.g, p.ldgu, p.n};
+    ops[count++] = {"u", p.u, p.ldgu, p.n};
+  }
+  for (int i = 0; i < count; ++i) {
+    Operand const& op = ops[i];
     if (op.ptr == nullptr) return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must not be NULL", op.name);
     if (!aligned16(op.ptr)) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must be 16-byte aligned for TMA; got address %p", op.name, op.ptr);
@@ -81,7 +99,7 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
   return FSW_SUCCESS;
 }
 
-// GemmT: a kernel/ composition (PackedSwiGLUGemm or DualSwiGLUGemm) providing
+// GemmT: a kernel/ composition (PackedSwiGLUGemm, DualSwiGLUGemm, DSwiGLUGemm, ...) providing
 //   Gemm, and static typename Gemm::Arguments make_arguments(fsw_problem const&, KernelHardwareInfo).
 template <class GemmT>
 struct Launcher {

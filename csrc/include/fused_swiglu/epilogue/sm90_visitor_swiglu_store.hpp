@@ -27,6 +27,11 @@
 //                commits it and guards the buffer's reuse (hence Stages >= the collective's StagesD).
 // The collective's own D store is disabled (ElementD = void), so this node is the only writer of Y.
 // TMA clips the M and N residues, so partial tiles need no predication here.
+//
+// With StorePreactivations (the training forward) the node also writes the pre-activations g and u,
+// each rounded once to Element, as two more (M, N/2) outputs at Y's coordinates: G[m, j] and U[m, j]
+// are the gate and up accumulators that Y[m, j] was computed from. They go through their own smem
+// buffers and TMA stores beside Y's (row-major forms only).
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -129,8 +134,9 @@ template <
   int PairStride,        // P above
   bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
   bool PairsAcrossSubtiles = false,  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
-  bool ShiftLastTokenTile = false  // the mainloop starts the last token tile (along M) at
-                                   // token_tile_start (collective/sm90_token_tile_shift.hpp): store it there
+  bool ShiftLastTokenTile = false,  // the mainloop starts the last token tile (along M) at
+                                    // token_tile_start (collective/sm90_token_tile_shift.hpp): store it there
+  bool StorePreactivations = false  // also write G and U (above) beside Y
 >
 struct Sm90SwiGLUStore {
   // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
@@ -148,6 +154,8 @@ struct Sm90SwiGLUStore {
                 "PairsAcrossSubtiles pairs rows of consecutive subtiles: PairsAlongM and PairStride == EPI_M");
   static_assert(PairStride % 2 == 0, "output elements are stored in pairs: PairStride must be even");
   static_assert(!(ShiftLastTokenTile && PairsAlongM), "the shifted token tile runs along M, the output's rows");
+  static_assert(!(StorePreactivations && PairsAlongM), "pre-activations are written by the row-major forms only");
+  static constexpr int kOutputs = StorePreactivations ? 3 : 1;   // Y, then G and U
   static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<PairsAlongM ? 0 : 1>(StrideMNL{}))>, cute::_1>,
                 "Y must have unit stride along the paired dimension (row-major Y; its transpose with PairsAlongM)");
 
@@ -164,12 +172,15 @@ struct Sm90SwiGLUStore {
 
   struct SharedStorage {
     alignas(cutlass::detail::alignment_for_swizzle(SmemLayout{}))
-    array_aligned<Element, cosize_v<SmemLayout>> smem_out;
+    array_aligned<Element, cosize_v<SmemLayout> * kOutputs> smem_out;   // Y's buffers, then G's and U's
   };
 
   struct Arguments {
     Element* ptr_out = nullptr;  // Y, (M, N/2, L)
     StrideMNL dOut = {};
+    Element* ptr_gate = nullptr;  // StorePreactivations: G and U, (M, N/2, L) each, stride dPre
+    Element* ptr_up = nullptr;
+    StrideMNL dPre = {};
   };
 
   struct Params {
@@ -178,6 +189,8 @@ struct Sm90SwiGLUStore {
         make_tensor(static_cast<Element*>(nullptr), repeat_like(StrideMNL{}, int32_t(0)), StrideMNL{}),
         SmemLayoutTma{}));
     TMA_Out tma_store_out;
+    TMA_Out tma_store_gate;   // StorePreactivations only (default-constructed otherwise)
+    TMA_Out tma_store_up;
   };
 
   // problem_shape is the GEMM's (M, N, K[, L]) with N = 2 * I accumulator columns.
@@ -186,8 +199,14 @@ struct Sm90SwiGLUStore {
   to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     auto out_shape = PairsAlongM ? make_shape(M / 2, N, L) : make_shape(M, N / 2, L);
-    Tensor tensor_out = make_tensor(args.ptr_out, make_layout(out_shape, args.dOut));
-    return {make_tma_copy(SM90_TMA_STORE{}, tensor_out, SmemLayoutTma{})};
+    auto tma = [&](Element* ptr, StrideMNL stride) {
+      return make_tma_copy(SM90_TMA_STORE{}, make_tensor(ptr, make_layout(out_shape, stride)), SmemLayoutTma{});
+    };
+    if constexpr (StorePreactivations) {
+      return {tma(args.ptr_out, args.dOut), tma(args.ptr_gate, args.dPre), tma(args.ptr_up, args.dPre)};
+    } else {
+      return {tma(args.ptr_out, args.dOut), {}, {}};
+    }
   }
 
   template <class ProblemShape>
@@ -197,9 +216,13 @@ struct Sm90SwiGLUStore {
     // pairs; for the dual GEMM (P = BLK_N/2) a partial last tile is fine: its gate and up halves are
     // loaded from separate tensors and TMA fills rows past I with zeros and clips the stores.
     // PairsAlongM: the same for M = 2I accumulator rows.
-    return (PairsAlongM ? M : N) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(args.ptr_out) % 16 == 0 &&
-           (get<PairsAlongM ? 1 : 0>(args.dOut) * int64_t(sizeof(Element))) % 16 == 0;
+    auto tma_ready = [](Element const* ptr, StrideMNL stride) {
+      return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 &&
+             (get<PairsAlongM ? 1 : 0>(stride) * int64_t(sizeof(Element))) % 16 == 0;
+    };
+    bool pre_ok = !StorePreactivations || (args.ptr_gate != nullptr && args.ptr_up != nullptr &&
+                                           tma_ready(args.ptr_gate, args.dPre) && tma_ready(args.ptr_up, args.dPre));
+    return (PairsAlongM ? M : N) % 16 == 0 && tma_ready(args.ptr_out, args.dOut) && pre_ok;
   }
 
   template <class ProblemShape>
@@ -229,6 +252,8 @@ struct Sm90SwiGLUStore {
 
   template <class CrdLayout, class STensor, class STensorS2G, class GTensorS2G>
   struct ConsumerStoreCallbacks : EmptyConsumerStoreCallbacks {
+    // STensor / STensorS2G: Y's buffers; G's and U's (StorePreactivations) are the same views offset by
+    // one and two buffer sizes.
     static constexpr int F = int(size(CrdLayout{}));   // accumulator elements per thread per subtile
     static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride, PairsAlongM>(); }
     static_assert(PairsAcrossSubtiles || pair_table().ok,
@@ -237,20 +262,32 @@ struct Sm90SwiGLUStore {
     static constexpr int NumPairs = PairsAcrossSubtiles ? F : F / 2;
     static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
 
-    CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, GTensorS2G&& bSG_gOut,
-                                          int thr_m_out, int thr_n_out, Params const* params_ptr)
+    CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, STensor&& sGate,
+                                          STensorS2G&& bSG_sGate, STensor&& sUp, STensorS2G&& bSG_sUp,
+                                          GTensorS2G&& bSG_gOut, int thr_m_out, int thr_n_out,
+                                          Params const* params_ptr)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
+          sGate(cute::forward<STensor>(sGate)),
+          bSG_sGate(cute::forward<STensorS2G>(bSG_sGate)),
+          sUp(cute::forward<STensor>(sUp)),
+          bSG_sUp(cute::forward<STensorS2G>(bSG_sUp)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
           thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr) {}
 
     STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
+    STensor sGate;         // StorePreactivations: G's and U's buffers (else aliases of Y's, unused)
+    STensorS2G bSG_sGate;
+    STensor sUp;
+    STensorS2G bSG_sUp;
     GTensorS2G bSG_gOut;   // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     int thr_m_out;         // output row of this thread's first element inside the subtile
     int thr_n_out;         // output column of this thread's first element inside the subtile
     Params const* params_ptr;
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
+    Array<Element, StorePreactivations ? NumPairs : 1> out_gate;   // and its g, u (StorePreactivations)
+    Array<Element, StorePreactivations ? NumPairs : 1> out_up;
     Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
     Array<float, F> acc;   // the subtile's accumulators, gathered when it arrives in several fragments
 
@@ -291,6 +328,10 @@ struct Sm90SwiGLUStore {
           float g = value(t.gate[decltype(p)::value]);
           float u = value(t.up[decltype(p)::value]);
           out[decltype(p)::value] = static_cast<Element>(detail::swiglu(g, u));
+          if constexpr (StorePreactivations) {
+            out_gate[decltype(p)::value] = static_cast<Element>(g);
+            out_up[decltype(p)::value] = static_cast<Element>(u);
+          }
         });
       }
       return frg_input;
@@ -316,10 +357,17 @@ struct Sm90SwiGLUStore {
         cute::for_each(make_int_sequence<NumPairs / 2>{}, [&](auto q) {
           constexpr int p = 2 * decltype(q)::value;
           constexpr auto t = pair_table();
-          Element* dst = &sOut(thr_m_out + t.out_m[p], thr_n_out + t.out_n[p], pipe);
-          Element lo = out[p];
-          Element hi = out[p + 1];
-          *reinterpret_cast<uint32_t*>(dst) = uint32_t(lo.raw()) | (uint32_t(hi.raw()) << 16);
+          auto store_pair = [&](auto& smem, auto const& values) {
+            Element* dst = &smem(thr_m_out + t.out_m[p], thr_n_out + t.out_n[p], pipe);
+            Element lo = values[p];
+            Element hi = values[p + 1];
+            *reinterpret_cast<uint32_t*>(dst) = uint32_t(lo.raw()) | (uint32_t(hi.raw()) << 16);
+          };
+          store_pair(sOut, out);
+          if constexpr (StorePreactivations) {
+            store_pair(sGate, out_gate);
+            store_pair(sUp, out_up);
+          }
         });
       }
     }
@@ -333,6 +381,10 @@ struct Sm90SwiGLUStore {
       } else if (issue_tma_store) {
         int pipe = store_iteration % Stages;
         copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n));
+        if constexpr (StorePreactivations) {  // G and U share Y's shape, so Y's coordinates address them
+          copy(params_ptr->tma_store_gate, bSG_sGate(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n));
+          copy(params_ptr->tma_store_up, bSG_sUp(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n));
+        }
       }
     }
   };
@@ -365,11 +417,18 @@ struct Sm90SwiGLUStore {
       }
     }();
     Tensor gOut_epi = flat_divide(gOut, OutTile{});                // (OUT_M,OUT_N,EPI_M_CNT,EPI_N_CNT)
-    Tensor sOut_epi = cute::as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(smem_out), SmemLayout{}));                          // (OUT_M,OUT_N,PIPE)
+    auto smem_buffer = [&](int b) {                                                   // (OUT_M,OUT_N,PIPE)
+      return cute::as_position_independent_swizzle_tensor(
+          make_tensor(make_smem_ptr(smem_out + b * int(cosize_v<SmemLayout>)), SmemLayout{}));
+    };
+    Tensor sOut_epi = smem_buffer(0);
+    Tensor sGate_epi = smem_buffer(StorePreactivations ? 1 : 0);
+    Tensor sUp_epi = smem_buffer(StorePreactivations ? 2 : 0);
 
     ThrCopy thrblk_s2g = params_ptr->tma_store_out.get_slice(_0{});
     Tensor bSG_sOut = thrblk_s2g.partition_S(sOut_epi);                              // (TMA,TMA_M,TMA_N,PIPE)
+    Tensor bSG_sGate = thrblk_s2g.partition_S(sGate_epi);
+    Tensor bSG_sUp = thrblk_s2g.partition_S(sUp_epi);
     Tensor bSG_gOut = thrblk_s2g.partition_D(gOut_epi);                  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
 
     // args.tCcD: (CPY,CPY_M,CPY_N,EPI_M,EPI_N) coordinates relative to this thread's first element.
@@ -386,7 +445,8 @@ struct Sm90SwiGLUStore {
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
-        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
+        cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(sGate_epi), cute::move(bSG_sGate),
+        cute::move(sUp_epi), cute::move(bSG_sUp), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
   }
 };
 

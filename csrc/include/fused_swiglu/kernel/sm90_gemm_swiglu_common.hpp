@@ -69,11 +69,13 @@ constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 // SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
 // and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
 // PairsAcrossSubtiles (SwapAB only): gate rows fill one epilogue subtile and their up rows the next.
+// StorePreactivations (not SwapAB): the epilogue also writes g and u (fsw_problem.g, .u) beside Y.
 template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor,
-          bool SwapAB = false, bool PairsAcrossSubtiles = false>
+          bool SwapAB = false, bool PairsAcrossSubtiles = false, bool StorePreactivations = false>
 struct SwiGLUGemmBase {
   using Element = typename Config::Element;
   static constexpr bool kSwapAB = SwapAB;
+  static constexpr bool kStoresPreactivations = StorePreactivations;
   using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
 
   // Tokens along M: the mainloop and the epilogue both start the last token tile at token_tile_start
@@ -82,7 +84,7 @@ struct SwiGLUGemmBase {
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
           /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, /*PairsAlongM=*/SwapAB,
-          PairsAcrossSubtiles, kShiftLastTokenTile>,
+          PairsAcrossSubtiles, kShiftLastTokenTile, StorePreactivations>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -128,15 +130,15 @@ struct SwiGLUGemmBase {
   // The GEMM is (M, 2N, K): gate and up accumulator columns together; (2N, M, K) with SwapAB.
   static typename Gemm::Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
                                             typename CollectiveMainloop::Arguments mainloop) {
-    StrideOut d_out;
-    if constexpr (SwapAB) d_out = col_major(p.ldy);
-    else d_out = row_major(p.ldy);
+    StrideOut d_out, d_pre;
+    if constexpr (SwapAB) d_out = col_major(p.ldy), d_pre = col_major(p.ldgu);
+    else d_out = row_major(p.ldy), d_pre = row_major(p.ldgu);
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
-        {{{}, {static_cast<Element*>(p.y), d_out}},
+        {{{}, {static_cast<Element*>(p.y), d_out, static_cast<Element*>(p.g), static_cast<Element*>(p.u), d_pre}},
          nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
         hw_info};
     return args;

@@ -19,11 +19,13 @@ namespace fused_swiglu::kernel {
 template <class Config>
 using DualEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>, cute::Int<Config::kTileN>>;
 
-template <class Config>
+// StorePreactivations: the training forward, which also writes g and u (SwiGLUGemmBase).
+template <class Config, bool StorePreactivations = false>
 struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairStride=*/Config::kTileN / 2,
-                                       fused_swiglu::collective::DualBCollectiveMma> {
+                                       fused_swiglu::collective::DualBCollectiveMma, /*SwapAB=*/false,
+                                       /*PairsAcrossSubtiles=*/false, StorePreactivations> {
   using Base = SwiGLUGemmBase<Config, DualEpilogueTile<Config>, Config::kTileN / 2,
-                              fused_swiglu::collective::DualBCollectiveMma>;
+                              fused_swiglu::collective::DualBCollectiveMma, false, false, StorePreactivations>;
   using typename Base::Element;
   using typename Base::Gemm;
 
@@ -33,5 +35,8 @@ struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairS
                                         static_cast<Element const*>(p.x), row_major(p.ldx)});
   }
 };
+
+template <class Config>
+using DualStoreSwiGLUGemm = DualSwiGLUGemm<Config, /*StorePreactivations=*/true>;
 
 }  // namespace fused_swiglu::kernel

@@ -20,10 +20,13 @@ template <class Config>
 using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>,
                                        cute::Int<Config::kTileN % 64 == 0 ? 64 : Config::kTileN>>;
 
-template <class Config>
+// StorePreactivations: the training forward, which also writes g and u (SwiGLUGemmBase).
+template <class Config, bool StorePreactivations = false>
 struct PackedSwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, fused_swiglu::collective::ShiftedTokenTileMainloop> {
-  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, fused_swiglu::collective::ShiftedTokenTileMainloop>;
+    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, fused_swiglu::collective::ShiftedTokenTileMainloop,
+                     /*SwapAB=*/false, /*PairsAcrossSubtiles=*/false, StorePreactivations> {
+  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, fused_swiglu::collective::ShiftedTokenTileMainloop,
+                              false, false, StorePreactivations>;
   using typename Base::Element;
   using typename Base::Gemm;
 
@@ -32,5 +35,8 @@ struct PackedSwiGLUGemm
                                         static_cast<Element const*>(p.w), row_major(p.ldw)});
   }
 };
+
+template <class Config>
+using PackedStoreSwiGLUGemm = PackedSwiGLUGemm<Config, /*StorePreactivations=*/true>;
 
 }  // namespace fused_swiglu::kernel

@@ -5,10 +5,11 @@
 
 from ._version import __version__
 from .functional import swiglu, swiglu_packed
+from .mlp import swiglu_mlp, swiglu_mlp_packed
 from .modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from .weights import pack_gate_up, unpack_gate_up
 
 __all__ = [
-    "__version__", "swiglu", "swiglu_packed", "pack_gate_up", "unpack_gate_up",
+    "__version__", "swiglu", "swiglu_packed", "swiglu_mlp", "swiglu_mlp_packed", "pack_gate_up", "unpack_gate_up",
     "fuse_swiglu_mlps", "unfuse_swiglu_mlps",
 ]

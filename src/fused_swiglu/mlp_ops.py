@@ -1,0 +1,229 @@
+"""The training operators of the whole SwiGLU MLP (torch.library), called by :mod:`fused_swiglu.mlp`.
+
+``z = (silu(x W_gate^T) * (x W_up^T)) W_down^T`` for x ``(M, H)``, W_gate and W_up ``(I, H)``,
+W_down ``(H, I)``, all of one dtype (CUDA: bf16 / fp16).
+
+``fused_swiglu::mlp_forward(x, w_gate, w_up, w_down) -> (z, y, gu)``
+    z ``(M, H)``; y ``(M, I)``, the SwiGLU output; gu ``(M, 2I)`` = ``[g | u]``, the gate and up
+    pre-activations ``x W_gate^T`` and ``x W_up^T`` rounded once to the dtype. CUDA: one launch of the
+    dual kernel's store variant writes y, g and u from the same fp32 accumulators; z is a cuBLAS GEMM.
+``fused_swiglu::mlp_forward_packed(x, w_packed, w_down, layout) -> (z, y, gu)``
+    The same with w_packed ``(2I, H)``: ``"interleaved"`` (:func:`fused_swiglu.weights.pack_gate_up`;
+    the packed kernel's store variant) or ``"concatenated"`` (``[W_gate; W_up]``: the dual kernel on
+    its two row slices).
+``fused_swiglu::dswiglu(dz, w_down, gu) -> dgu``
+    dgu ``(M, 2I)`` = ``[dg | du]``: the gradients of ``y = silu(g) * u`` at ``dY = dz W_down``,
+    computed from the fp32 dY and rounded once. CUDA: one GEMM with a dSwiGLU epilogue, so dY is
+    never written.
+
+Autograd of both forwards (only the gradients an input needs are computed): ``dW_down = dz^T y``;
+``dgu = dswiglu(dz, W_down, gu)``; ``dx = dg W_gate + du W_up`` (packed: ``dgu W_packed``, one GEMM);
+``[dW_gate; dW_up] = dgu^T x``, one GEMM whose row halves are the two gradients (the concatenated
+layout's gradient as it is; the interleaved layout's from dgu reordered to that layout, one copy).
+y and gu are saved for the backward and are not differentiable. A backward that records a graph
+itself (``create_graph=True``) raises RuntimeError: this path keeps no graph through g and u; the
+recomputing path (``swiglu_mlp(..., recompute=True)``) supports it.
+
+The CPU kernels compute the same quantities with fp32 (float64 for float64 inputs) PyTorch products
+and the same roundings; the fake kernels give shapes, dtypes and contiguous strides (torch.compile).
+Operands the CUDA kernels cannot read with TMA (non-unit column stride, a row stride that is not a
+multiple of 8 elements, a start not 16-byte aligned) are copied once.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _lib, catalog
+from .reference import ieee_fp32_matmul
+from .weights import BLOCK, LAYOUTS, unpack_gate_up
+
+
+@functools.lru_cache(maxsize=None)
+def config_name(kernel: str, dtype: torch.dtype) -> str:
+    """The library config of training kernel ``kernel`` (``"dual_store"``, ``"packed_store"``,
+    ``"dswiglu"``) in ``dtype`` (bf16 / fp16), e.g. ``dswiglu_pingpong_128x128x64_1x1_bf16``."""
+    entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel)
+    return catalog.name_of(*entry, _lib.DTYPE_NAMES[_lib.DTYPE_CODES[dtype]])
+
+
+def _tma(t: Tensor) -> Tensor:
+    """t as the kernels read it: unit column stride, row stride a multiple of 8, 16-byte aligned."""
+    if t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _halves(t: Tensor) -> tuple[Tensor, Tensor]:
+    n = t.shape[1] // 2
+    return t[:, :n], t[:, n:]
+
+
+def _accumulate(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _preactivations_cpu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> tuple[Tensor, Tensor]:
+    """The fp32 (float64) gate and up products, unrounded."""
+    acc = _accumulate(x.dtype)
+    with ieee_fp32_matmul():
+        return x.to(acc) @ w_gate.to(acc).T, x.to(acc) @ w_up.to(acc).T
+
+
+def _forward_cuda(kernel: str, x: Tensor, w: Tensor, w_up: Tensor | None, w_down: Tensor):
+    M, I = x.shape[0], w_down.shape[1]
+    y = x.new_empty((M, I))
+    gu = x.new_empty((M, 2 * I))
+    if M > 0 and I > 0:
+        g, u = _halves(gu)
+        x = _tma(x)
+        _lib.run(config_name(kernel, x.dtype), x, _tma(w), None if w_up is None else _tma(w_up), y, g=g, u=u)
+    return y, gu
+
+
+def _forward_cpu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> tuple[Tensor, Tensor]:
+    g, u = _preactivations_cpu(x, w_gate, w_up)
+    return (F.silu(g) * u).to(x.dtype), torch.cat([g, u], dim=1).to(x.dtype)
+
+
+@torch.library.custom_op("fused_swiglu::mlp_forward", mutates_args=())
+def mlp_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    if x.is_cuda:
+        y, gu = _forward_cuda("dual_store", x, w_gate, w_up, w_down)
+    else:
+        y, gu = _forward_cpu(x, w_gate, w_up)
+    return y @ w_down.T, y, gu
+
+
+@torch.library.custom_op("fused_swiglu::mlp_forward_packed", mutates_args=())
+def mlp_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got layout={layout!r}")
+    I = w_packed.shape[0] // 2
+    if x.is_cuda:
+        if layout == "interleaved":
+            y, gu = _forward_cuda("packed_store", x, w_packed, None, w_down)
+        else:
+            y, gu = _forward_cuda("dual_store", x, w_packed[:I], w_packed[I:], w_down)
+    else:
+        w_gate, w_up = unpack_gate_up(w_packed, layout=layout)
+        y, gu = _forward_cpu(x, w_gate, w_up)
+    return y @ w_down.T, y, gu
+
+
+@torch.library.custom_op("fused_swiglu::dswiglu", mutates_args=())
+def dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
+    M, I = dz.shape[0], w_down.shape[1]
+    if dz.is_cuda:
+        dgu = dz.new_empty((M, 2 * I))
+        if M > 0 and I > 0:
+            g, u = _halves(_tma(gu))
+            dg, du = _halves(dgu)
+            _lib.run(config_name("dswiglu", dz.dtype), _tma(dz), _tma(w_down), None, None, g=g, u=u, dg=dg, du=du)
+        return dgu
+    acc = _accumulate(dz.dtype)
+    with ieee_fp32_matmul():
+        dy = dz.to(acc) @ w_down.to(acc)
+    g, u = (h.to(acc) for h in _halves(gu))
+    s = torch.sigmoid(g)
+    return torch.cat([dy * u * (s * (1 + g * (1 - s))), dy * (g * s)], dim=1).to(dz.dtype)
+
+
+@mlp_forward.register_fake
+def _mlp_forward_fake(x, w_gate, w_up, w_down):
+    M, I = x.shape[0], w_gate.shape[0]
+    return x.new_empty((M, w_down.shape[0])), x.new_empty((M, I)), x.new_empty((M, 2 * I))
+
+
+@mlp_forward_packed.register_fake
+def _mlp_forward_packed_fake(x, w_packed, w_down, layout):
+    M, I = x.shape[0], w_packed.shape[0] // 2
+    return x.new_empty((M, w_down.shape[0])), x.new_empty((M, I)), x.new_empty((M, 2 * I))
+
+
+@dswiglu.register_fake
+def _dswiglu_fake(dz, w_down, gu):
+    return dz.new_empty((dz.shape[0], 2 * w_down.shape[1]))
+
+
+def _interleave(dgu: Tensor) -> Tensor:
+    """``[dg | du]`` (M, 2I) in the interleaved layout: blocks of 8 dg columns, then the 8 matching du."""
+    M, I = dgu.shape[0], dgu.shape[1] // 2
+    return dgu.view(M, 2, I // BLOCK, BLOCK).transpose(1, 2).reshape(M, 2 * I)
+
+
+def _no_double_backward() -> None:
+    if torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        raise RuntimeError(
+            "fused_swiglu.swiglu_mlp: backward with create_graph=True is not supported on the stored "
+            "pre-activation path (it keeps no graph through the gate and up products); call "
+            "swiglu_mlp(..., recompute=True) for double backward"
+        )
+
+
+def _setup_context(ctx, inputs, output):
+    _z, y, gu = output
+    ctx.mark_non_differentiable(y, gu)
+    ctx.set_materialize_grads(False)  # no zero gradients are made for y and gu
+    ctx.save_for_backward(*inputs, y, gu)
+
+
+def _setup_packed_context(ctx, inputs, output):
+    x, w_packed, w_down, layout = inputs
+    _setup_context(ctx, (x, w_packed, w_down), output)
+    ctx.layout = layout
+
+
+def _down_grads(dz: Tensor, w_down: Tensor, y: Tensor, gu: Tensor, need_dgu: bool, need_down: bool):
+    """(dgu, dW_down), None where not needed."""
+    dz = dz.contiguous()
+    dw_down = dz.T @ y if need_down else None  # (H, I)
+    dgu = dswiglu(dz, w_down, gu) if need_dgu else None  # (M, 2I)
+    return dgu, dw_down
+
+
+def _mlp_backward(ctx, dz, _dy, _dgu):
+    if dz is None:
+        return None, None, None, None
+    _no_double_backward()
+    x, w_gate, w_up, w_down, y, gu = ctx.saved_tensors
+    nx, ng, nu, nd = ctx.needs_input_grad
+    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or ng or nu, nd)
+    dx = dw_gate = dw_up = None
+    if dgu is not None:
+        I = w_gate.shape[0]
+        dg, du = dgu[:, :I], dgu[:, I:]
+        if nx:
+            dx = (dg @ w_gate).addmm_(du, w_up)  # (M, H): the second product accumulated in place
+        if ng and nu:
+            dw = dgu.T @ x  # (2I, H): [dW_gate; dW_up], one GEMM
+            dw_gate, dw_up = dw[:I], dw[I:]
+        elif ng:
+            dw_gate = dg.T @ x
+        elif nu:
+            dw_up = du.T @ x
+    return dx, dw_gate, dw_up, dw_down
+
+
+def _mlp_packed_backward(ctx, dz, _dy, _dgu):
+    if dz is None:
+        return None, None, None, None
+    _no_double_backward()
+    x, w_packed, w_down, y, gu = ctx.saved_tensors
+    nx, nw, nd = ctx.needs_input_grad[:3]
+    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or nw, nd)
+    dx = dw_packed = None
+    if dgu is not None:
+        if ctx.layout == "interleaved":
+            dgu = _interleave(dgu)  # w_packed's row order
+        dx = dgu @ w_packed if nx else None  # (M, H)
+        dw_packed = dgu.T @ x if nw else None  # (2I, H), in w_packed's layout
+    return dx, dw_packed, dw_down, None
+
+
+mlp_forward.register_autograd(_mlp_backward, setup_context=_setup_context)
+mlp_forward_packed.register_autograd(_mlp_packed_backward, setup_context=_setup_packed_context)

@@ -42,9 +42,10 @@ def _model():
 
 def _count_calls(monkeypatch):
     """Calls of the fused paths: ("swiglu", its keywords) for the public function, ("op", config)
-    for the patched forward's direct operator call."""
+    for the patched forward's direct operator call, ("block", "") for the whole-block operator
+    (autograd records the call)."""
     calls = []
-    real, real_run_op = modules.swiglu, modules._run_op
+    real, real_run_op, real_block = modules.swiglu, modules._run_op, modules.mlp_ops.mlp_forward
 
     def counting(*args, **kw):
         calls.append(("swiglu", kw))
@@ -54,7 +55,12 @@ def _count_calls(monkeypatch):
         calls.append(("op", args[-1]))
         return real_run_op(op, *args)
 
+    def counting_block(*args):
+        calls.append(("block", ""))
+        return real_block(*args)
+
     monkeypatch.setattr(modules, "swiglu", counting)
+    monkeypatch.setattr(modules.mlp_ops, "mlp_forward", counting_block)
     monkeypatch.setattr(modules, "_run_op", counting_run_op)
     return calls
 
@@ -327,14 +333,14 @@ def test_weights_replaced_or_updated_after_the_first_call_are_used(monkeypatch):
     with torch.no_grad():
         mlp.gate_proj.weight.mul_(-2)  # in place: same Parameter, read at the call
     got = mlp(x)
-    assert calls == [("op", "")]
+    assert calls == [("block", "")]  # the weights require grad: the whole-block operator
     want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
     assert ((got.double() - want).norm() / want.norm()).item() < 1e-2
     mlp.up_proj.weight = nn.Parameter(torch.randn(24, 32, dtype=torch.bfloat16))  # a new Parameter
     got = mlp(x)
     want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
     assert ((got.double() - want).norm() / want.norm()).item() < 1e-2
-    assert calls == [("op", ""), ("op", "")]  # the full check re-armed the fast path on the new weight
+    assert calls == [("block", ""), ("block", "")]  # the full check re-armed the fast path on the new weight
     mlp.gate_proj = nn.Linear(32, 24, bias=False).to(torch.bfloat16)  # a new layer that still qualifies
     got = mlp(x)
     want = swiglu_float64(x, mlp.gate_proj.weight, mlp.up_proj.weight) @ mlp.down_proj.weight.double().T
@@ -400,7 +406,7 @@ def test_global_module_hooks_run_the_original_forward(kind, monkeypatch):
         handle.remove()
     calls = _count_calls(monkeypatch)
     mlp(x)
-    assert calls == [("op", "")]  # hooks gone: the fused path again
+    assert calls == [("block", "")]  # hooks gone: the fused path again (the weights require grad)
 
 
 @pytest.mark.parametrize("kind", ["full_backward", "full_backward_pre"])
@@ -425,3 +431,35 @@ def test_disarm_leaves_exactly_the_unarmed_state():
     forward._disarm()
     assert {k: getattr(forward, k) for k in FusedSwiGLUForward._UNARMED} == FusedSwiGLUForward._UNARMED
     assert forward.__getstate__().keys() == vars(forward).keys()
+
+
+def test_training_runs_the_whole_block_and_inference_the_up_projection(monkeypatch):
+    mlp, x = _patched_bf16_mlp()
+    stock = MLP(H=32, I=24).to(torch.bfloat16)
+    stock.load_state_dict(mlp.state_dict())
+    calls = _count_calls(monkeypatch)
+    xs = [x.clone().requires_grad_() for _ in range(2)]
+    mlp(xs[0]).float().sum().backward()
+    MLP.forward(stock, xs[1]).float().sum().backward()
+    assert calls == [("block", "")]
+    for p, q in zip(mlp.parameters(), stock.parameters()):
+        assert ((p.grad.double() - q.grad.double()).norm() / q.grad.double().norm()).item() < 2e-2
+    with torch.no_grad():
+        mlp(x)
+    assert calls[-1] == ("op", "")
+
+
+@pytest.mark.parametrize("change, want", [("recompute", [("op", "")]), ("down_hook", [("op", "")]),
+                                          ("down_bias", [])])  # a bias: not a SwiGLU block any more
+def test_the_whole_block_needs_a_plain_down_proj(change, want, monkeypatch):
+    mlp = MLP(H=32, I=24).to(torch.bfloat16)
+    fuse_swiglu_mlps(mlp, backend="torch", recompute=change == "recompute")
+    x = torch.randn(3, 32, dtype=torch.bfloat16)
+    if change == "down_bias":
+        mlp.down_proj.bias = nn.Parameter(torch.zeros(32, dtype=torch.bfloat16))
+    if change == "down_hook":
+        mlp(x)  # armed with the plain layer; the hook comes after
+        mlp.down_proj.register_forward_hook(lambda *a: None)
+    calls = _count_calls(monkeypatch)
+    mlp(x).float().sum().backward()
+    assert calls == want

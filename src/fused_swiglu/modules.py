@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn.modules import module as _module
 
 from . import _validate as v
-from . import ops
+from . import mlp_ops, ops
 from .configs import ACCUMULATIONS
 from .functional import _AUTO, _run_op, swiglu
 
@@ -110,26 +110,33 @@ class FusedSwiGLUForward:
     ``act_fn`` replaced, a bias set, a dtype or device change) takes the full check again: it runs the original forward where the block no longer qualifies,
     :func:`swiglu` where only the fast path's conditions fail (the packed kernel, a fallback), and
     otherwise re-arms the fast path. Weights updated in place (optimizer steps, ``load_state_dict``)
-    are read at every call.
+    are read at every call. On the fast path, a call that autograd records runs the whole block as
+    ``fused_swiglu::mlp_forward`` instead, when the full check also armed ``down_proj`` (a plain
+    bias-free ``nn.Linear`` of shape ``(H, I)``, not ``recompute``, fast accumulation) and it is still
+    that layer, with that weight, no bias and no hooks.
 
     Attributes:
         module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.
         previous: the instance ``forward`` the block had before (None: its class's forward).
+        recompute: never run the whole-block operator.
     """
 
-    def __init__(self, module: nn.Module, kernel: str, accumulation: str, backend: str, previous=None):
+    def __init__(self, module: nn.Module, kernel: str, accumulation: str, backend: str, previous=None,
+                 recompute: bool = False):
         self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
-        self.previous = previous
+        self.previous, self.recompute = previous, recompute
         self.config = _AUTO[accumulation]
         self._disarm()
 
     # what the fast path was last checked for, unarmed: None never matches
-    _UNARMED = dict(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False)
+    _UNARMED = dict(gate=None, up=None, w_gate=None, w_up=None, dtype=None, act=None, on_cuda=False, down=None,
+                    w_down=None)
 
     def _disarm(self) -> None:
         # one attribute at a time: torch.compile traces this (the first call of a compiled model),
         # and Dynamo before PyTorch 2.13 cannot trace __dict__.update
         self.gate = self.up = self.w_gate = self.w_up = self.dtype = self.act = None
+        self.down = self.w_down = None
         self.on_cuda = False
 
     def __getstate__(self):
@@ -149,11 +156,29 @@ class FusedSwiGLUForward:
             and g.bias is None and u.bias is None and m.act_fn is self.act
             and not (_has_hooks(g) or _has_hooks(u) or _global_hooks())
         ):
-            return m.down_proj(self._fused(x))
+            return self._armed(x)
         return self._checked(x)
+
+    def _armed(self, x: torch.Tensor) -> torch.Tensor:
+        """The fast path: the whole-block operator when autograd records and ``down_proj`` is still the
+        plain bias-free, hook-free layer it was armed with; else the up-projection kernel and
+        ``down_proj`` as a module."""
+        m, d = self.module, self.down
+        if (
+            d is not None and torch.is_grad_enabled()
+            and (x.requires_grad or self.w_gate.requires_grad or self.w_up.requires_grad or d.weight.requires_grad)
+            and m.down_proj is d and d.weight is self.w_down and d.bias is None and not _has_hooks(d)
+        ):
+            return self._whole_block(x)
+        return m.down_proj(self._fused(x))
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         return _run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
+
+    def _whole_block(self, x: torch.Tensor) -> torch.Tensor:
+        """The training path: gate, up and down in the whole-MLP operator (pre-activations stored)."""
+        z = mlp_ops.mlp_forward(x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.w_down)[0]
+        return z.view(*x.shape[:-1], z.shape[-1])
 
     def _checked(self, x: torch.Tensor) -> torch.Tensor:
         """The full check, and the call it decides on."""
@@ -173,7 +198,14 @@ class FusedSwiGLUForward:
         if self.kernel != "packed" and self._fast_path_runs(x.device):
             self.gate, self.up, self.w_gate, self.w_up = m.gate_proj, m.up_proj, wg, wu
             self.dtype, self.on_cuda, self.act = x.dtype, x.is_cuda, m.act_fn
-            return m.down_proj(self._fused(x))
+            d = m.down_proj
+            if (
+                not self.recompute and self.accumulation == "fast" and _plain_linear(d) and d.bias is None
+                and tuple(d.weight.shape) == (wg.shape[1], wg.shape[0])
+                and d.weight.dtype == x.dtype and d.weight.device == x.device
+            ):
+                self.down, self.w_down = d, d.weight
+            return self._armed(x)
         y = swiglu(x, wg, wu, kernel=self.kernel, accumulation=self.accumulation, backend=self.backend)
         return m.down_proj(y)
 
@@ -196,7 +228,8 @@ def _patch(module: nn.Module) -> FusedSwiGLUForward | None:
 
 
 def fuse_swiglu_mlps(
-    model: nn.Module, *, kernel: str = "dual", accumulation: str = "fast", backend: str = "auto"
+    model: nn.Module, *, kernel: str = "dual", accumulation: str = "fast", backend: str = "auto",
+    recompute: bool = False,
 ) -> list[str]:
     """Run every SwiGLU MLP block of ``model`` through :func:`fused_swiglu.swiglu`, in place.
 
@@ -222,8 +255,13 @@ def fuse_swiglu_mlps(
     call then checks in one branch that nothing it relies on changed (:class:`FusedSwiGLUForward`):
     a block changed after patching (hooks on ``gate_proj`` / ``up_proj``, a bias, another
     ``act_fn``, a replaced layer or weight) runs its original forward; weights updated in place are
-    read at every call. The result is
-    differentiable (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
+    read at every call. The result is differentiable. When autograd records a call (grad mode on and
+    x or a weight requiring grad) and ``down_proj`` is a plain bias-free ``nn.Linear`` without hooks
+    of shape ``(H, I)``, the whole block (gate, up and down) runs as :func:`fused_swiglu.swiglu_mlp`:
+    the forward also stores the gate and up pre-activations (``(..., 2I)`` in x's dtype, kept for the
+    backward) and the backward fuses the SwiGLU gradient into the down projection's data-gradient
+    GEMM; otherwise (inference, ``recompute=True``, ``accumulation="promoted"``) the backward
+    recomputes the gate and up products (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
     ``torch.load`` of the whole model and ``copy.deepcopy``.
 
     Args:
@@ -233,6 +271,8 @@ def fuse_swiglu_mlps(
             rarely worth it here).
         accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
+        recompute: True: under autograd, store nothing extra and recompute the gate and up
+            products in the backward (less memory, more time; supports ``create_graph=True``).
 
     Returns:
         The qualified names (``model.named_modules()``) of the blocks patched by this call.
@@ -245,9 +285,12 @@ def fuse_swiglu_mlps(
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
         ValueError: unknown kernel, accumulation or backend.
+        TypeError: recompute is not a bool.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if not isinstance(recompute, bool):
+        raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
@@ -265,7 +308,7 @@ def fuse_swiglu_mlps(
             skipped.append((name, reason))
             continue
         previous = vars(module).get("forward")  # an instance forward set by someone else, or None
-        module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous)
+        module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
         patched.append(name)
     if not patched and not already:
         if skipped:

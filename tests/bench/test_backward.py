@@ -17,7 +17,7 @@ def test_every_method_computes_the_same_gradients_on_cpu():
     assert len(sets) == 1 and sets[0].w_down.shape == (H, I) and sets[0].dz.shape == (M, H)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the PyTorch fallback's one warning off a GPU
-        grads = {m: fns[0]() for m, fns in backward.step_calls(sets, ["eager", "fused_dual", "fused_evt"]).items()}
+        grads = {m: fns[0]() for m, fns in backward.step_calls(sets, list(backward.METHODS)).items()}
     # bf16: the fallback's forward rounds y once where eager also rounds g, u and silu(g), so the
     # gradients agree to bf16 rounding, not bit for bit (norm-wise: a wrong gradient is off by O(1))
     def check(got, want, name):
@@ -28,7 +28,11 @@ def test_every_method_computes_the_same_gradients_on_cpu():
     dx, dwg, dwu, dwd = grads["eager"]
     for name, got, want in zip(("dx", "dw_gate", "dw_up", "dw_down"), grads["fused_dual"], (dx, dwg, dwu, dwd)):
         check(got, want, f"dual {name}")
-    dx_p, dwp, dwd_p = grads["fused_evt"]
+    for name, got, want in zip(("dx", "dw_gate", "dw_up", "dw_down"), grads["recompute_dual"], (dx, dwg, dwu, dwd)):
+        check(got, want, f"recompute {name}")
+    for name, got, want in zip(("dx", "dw_gate", "dw_up", "dw_down"), grads["compiled"], (dx, dwg, dwu, dwd)):
+        check(got, want, f"compiled {name}")
+    dx_p, dwp, dwd_p = grads["fused_packed"]
     check(dx_p, dx, "packed dx")
     check(dwd_p, dwd, "packed dw_down")
     check(dwp, pack_gate_up(dwg, dwu), "packed dw_packed")
@@ -36,12 +40,12 @@ def test_every_method_computes_the_same_gradients_on_cpu():
 
 def test_rows_carry_eager_over_the_method():
     shape = MlpShape("s", 64, 48)
-    t = {"eager": timing.Timing(2.0, 1.9, 2.1, 5), "fused_evt": timing.Timing(1.6, 1.5, 1.7, 5)}
+    t = {"eager": timing.Timing(2.0, 1.9, 2.1, 5), "fused_packed": timing.Timing(1.6, 1.5, 1.7, 5)}
     rows = backward.rows_of(shape, 7, t)
-    assert [r["method"] for r in rows] == ["eager", "fused_evt"]
+    assert [r["method"] for r in rows] == ["eager", "fused_packed"]
     assert rows[1]["eager_over"] == pytest.approx(1.25) and rows[0]["eager_over"] == pytest.approx(1.0)
     assert set(rows[0]) == set(backward.FIELDS)
-    assert backward.rows_of(shape, 7, {"fused_evt": t["fused_evt"]})[0]["eager_over"] is None
+    assert backward.rows_of(shape, 7, {"fused_packed": t["fused_packed"]})[0]["eager_over"] is None
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -62,9 +66,9 @@ def test_a_short_run_on_the_gpu(tmp_path):
     from rich.console import Console
 
     out = tmp_path / "backward.json"
-    rows = backward.run_backward([MlpShape("tiny", 256, 512)], [64], ["eager", "fused_dual", "fused_evt"],
+    rows = backward.run_backward([MlpShape("tiny", 256, 512)], [64], ["eager", "fused_dual", "fused_packed"],
                                  torch.bfloat16, Console(quiet=True), out=out, reps=3, warmup_ms=1.0)
-    assert [r["method"] for r in rows] == ["eager", "fused_dual", "fused_evt"]
+    assert [r["method"] for r in rows] == ["eager", "fused_dual", "fused_packed"]
     assert all(r["median_ms"] > 0 for r in rows)
     data = json.loads(out.read_text())
     assert data["meta"]["gpu"] and data["rows"] == rows and out.with_suffix(".csv").is_file()

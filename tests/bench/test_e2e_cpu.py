@@ -12,7 +12,7 @@ from fused_swiglu import cli  # noqa: E402
 from fused_swiglu.bench import e2e, e2e_models, e2e_modes, e2e_report  # noqa: E402
 
 SMALL = dict(new_tokens=4, prompt_len=8, gen_repeats=2, prefill_batch=2, prefill_len=16, prefill_repeats=2,
-             accuracy_prompt_len=8)
+             train_batch=2, train_len=16, train_repeats=2, accuracy_prompt_len=8)
 NO_HOPPER = not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0))
 
 
@@ -50,6 +50,18 @@ def test_eager_modes_and_prefill_are_timed(run):
     assert by["tiny-qwen2", "eager_decode_b8"]["batch"] == 8 and by["tiny-qwen2", "eager_decode_b1"]["new_tokens"] == 4
     prefill = by["tiny-llama", "prefill"]
     assert (prefill["batch"], prefill["tokens"], prefill["logits_to_keep"]) == (2, 16, 1)
+    train = by["tiny-qwen2", "training"]
+    assert (train["batch"], train["tokens"], train["layers"]) == (2, 16, 2)
+    assert train["stock_peak_gib"] is None and train["fused_peak_gib"] is None  # CUDA only
+
+
+def test_training_leaves_no_gradients_and_the_model_as_it_was():
+    model = e2e_models.build(e2e_models.TINY_QWEN2, torch.device("cpu"), torch.bfloat16)
+    s = e2e_modes.Settings(device=torch.device("cpu"), backend="torch", train_batch=1, train_len=8, train_repeats=1)
+    row = e2e_modes.training(model, s)
+    assert row["stock_ms"] > 0 and not model.training
+    assert all(p.grad is None for p in model.parameters())
+    assert not any("forward" in vars(m) for m in model.modules())  # left stock
 
 
 def test_gpu_only_modes_are_skipped_with_a_reason(run):

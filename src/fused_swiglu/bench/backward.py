@@ -7,10 +7,12 @@ with respect to x and every weight, for
 * ``eager``: PyTorch's ops (``F.linear``, ``F.silu``), as a stock Hugging Face MLP runs them;
 * ``compiled``: ``torch.compile`` of the same function (default mode; compiled once per shape
   during the warm-up, Dynamo's caches reset between shapes);
-* ``fused_dual`` / ``fused_evt``: :func:`fused_swiglu.swiglu` (dual kernel) or
-  :func:`fused_swiglu.swiglu_packed` (packed kernel, interleaved weight) for the up-projection and
-  ``F.linear`` for the down projection: the path ``fuse_swiglu_mlps`` patches in, with the
-  backward of ``fused_swiglu/autograd.py``.
+* ``fused_dual`` / ``fused_packed``: :func:`fused_swiglu.swiglu_mlp` (dual kernel) or
+  :func:`fused_swiglu.swiglu_mlp_packed` (packed kernel, interleaved weight): the forward stores the
+  gate and up pre-activations and the backward runs the dSwiGLU GEMM (``fused_swiglu/mlp_ops.py``);
+  the path ``fuse_swiglu_mlps`` patches in when autograd records;
+* ``recompute_dual``: ``swiglu_mlp(..., recompute=True)``, the dual kernel's up-projection and
+  ``F.linear``, whose backward recomputes the gate and up products (``fused_swiglu/autograd.py``).
 
 The kernel benchmark's protocol (:func:`fused_swiglu.bench.timing.time_interleaved`): warm-up,
 methods interleaved rep by rep, L2 flushed before each repetition, input sets rotated, CUDA-event
@@ -29,12 +31,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..functional import swiglu, swiglu_packed
+from ..mlp import swiglu_mlp, swiglu_mlp_packed
 from ..weights import pack_gate_up
 from . import report, timing
 from .shapes import MlpShape
 
-METHODS = ("eager", "compiled", "fused_dual", "fused_evt")
+METHODS = ("eager", "compiled", "fused_dual", "fused_packed", "recompute_dual")
 TOKENS = (512, 2048, 8192)
 REPS = 20
 WARMUP_MS = 200.0
@@ -45,14 +47,14 @@ def mlp_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down:
     return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
 
 
-def mlp_dual(x, w_gate, w_up, w_down):
-    """:func:`mlp_eager` with the dual kernel's up-projection."""
-    return F.linear(swiglu(x, w_gate, w_up, kernel="dual"), w_down)
-
-
 def mlp_packed(x, w_packed, w_down):
-    """:func:`mlp_eager` with the packed kernel's up-projection (``w_packed``: (2I, H), interleaved)."""
-    return F.linear(swiglu_packed(x, w_packed, layout="interleaved"), w_down)
+    """:func:`fused_swiglu.swiglu_mlp_packed` on ``w_packed`` (2I, H) in the interleaved layout."""
+    return swiglu_mlp_packed(x, w_packed, w_down, layout="interleaved")
+
+
+def mlp_recompute(x, w_gate, w_up, w_down):
+    """:func:`fused_swiglu.swiglu_mlp` with ``recompute=True``."""
+    return swiglu_mlp(x, w_gate, w_up, w_down, recompute=True)
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,10 @@ def step_calls(sets: Sequence[StepSet], methods: Sequence[str]) -> dict[str, lis
     """method -> one training-step callable per input set (module docstring): the gradients of
     every input of its MLP function."""
     mlps = {"eager": mlp_eager, "compiled": torch.compile(mlp_eager) if "compiled" in methods else None,
-            "fused_dual": mlp_dual, "fused_evt": mlp_packed}
+            "fused_dual": swiglu_mlp, "fused_packed": mlp_packed, "recompute_dual": mlp_recompute}
 
     def inputs(method: str, s: StepSet) -> tuple[torch.Tensor, ...]:
-        return (s.x, s.w_packed, s.w_down) if method == "fused_evt" else (s.x, s.w_gate, s.w_up, s.w_down)
+        return (s.x, s.w_packed, s.w_down) if method == "fused_packed" else (s.x, s.w_gate, s.w_up, s.w_down)
 
     return {m: [_step(mlps[m], inputs(m, s), s.dz) for s in sets] for m in methods}
 

@@ -64,6 +64,11 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("Qwen3-1.7B", "qwen3", 2048, 6144, 28, 16, 8, 151936, 1e6, tie_word_embeddings=True, head_dim=128),
 )
 QUICK_MODELS = ("Qwen2.5-0.5B",)
+# Found by name but not run by default: Qwen2.5-7B's dimensions at a depth whose training step
+# (4 x 2048 tokens, weights, gradients and activations) fits one GPU comfortably
+EXTRA_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("Qwen2.5-7B-8L", "qwen2", 3584, 18944, 8, 28, 4, 152064, 1e6),
+)
 
 # Small stand-ins of the same architectures, for tests (any device, a few milliseconds a forward)
 TINY_QWEN2 = ModelSpec("tiny-qwen2", "qwen2", 64, 128, 2, 4, 2, 256, 1e6, tie_word_embeddings=True)
@@ -71,7 +76,7 @@ TINY_LLAMA = ModelSpec("tiny-llama", "llama", 64, 128, 2, 4, 2, 256, 500000.0)
 
 
 def names() -> list[str]:
-    return [s.name for s in MODELS]
+    return [s.name for s in (*MODELS, *EXTRA_MODELS)]
 
 
 def find(models: list[str | ModelSpec] | None) -> list[ModelSpec]:
@@ -82,7 +87,7 @@ def find(models: list[str | ModelSpec] | None) -> list[ModelSpec]:
     """
     if models is None:
         return list(MODELS)
-    by_name = {s.name.lower(): s for s in MODELS}
+    by_name = {s.name.lower(): s for s in (*MODELS, *EXTRA_MODELS)}
     found = []
     for m in models:
         if isinstance(m, ModelSpec):

@@ -19,6 +19,10 @@ repeat) so that clock and thermal drift fall on both alike.
   graph recording) are timed apart as ``compile_s``, not in ``*_ms``.
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens without a cache, logits of
   the last position only (``logits_to_keep=1``), timed with CUDA events (wall time on a CPU).
+* ``training``: one training step of ``train_batch`` x ``train_len`` tokens in train mode: forward
+  with ``labels`` (the causal-LM loss), ``loss.backward()``, gradients set to None before each; timed
+  with CUDA events after one warm-up step per variant; the peak memory allocated during one step of
+  each variant (``stock_peak_gib``, ``fused_peak_gib``; CUDA only).
 
 :func:`fused_swiglu.bench.e2e_accuracy.accuracy` compares stock and patched against a float32 copy.
 """
@@ -35,7 +39,7 @@ import torch
 from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from .timing import summarize
 
-MODES = ("eager_decode_b1", "eager_decode_b8", "captured_decode_step", "compiled_decode", "prefill")
+MODES = ("eager_decode_b1", "eager_decode_b8", "captured_decode_step", "compiled_decode", "prefill", "training")
 CUDA_ONLY = ("captured_decode_step", "compiled_decode")
 
 
@@ -54,6 +58,9 @@ class Settings:
     prefill_batch: int = 4
     prefill_len: int = 2048
     prefill_repeats: int = 5
+    train_batch: int = 4
+    train_len: int = 2048
+    train_repeats: int = 5
     accuracy_prompt_len: int = 128
     seed: int = 0
 
@@ -317,10 +324,51 @@ def prefill(model, s: Settings) -> dict:
                     unit="ms per forward" + (" (CUDA events)" if s.device.type == "cuda" else " (wall time)"))
 
 
+def _peak_gib(fn: Callable[[], object], device: torch.device) -> float | None:
+    if device.type != "cuda":
+        fn()
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) / 2**30
+
+
+def training(model, s: Settings) -> dict:
+    ids = prompt(model, s.train_batch, s.train_len, s.seed, s.device)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step():
+        for p in params:
+            p.grad = None
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+
+    was_training = model.training
+    model.train()
+    try:
+        peaks = {}
+        for fused in (False, True):
+            set_fused(model, fused, s.backend)
+            step()  # warm-up (the patched forward's first call arms its fast path)
+            peaks[fused] = _peak_gib(step, s.device)
+        set_fused(model, False, s.backend)
+        stock, fused = alternate(lambda: _event_ms(step, s.device), model, s.train_repeats, s.backend)
+    finally:
+        for p in params:
+            p.grad = None
+        model.train(was_training)
+    return _medians(stock, fused, batch=s.train_batch, tokens=s.train_len, repeats=s.train_repeats,
+                    stock_peak_gib=peaks[False], fused_peak_gib=peaks[True], layers=model.config.num_hidden_layers,
+                    unit="ms per training step (forward with labels + backward)"
+                    + (" (CUDA events)" if s.device.type == "cuda" else " (wall time)"))
+
+
 RUNNERS: dict[str, Callable[..., dict]] = {
     "eager_decode_b1": lambda model, s: eager_decode(model, s, 1),
     "eager_decode_b8": lambda model, s: eager_decode(model, s, 8),
     "captured_decode_step": captured_decode_step,
     "compiled_decode": compiled_decode,
     "prefill": prefill,
+    "training": training,
 }

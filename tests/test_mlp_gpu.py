@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from fused_swiglu import _lib, fuse_swiglu_mlps, pack_gate_up, swiglu_mlp, swiglu_mlp_packed
-from fused_swiglu.accuracy import compare, ulp_at
+from fused_swiglu.accuracy import compare, count_threshold_for, ulp_at
 from fused_swiglu.bench.shapes import MODELS
+from fused_swiglu import mlp_ops
 from fused_swiglu.mlp_ops import config_name, dswiglu, mlp_forward
 from numerics import allowed_mismatches
 
@@ -29,10 +30,10 @@ def _weights(H, I, dtype):
 
 
 def _assert_close_to(out: torch.Tensor, ref64: torch.Tensor, what: str) -> None:
-    """At most the allowed mismatches (> 1 ulp among elements >= 1 % of the RMS), none over 2 ulp,
-    every element finite (the outputs start poisoned)."""
+    """At most the allowed mismatches (> 1 ulp among the counted elements: >= 1 % of the RMS in bf16,
+    8 % in fp16, as tests/numerics.py), none over 2 ulp, every element finite (outputs start poisoned)."""
     assert torch.isfinite(out).all(), f"{what}: {(~torch.isfinite(out)).sum().item()} elements not written"
-    report = compare(out, ref64)
+    report = compare(out, ref64, count_threshold_for(out.dtype))
     assert report.max_ulp <= 2 and round(report.mismatch * report.counted) <= allowed_mismatches(report.counted), (
         f"{what}: {report}")
 
@@ -176,6 +177,14 @@ def test_create_graph_raises_clearly():
     assert w[0].grad is not None
 
 
+def test_eager_path_and_operator_give_the_same_gradients():
+    leaves, dz = _leaves()
+    eager = _grads(mlp_ops.mlp, leaves, dz)
+    op = _grads(lambda *a: mlp_forward(*a)[0], leaves, dz)
+    for e, o in zip(eager, op):
+        assert torch.equal(e, o)
+
+
 def test_compiled_training_step_fullgraph():
     leaves, dz = _leaves()
 
@@ -226,11 +235,9 @@ def test_hf_patch_trains_through_whole_block(monkeypatch):
     fused = transformers.Qwen2ForCausalLM(config).to("cuda", torch.bfloat16)
     fused.load_state_dict(stock.state_dict())
     assert len(fuse_swiglu_mlps(fused)) == 2
-    from fused_swiglu import mlp_ops
-
     calls = []
-    real = mlp_ops.mlp_forward
-    monkeypatch.setattr(mlp_ops, "mlp_forward", lambda *a: calls.append(1) or real(*a))
+    real = mlp_ops.mlp
+    monkeypatch.setattr(mlp_ops, "mlp", lambda *a: calls.append(1) or real(*a))
     ids = torch.randint(0, 1024, (2, 256), device="cuda")
     for model in (stock, fused):
         model(ids, labels=ids).loss.backward()

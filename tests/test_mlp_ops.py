@@ -24,6 +24,14 @@ def test_dual_forward_values_and_gradcheck():
     assert torch.autograd.gradcheck(lambda *a: mlp_ops.mlp_forward(*a)[0], (x, wg, wu, wd))
 
 
+def test_eager_function_is_the_operator():
+    x, wg, wu, wd = _leaves()
+    assert torch.autograd.gradcheck(mlp_ops.mlp, (x, wg, wu, wd))
+    assert torch.equal(mlp_ops.mlp(x, wg, wu, wd), mlp_ops.mlp_forward(x, wg, wu, wd)[0])
+    wp = pack_gate_up(wg.detach(), wu.detach()).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, w, d: mlp_ops.mlp_packed(x, w, d, "interleaved"), (x, wp, wd))
+
+
 @pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
 def test_packed_gradcheck_in_the_weight_layout(layout):
     x, wg, wu, wd = _leaves()

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from . import _validate as v
 from . import mlp_ops
-from .functional import _check_dual, _check_packed, _records_grad, swiglu, swiglu_packed
+from .functional import _check_dual, _check_packed, _plan, _plan_key, _records_grad, swiglu, swiglu_packed
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -30,17 +30,11 @@ def _check_down(w_down: torch.Tensor, x: torch.Tensor, I: int, H: int) -> None:
         )
 
 
-def _plan(backend: str, device: torch.device, I: int, H: int) -> str:
-    use = v.resolve_backend(backend, device, stacklevel=5)
-    if use == "cutlass":
-        v.check_alignment(I, H)
-        v.require_hopper(device)
-    return use
-
-
-def _apply(op, x: torch.Tensor, *rest) -> torch.Tensor:
-    """``op(x2d, *rest)[0]`` for x of shape (..., H), viewed back to (..., H)."""
-    z = op(x.reshape(-1, x.shape[-1]), *rest)[0]
+def _apply(fn, x: torch.Tensor, *rest) -> torch.Tensor:
+    """``fn(x2d, *rest)`` for x of shape (..., H), viewed back to (..., H)."""
+    if x.dim() == 2:
+        return fn(x, *rest)
+    z = fn(x.reshape(-1, x.shape[-1]), *rest)
     return z.view(*x.shape[:-1], z.shape[-1])
 
 
@@ -79,14 +73,18 @@ def swiglu_mlp(
     """
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
-    I, H, device = _check_dual(x, w_gate, w_up, "dual", backend, "fast")
-    _check_down(w_down, x, I, H)
-    use = _plan(backend, device, I, H)
+
+    def validate() -> tuple[int, int, torch.device]:
+        I, H, device = _check_dual(x, w_gate, w_up, "dual", backend, "fast")
+        _check_down(w_down, x, I, H)
+        return I, H, device
+
+    _, _, use = _plan(_plan_key("swiglu_mlp", (), backend, x, w_gate, w_up, w_down), backend, validate)
     if use == "torch":
         return F.linear(swiglu_fp32_one_rounding(x, w_gate, w_up), w_down)
     if recompute or not _records_grad((x, w_gate, w_up, w_down)):
         return F.linear(swiglu(x, w_gate, w_up, backend="cutlass"), w_down)
-    return _apply(mlp_ops.mlp_forward, x, w_gate, w_up, w_down)
+    return _apply(mlp_ops.mlp, x, w_gate, w_up, w_down)
 
 
 def swiglu_mlp_packed(
@@ -116,11 +114,15 @@ def swiglu_mlp_packed(
     """
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
-    I, H, device = _check_packed(x, w_packed, layout, backend, "fast")
-    _check_down(w_down, x, I, H)
-    use = _plan(backend, device, I, H)
+
+    def validate() -> tuple[int, int, torch.device]:
+        I, H, device = _check_packed(x, w_packed, layout, backend, "fast")
+        _check_down(w_down, x, I, H)
+        return I, H, device
+
+    _, _, use = _plan(_plan_key("swiglu_mlp_packed", (layout,), backend, x, w_packed, w_down), backend, validate)
     if use == "torch":
         return F.linear(swiglu_fp32_one_rounding(x, *unpack_gate_up(w_packed, layout=layout)), w_down)
     if recompute or not _records_grad((x, w_packed, w_down)):
         return F.linear(swiglu_packed(x, w_packed, layout=layout, backend="cutlass"), w_down)
-    return _apply(mlp_ops.mlp_forward_packed, x, w_packed, w_down, layout)
+    return _apply(mlp_ops.mlp_packed, x, w_packed, w_down, layout)

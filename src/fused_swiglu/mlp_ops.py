@@ -90,8 +90,7 @@ def _forward_cpu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> tuple[Tensor, Tenso
     return (F.silu(g) * u).to(x.dtype), torch.cat([g, u], dim=1).to(x.dtype)
 
 
-@torch.library.custom_op("fused_swiglu::mlp_forward", mutates_args=())
-def mlp_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _forward_dual(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     if x.is_cuda:
         y, gu = _forward_cuda("dual_store", x, w_gate, w_up, w_down)
     else:
@@ -99,8 +98,7 @@ def mlp_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tupl
     return y @ w_down.T, y, gu
 
 
-@torch.library.custom_op("fused_swiglu::mlp_forward_packed", mutates_args=())
-def mlp_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> tuple[Tensor, Tensor, Tensor]:
+def _forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> tuple[Tensor, Tensor, Tensor]:
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got layout={layout!r}")
     I = w_packed.shape[0] // 2
@@ -115,8 +113,7 @@ def mlp_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str)
     return y @ w_down.T, y, gu
 
 
-@torch.library.custom_op("fused_swiglu::dswiglu", mutates_args=())
-def dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
+def _dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
     M, I = dz.shape[0], w_down.shape[1]
     if dz.is_cuda:
         dgu = dz.new_empty((M, 2 * I))
@@ -131,6 +128,21 @@ def dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
     g, u = (h.to(acc) for h in _halves(gu))
     s = torch.sigmoid(g)
     return torch.cat([dy * u * (s * (1 + g * (1 - s))), dy * (g * s)], dim=1).to(dz.dtype)
+
+
+@torch.library.custom_op("fused_swiglu::mlp_forward", mutates_args=())
+def mlp_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    return _forward_dual(x, w_gate, w_up, w_down)
+
+
+@torch.library.custom_op("fused_swiglu::mlp_forward_packed", mutates_args=())
+def mlp_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    return _forward_packed(x, w_packed, w_down, layout)
+
+
+@torch.library.custom_op("fused_swiglu::dswiglu", mutates_args=())
+def dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
+    return _dswiglu(dz, w_down, gu)
 
 
 @mlp_forward.register_fake
@@ -182,7 +194,10 @@ def _down_grads(dz: Tensor, w_down: Tensor, y: Tensor, gu: Tensor, need_dgu: boo
     """(dgu, dW_down), None where not needed."""
     dz = dz.contiguous()
     dw_down = dz.T @ y if need_down else None  # (H, I)
-    dgu = dswiglu(dz, w_down, gu) if need_dgu else None  # (M, 2I)
+    if need_dgu:  # (M, 2I); the operator where a graph is traced, the kernel itself in eager
+        dgu = dswiglu(dz, w_down, gu) if torch.compiler.is_compiling() else _dswiglu(dz, w_down, gu)
+    else:
+        dgu = None
     return dgu, dw_down
 
 
@@ -227,3 +242,47 @@ def _mlp_packed_backward(ctx, dz, _dy, _dgu):
 
 mlp_forward.register_autograd(_mlp_backward, setup_context=_setup_context)
 mlp_forward_packed.register_autograd(_mlp_packed_backward, setup_context=_setup_packed_context)
+
+
+class _EagerMlp(torch.autograd.Function):
+    """mlp_forward's kernels and backward without the operator's dispatch (eager calls)."""
+
+    @staticmethod
+    def forward(ctx, x, w_gate, w_up, w_down):
+        z, y, gu = _forward_dual(x, w_gate, w_up, w_down)
+        ctx.save_for_backward(x, w_gate, w_up, w_down, y, gu)
+        return z
+
+    @staticmethod
+    def backward(ctx, dz):
+        return _mlp_backward(ctx, dz, None, None)
+
+
+class _EagerMlpPacked(torch.autograd.Function):
+    """mlp_forward_packed's kernels and backward without the operator's dispatch (eager calls)."""
+
+    @staticmethod
+    def forward(ctx, x, w_packed, w_down, layout):
+        z, y, gu = _forward_packed(x, w_packed, w_down, layout)
+        ctx.save_for_backward(x, w_packed, w_down, y, gu)
+        ctx.layout = layout
+        return z
+
+    @staticmethod
+    def backward(ctx, dz):
+        return _mlp_packed_backward(ctx, dz, None, None)
+
+
+def mlp(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    """z of ``fused_swiglu::mlp_forward``, differentiable: the operator under torch.compile, the same
+    kernels and backward through an autograd.Function in eager (less host time per call)."""
+    if torch.compiler.is_compiling():
+        return mlp_forward(x, w_gate, w_up, w_down)[0]
+    return _EagerMlp.apply(x, w_gate, w_up, w_down)
+
+
+def mlp_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> Tensor:
+    """z of ``fused_swiglu::mlp_forward_packed``, as :func:`mlp`."""
+    if torch.compiler.is_compiling():
+        return mlp_forward_packed(x, w_packed, w_down, layout)[0]
+    return _EagerMlpPacked.apply(x, w_packed, w_down, layout)

@@ -111,7 +111,7 @@ class FusedSwiGLUForward:
     :func:`swiglu` where only the fast path's conditions fail (the packed kernel, a fallback), and
     otherwise re-arms the fast path. Weights updated in place (optimizer steps, ``load_state_dict``)
     are read at every call. On the fast path, a call that autograd records runs the whole block as
-    ``fused_swiglu::mlp_forward`` instead, when the full check also armed ``down_proj`` (a plain
+    ``fused_swiglu::mlp_forward`` instead (:func:`fused_swiglu.mlp_ops.mlp`), when the full check also armed ``down_proj`` (a plain
     bias-free ``nn.Linear`` of shape ``(H, I)``, not ``recompute``, fast accumulation) and it is still
     that layer, with that weight, no bias and no hooks.
 
@@ -177,7 +177,7 @@ class FusedSwiGLUForward:
 
     def _whole_block(self, x: torch.Tensor) -> torch.Tensor:
         """The training path: gate, up and down in the whole-MLP operator (pre-activations stored)."""
-        z = mlp_ops.mlp_forward(x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.w_down)[0]
+        z = mlp_ops.mlp(x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.w_down)
         return z.view(*x.shape[:-1], z.shape[-1])
 
     def _checked(self, x: torch.Tensor) -> torch.Tensor:

@@ -368,16 +368,25 @@ class Library:
         """
         if x.dtype not in DTYPE_CODES:
             raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
-        config = self.ensure(config_name)
         m, k = x.shape
         n = y.shape[1] if y is not None else dg.shape[1]
         ptr = lambda t: t.data_ptr() if t is not None else 0  # noqa: E731
         ld = lambda t: t.stride(0) if t is not None else 0  # noqa: E731
+        self.launch(config_name, x.dtype, x.get_device(), m, n, k, x.data_ptr(), x.stride(0), w.data_ptr(),
+                    w.stride(0), ptr(w_up), ld(w_up), ptr(y), ld(y), ptr(g), ptr(u), ld(g), ptr(dg), ptr(du),
+                    ld(dg), raster, swizzle)
+
+    def launch(self, config_name: str, dtype: torch.dtype, device: int, m: int, n: int, k: int, x: int, ldx: int,
+               w: int, ldw: int, w_up: int = 0, ldw_up: int = 0, y: int = 0, ldy: int = 0, g: int = 0, u: int = 0,
+               ldgu: int = 0, dg: int = 0, du: int = 0, lddgu: int = 0, raster: int = 0, swizzle: int = 1) -> None:
+        """:meth:`run` on raw operands: device addresses (ints, 0 for none) and row strides in elements,
+        on the current stream of CUDA device ``device`` (its index; the caller makes it current).
+        Raises as :meth:`run`."""
+        config = self.ensure(config_name)
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
-            self._problem_buf, 0, m, n, k, DTYPE_CODES[x.dtype], raster, swizzle,
-            x.data_ptr(), x.stride(0), w.data_ptr(), w.stride(0),
-            ptr(w_up), ld(w_up), ptr(y), ld(y), ptr(g), ptr(u), ld(g), ptr(dg), ptr(du), ld(dg),
+            self._problem_buf, 0, m, n, k, DTYPE_CODES[dtype], raster, swizzle,
+            x, ldx, w, ldw, w_up, ldw_up, y, ldy, g, u, ldgu, dg, du, lddgu,
         )
         problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace
@@ -391,21 +400,21 @@ class Library:
                 f"{config_name}: fsw_workspace_size",
             )
             nbytes = self._workspace_bytes[key] = size.value
-        workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes > 0 else None
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}") if nbytes > 0 else None
         status = self._dll.fsw_run(
-            config, problem, workspace.data_ptr() if workspace is not None else None, nbytes, _current_stream(x)
+            config, problem, workspace.data_ptr() if workspace is not None else None, nbytes, _current_stream(device)
         )
         if status != Status.SUCCESS:
             self.check(status, f"{config_name}: fsw_run")
 
 
-def _current_stream(x: torch.Tensor) -> int:
-    """cudaStream_t of the current stream of x's device (the raw-handle query PyTorch's own
+def _current_stream(device: int) -> int:
+    """cudaStream_t of the current stream of CUDA device ``device`` (the raw-handle query PyTorch's own
     compiled code uses, which skips building a Stream object; the public API otherwise)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(x.get_device())
-    return torch.cuda.current_stream(x.device).cuda_stream
+        return raw(device)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 _lock = threading.Lock()

@@ -74,14 +74,28 @@ def _preactivations_cpu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> tuple[Tensor
         return x.to(acc) @ w_gate.to(acc).T, x.to(acc) @ w_up.to(acc).T
 
 
-def _forward_cuda(kernel: str, x: Tensor, w: Tensor, w_up: Tensor | None, w_down: Tensor):
+def _launch(config: str, like: Tensor, *args: int) -> None:
+    """One kernel launch on the current stream of ``like``'s device (:meth:`fused_swiglu._lib.Library.launch`
+    arguments after the config, dtype and device)."""
+    device = like.get_device()
+    lib = _lib.library()
+    if device != torch.cuda.current_device():
+        with torch.cuda.device(device):
+            lib.launch(config, like.dtype, device, *args)
+    else:
+        lib.launch(config, like.dtype, device, *args)
+
+
+def _forward_cuda(kernel: str, x: Tensor, w: Tensor, w_up: Tensor | None, w_down: Tensor) -> tuple[Tensor, Tensor]:
     M, I = x.shape[0], w_down.shape[1]
     y = x.new_empty((M, I))
     gu = x.new_empty((M, 2 * I))
     if M > 0 and I > 0:
-        g, u = _halves(gu)
-        x = _tma(x)
-        _lib.run(config_name(kernel, x.dtype), x, _tma(w), None if w_up is None else _tma(w_up), y, g=g, u=u)
+        x, w = _tma(x), _tma(w)
+        up, ld_up = (0, 0) if w_up is None else (lambda t: (t.data_ptr(), t.stride(0)))(_tma(w_up))
+        g = gu.data_ptr()  # g = gu[:, :I] and u = gu[:, I:], addressed without making the views
+        _launch(config_name(kernel, x.dtype), x, M, I, x.shape[1], x.data_ptr(), x.stride(0), w.data_ptr(),
+                w.stride(0), up, ld_up, y.data_ptr(), I, g, g + I * x.element_size(), 2 * I)
     return y, gu
 
 
@@ -118,9 +132,10 @@ def _dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
     if dz.is_cuda:
         dgu = dz.new_empty((M, 2 * I))
         if M > 0 and I > 0:
-            g, u = _halves(_tma(gu))
-            dg, du = _halves(dgu)
-            _lib.run(config_name("dswiglu", dz.dtype), _tma(dz), _tma(w_down), None, None, g=g, u=u, dg=dg, du=du)
+            dz, w_down, gu = _tma(dz), _tma(w_down), _tma(gu)
+            g, d, e = gu.data_ptr(), dgu.data_ptr(), dz.element_size()  # the halves at column offset I
+            _launch(config_name("dswiglu", dz.dtype), dz, M, I, dz.shape[1], dz.data_ptr(), dz.stride(0),
+                    w_down.data_ptr(), w_down.stride(0), 0, 0, 0, 0, g, g + I * e, gu.stride(0), d, d + I * e, 2 * I)
         return dgu
     acc = _accumulate(dz.dtype)
     with ieee_fp32_matmul():
@@ -190,24 +205,24 @@ def _setup_packed_context(ctx, inputs, output):
     ctx.layout = layout
 
 
-def _down_grads(dz: Tensor, w_down: Tensor, y: Tensor, gu: Tensor, need_dgu: bool, need_down: bool):
-    """(dgu, dW_down), None where not needed."""
+def _down_grads(dz: Tensor, w_down: Tensor, y: Tensor, gu: Tensor, need_dgu: bool, need_down: bool, eager: bool):
+    """(dgu, dW_down), None where not needed. dgu through the operator (``eager`` False: the operators'
+    own backward, which torch.compile traces) or the kernel itself (the eager autograd.Functions)."""
     dz = dz.contiguous()
     dw_down = dz.T @ y if need_down else None  # (H, I)
-    if need_dgu:  # (M, 2I); the operator where a graph is traced, the kernel itself in eager
-        dgu = dswiglu(dz, w_down, gu) if torch.compiler.is_compiling() else _dswiglu(dz, w_down, gu)
-    else:
-        dgu = None
+    dgu = None
+    if need_dgu:  # (M, 2I)
+        dgu = _dswiglu(dz, w_down, gu) if eager else dswiglu(dz, w_down, gu)
     return dgu, dw_down
 
 
-def _mlp_backward(ctx, dz, _dy, _dgu):
+def _mlp_backward(ctx, dz, _dy, _dgu, eager: bool = False):
     if dz is None:
         return None, None, None, None
     _no_double_backward()
     x, w_gate, w_up, w_down, y, gu = ctx.saved_tensors
     nx, ng, nu, nd = ctx.needs_input_grad
-    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or ng or nu, nd)
+    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or ng or nu, nd, eager)
     dx = dw_gate = dw_up = None
     if dgu is not None:
         I = w_gate.shape[0]
@@ -224,13 +239,13 @@ def _mlp_backward(ctx, dz, _dy, _dgu):
     return dx, dw_gate, dw_up, dw_down
 
 
-def _mlp_packed_backward(ctx, dz, _dy, _dgu):
+def _mlp_packed_backward(ctx, dz, _dy, _dgu, eager: bool = False):
     if dz is None:
         return None, None, None, None
     _no_double_backward()
     x, w_packed, w_down, y, gu = ctx.saved_tensors
     nx, nw, nd = ctx.needs_input_grad[:3]
-    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or nw, nd)
+    dgu, dw_down = _down_grads(dz, w_down, y, gu, nx or nw, nd, eager)
     dx = dw_packed = None
     if dgu is not None:
         if ctx.layout == "interleaved":
@@ -255,7 +270,7 @@ class _EagerMlp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dz):
-        return _mlp_backward(ctx, dz, None, None)
+        return _mlp_backward(ctx, dz, None, None, eager=True)
 
 
 class _EagerMlpPacked(torch.autograd.Function):
@@ -270,7 +285,7 @@ class _EagerMlpPacked(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dz):
-        return _mlp_packed_backward(ctx, dz, None, None)
+        return _mlp_packed_backward(ctx, dz, None, None, eager=True)
 
 
 def mlp(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:

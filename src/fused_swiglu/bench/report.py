@@ -65,7 +65,7 @@ def kernel_library() -> dict[str, object] | None:
         return None
     lib = _lib.library()
     digest = hashlib.sha256(lib.path.read_bytes()).hexdigest()[:16]
-    return {"path": str(lib.path), "sha256_16": digest, "configs": len(lib.configs)}
+    return {"path": str(lib.path), "sha256_16": digest, "configs": len(lib.ordered_names)}  # loads no config
 
 
 def nvcc_version() -> str:

@@ -197,7 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--backward", action="store_true",
                    help="training step of the whole MLP block (gate, up, down): forward + backward for eager, "
                         "torch.compile and the fused paths (--models, --tokens, default 512,2048,8192, --methods, "
-                        "--rep, --warmup-ms and --out apply)")
+                        "--rep, --warmup-ms, --cuda-graph and --out apply)")
     b.add_argument("--quick", action="store_true",
                    help="with --e2e: Qwen2.5-0.5B only and fewer repeats (a development run); with --host-time: "
                         "fewer calls")
@@ -324,8 +324,8 @@ def _cmd_backward(args, console) -> int:
     from .bench.report import check_out_path
 
     # arguments first, so that a typo is reported on any machine
-    for option, given in (("--cuda-graph", args.cuda_graph), ("--config", args.config is not None),
-                          ("--quick", args.quick), ("--e2e-modes", args.e2e_modes is not None)):
+    for option, given in (("--config", args.config is not None), ("--quick", args.quick),
+                          ("--e2e-modes", args.e2e_modes is not None)):
         if given:
             raise ValueError(f"{option} does not apply to --backward")
     names = _models(args.models)
@@ -343,7 +343,7 @@ def _cmd_backward(args, console) -> int:
         return code
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     backward.run_backward(shapes.find(names), tokens, methods, dtype, console, out=out, reps=reps,
-                          warmup_ms=warmup_ms)
+                          warmup_ms=warmup_ms, cuda_graph=args.cuda_graph)
     return 0
 
 

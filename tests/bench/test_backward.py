@@ -49,7 +49,7 @@ def test_rows_carry_eager_over_the_method():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--cuda-graph"], "--cuda-graph does not apply to --backward"),
+    (["--quick"], "--quick does not apply to --backward"),
     (["--config", "packed_pingpong_128x192x64_2x1_bf16"], "--config does not apply"),
     (["--methods", "eager,fused_mystery"], "unknown method 'fused_mystery'"),
     (["--e2e"], "separate runs"),
@@ -62,12 +62,14 @@ def test_bad_options_name_the_option(argv, needle, capsys):
 
 
 @pytest.mark.gpu
-def test_a_short_run_on_the_gpu(tmp_path):
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_a_short_run_on_the_gpu(tmp_path, cuda_graph):
     from rich.console import Console
 
     out = tmp_path / "backward.json"
     rows = backward.run_backward([MlpShape("tiny", 256, 512)], [64], ["eager", "fused_dual", "fused_packed"],
-                                 torch.bfloat16, Console(quiet=True), out=out, reps=3, warmup_ms=1.0)
+                                 torch.bfloat16, Console(quiet=True), out=out, reps=3, warmup_ms=1.0,
+                                 cuda_graph=cuda_graph)
     assert [r["method"] for r in rows] == ["eager", "fused_dual", "fused_packed"]
     assert all(r["median_ms"] > 0 for r in rows)
     data = json.loads(out.read_text())

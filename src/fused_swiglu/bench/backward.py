@@ -17,7 +17,8 @@ with respect to x and every weight, for
 The kernel benchmark's protocol (:func:`fused_swiglu.bench.timing.time_interleaved`): warm-up,
 methods interleaved rep by rep, L2 flushed before each repetition, input sets rotated, CUDA-event
 medians. A step is enqueued behind the flush, so its time is the GPU's, plus whatever part of the
-host's autograd work the GPU waits for. Rows: ``model``, ``hidden_size``, ``intermediate_size``,
+host's autograd work the GPU waits for; with ``cuda_graph`` each step (forward and backward) is
+captured once per input set and its replays are timed: the GPU's time alone. Rows: ``model``, ``hidden_size``, ``intermediate_size``,
 ``tokens``, ``method``, ``median_ms``, ``p10_ms``, ``p90_ms``, and ``eager_over`` (eager's median
 over the method's: > 1, the method is faster).
 """
@@ -125,7 +126,8 @@ FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "medi
 
 
 def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], dtype: torch.dtype,
-                 console, out: Path | None = None, reps: int = REPS, warmup_ms: float = WARMUP_MS) -> list[dict]:
+                 console, out: Path | None = None, reps: int = REPS, warmup_ms: float = WARMUP_MS,
+                 cuda_graph: bool = False) -> list[dict]:
     """Time every shape at every M on the current CUDA device, print a line per cell, and with
     ``out`` write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it.
 
@@ -144,19 +146,24 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
         torch._dynamo.reset()  # a fresh compile cache per shape (Dynamo's recompile limit)
         for M in tokens:
             sets = make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2)
-            t = timing.time_interleaved(step_calls(sets, methods), device, warmup_ms=warmup_ms, reps=reps, flush=flush)
+            calls = step_calls(sets, methods)
+            if cuda_graph:
+                calls = timing.as_graph_replays(calls, device)
+            t = timing.time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush)
             cell = rows_of(shape, M, t)
             rows += cell
             console.print(f"{shape.model} M={M}: " + ", ".join(
                 f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else "")
                 for r in cell))
-            del sets
+            del sets, calls
             torch.cuda.empty_cache()
     if out is not None:
         meta = report.machine_meta(device)
         meta.update({"dtype": str(dtype).removeprefix("torch."), "reps": reps, "warmup_ms": warmup_ms,
-                     "protocol": "forward + autograd.grad of the MLP block per call; time_interleaved, L2 flushed, "
-                                 "input sets rotated, CUDA-event medians"})
+                     "cuda_graph": cuda_graph,
+                     "protocol": "forward + autograd.grad of the MLP block per call"
+                                 + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
+                                 + "; time_interleaved, L2 flushed, input sets rotated, CUDA-event medians"})
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -40,15 +40,16 @@ def _assert_close_to(out: torch.Tensor, ref64: torch.Tensor, what: str) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("kernel", ["dual_store", "packed_store"])
+@pytest.mark.parametrize("model", ["0.5B", "7B"])  # both tile choices (mlp_ops.TRAINING_TILES)
 @pytest.mark.parametrize("M", [1, 3, 127, 129, 4097])
-def test_store_kernels_write_y_g_u(kernel, M, dtype, seed):
-    H, I = SHAPES["0.5B"]
+def test_store_kernels_write_y_g_u(kernel, model, M, dtype, seed):
+    H, I = SHAPES[model]
     x = torch.randn(M, H, device="cuda").to(dtype)
     wg, wu, _ = _weights(H, I, dtype)
     y = torch.full((M, I), float("nan"), device="cuda", dtype=dtype)
     gu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
     w = (wg, wu) if kernel == "dual_store" else (pack_gate_up(wg, wu), None)
-    _lib.run(config_name(kernel, dtype), x, *w, y, g=gu[:, :I], u=gu[:, I:])
+    _lib.run(config_name(kernel, dtype, H), x, *w, y, g=gu[:, :I], u=gu[:, I:])
     g64, u64 = x.double() @ wg.double().T, x.double() @ wu.double().T
     _assert_close_to(gu[:, :I], g64, f"{kernel} g, seed={seed}")
     _assert_close_to(gu[:, I:], u64, f"{kernel} u, seed={seed}")
@@ -64,7 +65,7 @@ def test_dswiglu_kernel_matches_float64(model, M, dtype, seed):
     dz = torch.randn(M, H, device="cuda").to(dtype)
     gu = torch.randn(M, 2 * I, device="cuda").to(dtype)
     dgu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
-    _lib.run(config_name("dswiglu", dtype), dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[:, :I],
+    _lib.run(config_name("dswiglu", dtype, H), dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[:, :I],
              du=dgu[:, I:])
     dy = dz.double() @ wd.double()
     g, u = gu[:, :I].double(), gu[:, I:].double()

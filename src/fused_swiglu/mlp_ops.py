@@ -43,11 +43,24 @@ from .reference import ieee_fp32_matmul
 from .weights import BLOCK, LAYOUTS, unpack_gate_up
 
 
+# Which training config runs: (kernel, wide) -> (tile_n, cluster_m) of a catalog.TRAINING_CONFIGS
+# entry; wide = H >= WIDE_H, where the inference choice itself (fused_swiglu.configs) takes 1 x 1
+# clusters and, for the packed kernel, 128 x 192 tiles at M >= 2048.
+WIDE_H = 3584
+TRAINING_TILES = {
+    ("packed_store", False): (128, 2), ("packed_store", True): (192, 1),
+    ("dual_store", False): (128, 2), ("dual_store", True): (128, 1),
+    ("dswiglu", False): (128, 1), ("dswiglu", True): (128, 1),
+}
+
+
 @functools.lru_cache(maxsize=None)
-def config_name(kernel: str, dtype: torch.dtype) -> str:
+def config_name(kernel: str, dtype: torch.dtype, H: int = 0) -> str:
     """The library config of training kernel ``kernel`` (``"dual_store"``, ``"packed_store"``,
-    ``"dswiglu"``) in ``dtype`` (bf16 / fp16), e.g. ``dswiglu_pingpong_128x128x64_1x1_bf16``."""
-    entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel)
+    ``"dswiglu"``) in ``dtype`` (bf16 / fp16) for hidden size ``H`` (:data:`TRAINING_TILES`), e.g.
+    ``dswiglu_pingpong_128x128x64_1x1_bf16``."""
+    tile_n, cluster_m = TRAINING_TILES[kernel, H >= WIDE_H]
+    entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel and e[3] == tile_n and e[5] == cluster_m)
     return catalog.name_of(*entry, _lib.DTYPE_NAMES[_lib.DTYPE_CODES[dtype]])
 
 
@@ -94,7 +107,7 @@ def _forward_cuda(kernel: str, x: Tensor, w: Tensor, w_up: Tensor | None, w_down
         x, w = _tma(x), _tma(w)
         up, ld_up = (0, 0) if w_up is None else (lambda t: (t.data_ptr(), t.stride(0)))(_tma(w_up))
         g = gu.data_ptr()  # g = gu[:, :I] and u = gu[:, I:], addressed without making the views
-        _launch(config_name(kernel, x.dtype), x, M, I, x.shape[1], x.data_ptr(), x.stride(0), w.data_ptr(),
+        _launch(config_name(kernel, x.dtype, x.shape[1]), x, M, I, x.shape[1], x.data_ptr(), x.stride(0), w.data_ptr(),
                 w.stride(0), up, ld_up, y.data_ptr(), I, g, g + I * x.element_size(), 2 * I)
     return y, gu
 
@@ -134,7 +147,7 @@ def _dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
         if M > 0 and I > 0:
             dz, w_down, gu = _tma(dz), _tma(w_down), _tma(gu)
             g, d, e = gu.data_ptr(), dgu.data_ptr(), dz.element_size()  # the halves at column offset I
-            _launch(config_name("dswiglu", dz.dtype), dz, M, I, dz.shape[1], dz.data_ptr(), dz.stride(0),
+            _launch(config_name("dswiglu", dz.dtype, dz.shape[1]), dz, M, I, dz.shape[1], dz.data_ptr(), dz.stride(0),
                     w_down.data_ptr(), w_down.stride(0), 0, 0, 0, 0, g, g + I * e, gu.stride(0), d, d + I * e, 2 * I)
         return dgu
     acc = _accumulate(dz.dtype)

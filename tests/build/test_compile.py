@@ -303,7 +303,11 @@ def test_library_builds_from_csrc(tmp_path):
     assert ctypes.CDLL(str(lib)).fsw_abi_version() == ABI_VERSION
     assert loaded.ordered_names == names and not any(loaded.is_loaded(n) for n in names)
     assert [c.name for c in loaded.configs] == names  # loads each config library from the cache
-    assert {c.kernel for c in loaded.configs} <= {"packed", "dual"}
+    from fused_swiglu import _lib, catalog
+
+    assert {c.kernel for c in loaded.configs} == set(_lib.KERNEL_NAMES.values())  # packed, dual, dswiglu
+    stores = {n for n in catalog.training_names() if "_store_" in n}
+    assert {c.name for c in loaded.configs if c.preactivations} == stores
     assert loaded.config_paths == libraries
 
 

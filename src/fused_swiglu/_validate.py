@@ -21,6 +21,11 @@ def check_choice(arg: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{arg} must be one of {', '.join(map(repr, allowed))}; got {arg}={value!r}")
 
 
+def check_bool(arg: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{arg} must be a bool; got {arg}={value!r}")
+
+
 def check_tensors(**named: object) -> None:
     for arg, t in named.items():
         if not isinstance(t, torch.Tensor):

@@ -96,8 +96,3 @@ def names() -> list[str]:
 def training_names() -> list[str]:
     """Every compiled training config name, entry by entry, bf16 before fp16."""
     return [name_of(*entry, dtype) for entry in TRAINING_CONFIGS for dtype in DTYPES]
-
-
-def all_names() -> list[str]:
-    """The inference configs, then the training configs: the library's registry order."""
-    return names() + training_names()

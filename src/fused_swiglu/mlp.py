@@ -71,8 +71,7 @@ def swiglu_mlp(
             ValueError if w_down is not ``(H, I)``; TypeError if recompute is not a bool.
         RuntimeError: a backward with ``create_graph=True`` through the stored path.
     """
-    if not isinstance(recompute, bool):
-        raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
+    v.check_bool("recompute", recompute)
 
     def validate() -> tuple[int, int, torch.device]:
         I, H, device = _check_dual(x, w_gate, w_up, "dual", backend, "fast")
@@ -112,8 +111,7 @@ def swiglu_mlp_packed(
     Raises:
         As :func:`fused_swiglu.swiglu_packed` and :func:`swiglu_mlp`.
     """
-    if not isinstance(recompute, bool):
-        raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
+    v.check_bool("recompute", recompute)
 
     def validate() -> tuple[int, int, torch.device]:
         I, H, device = _check_packed(x, w_packed, layout, backend, "fast")

@@ -55,7 +55,7 @@ TRAINING_TILES = {
 
 
 @functools.lru_cache(maxsize=None)
-def config_name(kernel: str, dtype: torch.dtype, H: int = 0) -> str:
+def config_name(kernel: str, dtype: torch.dtype, H: int) -> str:
     """The library config of training kernel ``kernel`` (``"dual_store"``, ``"packed_store"``,
     ``"dswiglu"``) in ``dtype`` (bf16 / fp16) for hidden size ``H`` (:data:`TRAINING_TILES`), e.g.
     ``dswiglu_pingpong_128x128x64_1x1_bf16``."""
@@ -105,7 +105,9 @@ def _forward_cuda(kernel: str, x: Tensor, w: Tensor, w_up: Tensor | None, w_down
     gu = x.new_empty((M, 2 * I))
     if M > 0 and I > 0:
         x, w = _tma(x), _tma(w)
-        up, ld_up = (0, 0) if w_up is None else (lambda t: (t.data_ptr(), t.stride(0)))(_tma(w_up))
+        if w_up is not None:
+            w_up = _tma(w_up)
+        up, ld_up = (w_up.data_ptr(), w_up.stride(0)) if w_up is not None else (0, 0)
         g = gu.data_ptr()  # g = gu[:, :I] and u = gu[:, I:], addressed without making the views
         _launch(config_name(kernel, x.dtype, x.shape[1]), x, M, I, x.shape[1], x.data_ptr(), x.stride(0), w.data_ptr(),
                 w.stride(0), up, ld_up, y.data_ptr(), I, g, g + I * x.element_size(), 2 * I)

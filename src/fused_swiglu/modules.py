@@ -25,6 +25,7 @@ from . import _validate as v
 from . import mlp_ops, ops
 from .configs import ACCUMULATIONS
 from .functional import _AUTO, _run_op, swiglu
+from .mlp import _apply
 
 def _is_silu(act: object) -> bool:
     """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
@@ -177,8 +178,7 @@ class FusedSwiGLUForward:
 
     def _whole_block(self, x: torch.Tensor) -> torch.Tensor:
         """The training path: gate, up and down in the whole-MLP operator (pre-activations stored)."""
-        z = mlp_ops.mlp(x.reshape(-1, x.shape[-1]), self.w_gate, self.w_up, self.w_down)
-        return z.view(*x.shape[:-1], z.shape[-1])
+        return _apply(mlp_ops.mlp, x, self.w_gate, self.w_up, self.w_down)
 
     def _checked(self, x: torch.Tensor) -> torch.Tensor:
         """The full check, and the call it decides on."""
@@ -289,8 +289,7 @@ def fuse_swiglu_mlps(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    if not isinstance(recompute, bool):
-        raise TypeError(f"recompute must be a bool; got recompute={recompute!r}")
+    v.check_bool("recompute", recompute)
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)

@@ -198,6 +198,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="training step of the whole MLP block (gate, up, down): forward + backward for eager, "
                         "torch.compile and the fused paths (--models, --tokens, default 512,2048,8192, --methods, "
                         "--rep, --warmup-ms, --cuda-graph and --out apply)")
+    b.add_argument("--tp", type=int, metavar="N",
+                   help="tensor parallel: the MLP block split over N GPUs (one process each, NCCL) against one GPU "
+                        "(--models, default 32B,72B; --tokens, default 1,128,2048,8192; --rep and --out apply)")
     b.add_argument("--quick", action="store_true",
                    help="with --e2e: Qwen2.5-0.5B only and fewer repeats (a development run); with --host-time: "
                         "fewer calls")
@@ -347,19 +350,42 @@ def _cmd_backward(args, console) -> int:
     return 0
 
 
+def _cmd_tp(args, console) -> int:
+    from . import configs
+    from .bench import shapes, tp
+    from .bench.report import check_out_path
+
+    for option, given in (("--config", args.config), ("--methods", args.methods), ("--quick", args.quick or None),
+                          ("--e2e-modes", args.e2e_modes), ("--cuda-graph", args.cuda_graph or None),
+                          ("--warmup-ms", args.warmup_ms)):
+        if given is not None:
+            raise ValueError(f"{option} does not apply to --tp")
+    found = shapes.find(_models(args.models or list(tp.MODELS)))
+    tokens = _tokens(args.tokens) if args.tokens else list(tp.TOKENS)
+    reps = tp.REPS if args.rep is None else args.rep
+    _check_timing_options(reps, 0.0)
+    if args.tp < 2:
+        raise ValueError(f"--tp needs a world size of at least 2; got {args.tp}")
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := _no_hopper("bench --tp")) is not None:
+        return code
+    tp.run_tp(found, tokens, args.tp, configs.DTYPE_OF_SUFFIX[args.dtype], console, out=out, reps=reps)
+    return 0
+
+
 def _cmd_bench(args, console) -> int:
     from .bench.methods import METHODS, peer_problem
     from .bench.report import check_out_path
     from .bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
 
+    if sum(map(bool, (args.backward, args.e2e, args.host_time, args.tp is not None))) > 1:
+        raise ValueError("--backward, --e2e, --host-time and --tp are separate runs; give one of them")
     if args.backward:
-        if args.e2e or args.host_time:
-            raise ValueError("--backward, --e2e and --host-time are separate runs; give one of them")
         return _cmd_backward(args, console)
+    if args.tp is not None:
+        return _cmd_tp(args, console)
     if args.e2e or args.host_time:
         mode = "--e2e" if args.e2e else "--host-time"
-        if args.e2e and args.host_time:
-            raise ValueError("--e2e and --host-time are separate runs; give one of them")
         if given := _kernel_options_given(args):
             raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the kernel "
                              f"benchmark, not to {mode}")

@@ -126,6 +126,7 @@ def time_interleaved(
     reps: int = 50,
     flush: torch.Tensor | None = None,
     back_to_back: bool = False,
+    warmup_calls: int | None = None,
 ) -> dict[str, Timing]:
     """Time each method's calls (one callable per input set) by the protocol above.
 
@@ -137,6 +138,8 @@ def time_interleaved(
         flush: the L2 flush buffer (allocated if None).
         back_to_back: time every input set's call back to back after an idle GPU (per-call time
             with the host's share), instead of one call enqueued behind the flush (GPU time).
+        warmup_calls: warm up with exactly this many calls per method instead of for ``warmup_ms``
+            (calls with collectives: every rank must run the same number).
 
     Returns:
         method name -> :class:`Timing`.
@@ -149,7 +152,8 @@ def time_interleaved(
         for name in names:
             fns = calls[name]
             start, n = time.perf_counter(), 0
-            while n < 2 or (time.perf_counter() - start) * 1e3 < warmup_ms:
+            while (n < warmup_calls if warmup_calls is not None
+                   else n < 2 or (time.perf_counter() - start) * 1e3 < warmup_ms):
                 fns[n % len(fns)]()
                 n += 1
                 if n % len(fns) == 0:

@@ -81,7 +81,7 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16", "--dtype", "fp16"],
      "--config: 'packed_pingpong_128x192x64_2x1_bf16' is a bf16 config; the benchmark runs --dtype fp16"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16", "--methods", "fused_dual"],
-     "runs only in method fused_evt, which --methods leaves out"),
+     "runs only in method fused_packed, which --methods leaves out"),
     (["bench", "--config", "dual_pingpong_64x128x64_1x1_promote4_bf16", "--methods", "fused_dual"],
      "runs only in method fused_dual_promoted, which --methods leaves out"),
 ])

@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-ORDER = ["eager", "cublas_gemm", "torch_compile", "quack", "fused_evt", "fused_dual", "fused_evt_promoted",
+ORDER = ["eager", "cublas_gemm", "torch_compile", "quack", "fused_packed", "fused_dual", "fused_packed_promoted",
          "fused_dual_promoted"]
-FUSED = ["fused_evt", "fused_dual", "fused_evt_promoted", "fused_dual_promoted"]
-SHORT = {"fused_evt": "evt", "fused_dual": "dual", "fused_evt_promoted": "evt-p", "fused_dual_promoted": "dual-p"}
+FUSED = ["fused_packed", "fused_dual", "fused_packed_promoted", "fused_dual_promoted"]
+SHORT = {"fused_packed": "packed", "fused_dual": "dual", "fused_packed_promoted": "packed-p", "fused_dual_promoted": "dual-p"}
 
 
 def bench_section(bench: dict) -> list[str]:

@@ -7,8 +7,8 @@ path, without torch).
 
 An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote)``:
 
-* kernel: ``packed`` (Kernel-2: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
-  ``dual`` (Kernel-1: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
+* kernel: ``packed`` (the packed kernel: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
+  ``dual`` (the dual kernel: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
   ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes).
 * schedule: ``pingpong`` (two consumer warpgroups on alternate tiles, one owning a whole tile) or
   ``cooperative`` (two warpgroups split one tile along M).

@@ -181,8 +181,8 @@ def swiglu(
             GPU), ``"torch"`` (fp32 PyTorch matrix products, one rounding; any device), or
             ``"auto"`` (cutlass when the tensors are on a Hopper GPU, else torch with one warning
             per process).
-        kernel: ``"dual"`` (Kernel-1: one dual GEMM reading w_gate and w_up as they are),
-            ``"packed"`` (Kernel-2: packs the weights with :func:`pack_gate_up` on every call,
+        kernel: ``"dual"`` (the dual kernel: one dual GEMM reading w_gate and w_up as they are),
+            ``"packed"`` (the packed kernel: packs the weights with :func:`pack_gate_up` on every call,
             a copy of both weights, 2·I·H elements read and written, then one GEMM with a SwiGLU
             epilogue; to pay the copy once, pack yourself and call :func:`swiglu_packed`), or
             ``"auto"`` (= ``"dual"``).
@@ -247,9 +247,9 @@ def swiglu_packed(
             (non-contiguous or misaligned x is copied once, as in :func:`swiglu`).
         w_packed: ``(2I, H)``, same dtype and device as x.
         layout: required. ``"interleaved"``: the layout of :func:`pack_gate_up` (blocks of 8 gate
-            rows then 8 up rows), read by Kernel-2 (one GEMM with a SwiGLU epilogue).
+            rows then 8 up rows), read by the packed kernel (one GEMM with a SwiGLU epilogue).
             ``"concatenated"``: ``w_packed = [W_gate; W_up]`` (gate rows ``[0, I)``, up rows
-            ``[I, 2I)``), run by Kernel-1 on the two row slices (views, no copy).
+            ``[I, 2I)``), run by the dual kernel on the two row slices (views, no copy).
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
         accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
 

@@ -4,7 +4,7 @@ Hugging Face's Qwen2, Llama and Mistral MLPs (and most SwiGLU MLPs written the s
 ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` with three bias-free ``nn.Linear`` layers and a
 SiLU ``act_fn``. :func:`fuse_swiglu_mlps` finds such blocks and replaces their ``forward`` with
 ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``: the gate and up products are never
-written, and the weights stay where they are (Kernel-1 reads them as they are; no copy, the state
+written, and the weights stay where they are (the dual kernel reads them as they are; no copy, the state
 dict is unchanged). :func:`unfuse_swiglu_mlps` restores the original forwards.
 
 Example::

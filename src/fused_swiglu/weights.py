@@ -1,7 +1,7 @@
 """Gate/up weight layouts.
 
 Hugging Face checkpoints store ``gate_proj.weight`` and ``up_proj.weight`` as two ``(I, H)``
-tensors (``I`` = intermediate size, ``H`` = hidden size). The packed kernel (Kernel-2) reads one
+tensors (``I`` = intermediate size, ``H`` = hidden size). The packed kernel reads one
 ``(2I, H)`` tensor in the *interleaved* layout below, so that each 16-row block of the packed
 GEMM's output holds 8 gate columns next to the 8 matching up columns and the SwiGLU epilogue
 finds both operands of ``silu(g) * u`` in one tile.

@@ -66,7 +66,7 @@ def test_derive_and_flops():
     run.derive(rows)
     fused = rows[2]
     assert fused["speedup_vs_eager"] == pytest.approx(2.5) and fused["ratio_to_cublas"] == pytest.approx(0.8)
-    lone = [{"method": "fused_evt", "median_ms": 1.0}]
+    lone = [{"method": "fused_packed", "median_ms": 1.0}]
     run.derive(lone)
     assert lone[0]["speedup_vs_eager"] is None and lone[0]["ratio_to_cublas"] is None
     assert report.flops(2, 3, 5) == 120
@@ -141,7 +141,7 @@ def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = No
 
 
 @pytest.mark.parametrize("fail_at, error, reason", [
-    (2, WrongOutputError("fused_evt on 1.5B M=1: 3 NaN; not timed"), "WrongOutputError: fused_evt on 1.5B M=1"),
+    (2, WrongOutputError("fused_packed on 1.5B M=1: 3 NaN; not timed"), "WrongOutputError: fused_packed on 1.5B M=1"),
     (1, KeyboardInterrupt(), "interrupted"),
 ])
 def test_a_stopped_bench_writes_the_rows_measured_before(tmp_path, monkeypatch, fail_at, error, reason):
@@ -199,7 +199,7 @@ def test_an_optional_peer_runs_only_where_its_package_imports(monkeypatch):
     assert why.startswith("quack needs the quack-kernels package (pip install quack-kernels, or this package's "
                           "[peers] extra)") and "ImportError" in why
     assert methods.default_methods() == [m for m in methods.METHODS if m != "quack"]
-    assert methods.peer_problem("fused_evt") is None
+    assert methods.peer_problem("fused_packed") is None
     _peer_import(monkeypatch, importable=True)
     assert methods.peer_problem("quack") is None and methods.default_methods() == list(methods.METHODS)
 
@@ -210,7 +210,7 @@ def test_a_default_bench_without_the_peer_package_says_why_in_its_file(tmp_path,
     out = tmp_path / "bench.json"
     opts = run.BenchOptions(models=["0.5B"], tokens=[1], out=out)  # methods: the defaults
     run.run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
-    assert "quack" not in opts.methods and "fused_evt" in opts.methods
+    assert "quack" not in opts.methods and "fused_packed" in opts.methods
     meta = json.loads(out.read_text())["meta"]
     assert meta["peers_not_run"]["quack"].startswith("quack needs the quack-kernels package")
     assert "not run: quack needs" in (tmp_path / "log.txt").read_text()

@@ -42,10 +42,10 @@ def test_back_to_back_timing_counts_the_host_time_the_gpu_waits_for():
 
 def test_graph_replays_are_timed():
     s = methods.make_input_set(16, 896, 4864, torch.bfloat16, torch.device("cuda"))
-    calls = methods.build_calls(["cublas_gemm", "fused_evt", "fused_dual"], [s])
+    calls = methods.build_calls(["cublas_gemm", "fused_packed", "fused_dual"], [s])
     replays = timing.as_graph_replays(calls, torch.device("cuda"))
     t = timing.time_interleaved(replays, torch.device("cuda"), warmup_ms=1, reps=5)
-    assert set(t) == {"cublas_gemm", "fused_evt", "fused_dual"}
+    assert set(t) == {"cublas_gemm", "fused_packed", "fused_dual"}
     assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
 
 
@@ -56,7 +56,7 @@ def test_bench_writes_json_and_csv(tmp_path):
     assert len(rows) == len(methods.default_methods()) >= len(methods.METHODS) - len(methods.OPTIONAL_PEERS)
     data = json.loads(out.read_text())
     assert data["meta"]["gpu"] and data["meta"]["sm_count"] > 0 and data["meta"]["complete"] is True
-    fused = [r for r in data["rows"] if r["method"] == "fused_evt"][0]
+    fused = [r for r in data["rows"] if r["method"] == "fused_packed"][0]
     assert fused["config"].startswith("packed_") and fused["tflops"] > 0 and fused["ratio_to_cublas"] > 0
     assert out.with_suffix(".csv").is_file()
 
@@ -64,7 +64,7 @@ def test_bench_writes_json_and_csv(tmp_path):
 @pytest.mark.skipif(methods.peer_problem("quack") is not None, reason="the quack-kernels package does not import here")
 def test_the_quack_peer_is_checked_and_timed_beside_the_kernels(tmp_path):
     out = tmp_path / "bench.json"
-    opts = BenchOptions(models=["0.5B"], tokens=[129], methods=["cublas_gemm", "fused_evt", "quack"], out=out,
+    opts = BenchOptions(models=["0.5B"], tokens=[129], methods=["cublas_gemm", "fused_packed", "quack"], out=out,
                         warmup_ms=1, reps=3, cuda_graph=True)
     rows = run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
     quack = [r for r in rows if r["method"] == "quack"][0]
@@ -95,7 +95,7 @@ def test_a_default_peer_whose_call_raises_is_left_out_and_the_kernels_are_timed(
 
 
 def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, monkeypatch):
-    """The second shape's fused_evt output has one element off: the check refuses it, the first
+    """The second shape's fused_packed output has one element off: the check refuses it, the first
     shape's rows are written, marked incomplete."""
     build_calls = methods.build_calls
     shapes_seen = []
@@ -104,7 +104,7 @@ def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, m
         calls = build_calls(names, sets)
         shapes_seen.append(sets[0].x.shape[0])
         if len(shapes_seen) == 2:
-            good = calls["fused_evt"]
+            good = calls["fused_packed"]
 
             def bad(fn):
                 def call():
@@ -112,25 +112,25 @@ def test_a_wrong_kernel_result_stops_the_bench_after_the_rows_before(tmp_path, m
                     y[-1, -1] = 1000.0  # outputs are O(1): far off, counted or not
                     return y
                 return call
-            calls["fused_evt"] = [bad(fn) for fn in good]
+            calls["fused_packed"] = [bad(fn) for fn in good]
         return calls
 
     monkeypatch.setattr(methods, "build_calls", corrupt_second_shape)
     out = tmp_path / "bench.json"
-    opts = BenchOptions(models=["0.5B"], tokens=[16, 128], methods=["cublas_gemm", "fused_evt"], out=out,
+    opts = BenchOptions(models=["0.5B"], tokens=[16, 128], methods=["cublas_gemm", "fused_packed"], out=out,
                         warmup_ms=1, reps=3)
-    with pytest.raises(WrongOutputError, match="fused_evt on Qwen2.5-0.5B M=128"):
+    with pytest.raises(WrongOutputError, match="fused_packed on Qwen2.5-0.5B M=128"):
         run_bench(opts, Console(file=open(tmp_path / "log.txt", "w")))
     data = json.loads(out.read_text())
-    assert data["meta"]["complete"] is False and "fused_evt" in data["meta"]["stopped_by"]
-    assert sorted((r["tokens"], r["method"]) for r in data["rows"]) == [(16, "cublas_gemm"), (16, "fused_evt")]
+    assert data["meta"]["complete"] is False and "fused_packed" in data["meta"]["stopped_by"]
+    assert sorted((r["tokens"], r["method"]) for r in data["rows"]) == [(16, "cublas_gemm"), (16, "fused_packed")]
 
 
 def test_accuracy_command_meets_the_anchor(tmp_path):
     rows = accuracy_run.run_accuracy(Console(file=open(tmp_path / "log.txt", "w")), out=tmp_path / "a.json",
                                      models=["0.5B"])
     by = {r["method"]: r for r in rows}
-    assert by["fused_evt"]["mismatch"] == 0 and by["fused_dual"]["mismatch"] == 0
+    assert by["fused_packed"]["mismatch"] == 0 and by["fused_dual"]["mismatch"] == 0
     assert by["torch_fp32_one_rounding"]["mismatch"] == 0
     assert by["eager"]["mismatch"] > 0  # three roundings (ANCHORS: ~1.4 %)
 
@@ -143,7 +143,7 @@ def test_accuracy_leaves_out_a_peer_whose_call_raises(tmp_path, monkeypatch):
     monkeypatch.setattr(accuracy_run, "quack_swiglu", broken)
     out = tmp_path / "a.json"
     rows = accuracy_run.run_accuracy(Console(file=open(tmp_path / "log.txt", "w")), out=out, models=["0.5B"])
-    assert "quack" not in {r["method"] for r in rows} and {"fused_evt", "fused_dual"} <= {r["method"] for r in rows}
+    assert "quack" not in {r["method"] for r in rows} and {"fused_packed", "fused_dual"} <= {r["method"] for r in rows}
     meta = json.loads(out.read_text())["meta"]
     assert meta["peers_not_run"] == {"quack": "quack on Qwen2.5-0.5B: its call raised TypeError: epilogue fn "
                                               "depends on a ContextVar; left out from there on"}

@@ -24,7 +24,7 @@ def test_right_results_pass(dtype):
     s = _set(dtype)
     calls = methods.build_calls(["eager", "cublas_gemm"], [s])
     # the fused methods' names, served here by the one-rounding PyTorch path and the fallback
-    calls["fused_evt"] = [lambda: swiglu_packed(s.x, s.w_packed, layout="interleaved", backend="torch")]
+    calls["fused_packed"] = [lambda: swiglu_packed(s.x, s.w_packed, layout="interleaved", backend="torch")]
     calls["fused_dual"] = [lambda: swiglu(s.x, s.w_gate, s.w_up, backend="torch")]
     calls["fused_dual_promoted"] = [lambda: swiglu_fp32_one_rounding(s.x, s.w_gate, s.w_up)]
     check.check_outputs(calls, s, "test M=37")  # raises on failure
@@ -68,8 +68,8 @@ def test_each_kind_of_wrong_result_is_refused(fault):
     s = _set()
     fn, message = _wrong_calls(s)[fault]
     calls = methods.build_calls(["eager"], [s])
-    calls["fused_evt"] = [fn]
-    with pytest.raises(WrongOutputError, match=r"^fused_evt on Qwen2.5-0.5B M=37: .*" + message + ".*; not timed$"):
+    calls["fused_packed"] = [fn]
+    with pytest.raises(WrongOutputError, match=r"^fused_packed on Qwen2.5-0.5B M=37: .*" + message + ".*; not timed$"):
         check.check_outputs(calls, s, "Qwen2.5-0.5B M=37")
 
 
@@ -128,12 +128,12 @@ def test_eager_is_well_inside_the_bound():
 
 def test_cli_reports_a_wrong_result_with_exit_status_3(monkeypatch, capsys):
     def wrong(args, console):
-        raise WrongOutputError("fused_evt on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed")
+        raise WrongOutputError("fused_packed on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed")
 
     monkeypatch.setattr(cli, "_cmd_bench", wrong)
     assert cli.main(["bench"]) == cli.EXIT_WRONG_OUTPUT == 3
     err = capsys.readouterr().err
-    assert err == "fused-swiglu bench: fused_evt on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed\n"
+    assert err == "fused-swiglu bench: fused_packed on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed\n"
     assert "3 bench: a method's result failed the check" in " ".join(cli._parser().format_help().split())
 
 

@@ -17,7 +17,7 @@ def _bench_rows():
     rows = []
     for model in ("Qwen2.5-0.5B", "Qwen2.5-7B"):
         for M in (1, 16, 2048):
-            for method, ms in (("eager", 2.0), ("cublas_gemm", 1.1), ("fused_evt", 1.0), ("fused_dual", 1.05),
+            for method, ms in (("eager", 2.0), ("cublas_gemm", 1.1), ("fused_packed", 1.0), ("fused_dual", 1.05),
                                ("quack", 1.5)):
                 rows.append({"model": model, "tokens": M, "method": method, "median_ms": ms * M})
     return rows
@@ -27,7 +27,7 @@ def test_report_writes_the_plots_of_the_files_present(tmp_path, capsys):
     (tmp_path / "bench_cuda_graph.json").write_text(json.dumps({"meta": META, "rows": _bench_rows()}))
     (tmp_path / "accuracy.json").write_text(json.dumps({"meta": META, "rows": [
         {"model": "Qwen2.5-0.5B", "method": m, "exact": e, "max_ulp": u} for m, e, u in
-        (("eager", 0.58, 4), ("fused_evt", 0.998, 1))]}))
+        (("eager", 0.58, 4), ("fused_packed", 0.998, 1))]}))
     written = plots.report(tmp_path, tmp_path / "png")
     assert sorted(p.name for p in written) == ["accuracy.png", "speedup_vs_eager.png", "vs_cublas_and_quack.png"]
     assert all(p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)

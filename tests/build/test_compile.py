@@ -364,9 +364,9 @@ SM90_SMEM_PER_CTA = 232448  # 227 KiB: the most shared memory one CTA may opt in
 @pytest.mark.build
 def test_shared_memory_budget():
     """Every config fits one CTA's shared memory, and its mainloop takes all stages that fit; the
-    collective epilogue's unused D reservation (ElementD = void) no longer costs Kernel-1 a stage:
+    collective epilogue's unused D reservation (ElementD = void) no longer costs the dual kernel a stage:
     dual and packed tiles of one TileShape run the same number of stages,
-    unless Kernel-1's own output buffers (its epilogue subtile spans the whole tile width) leave no
+    unless the dual kernel's own output buffers (its epilogue subtile spans the whole tile width) leave no
     room for the packed kernel's count: then exactly one fewer (dual 64x192: 5 against 6)."""
     from fused_swiglu._lib import Library
     from fused_swiglu.build import ensure_built

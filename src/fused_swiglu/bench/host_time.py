@@ -3,9 +3,9 @@
 At M = 1 the GPU work of one call is short enough that a stream of calls is bound by the host:
 the time per call is the Python, dispatcher and launch time of the call. Methods:
 
-* ``swiglu``: :func:`fused_swiglu.swiglu` (Kernel-1, the weights as they are).
+* ``swiglu``: :func:`fused_swiglu.swiglu` (the dual kernel, the weights as they are).
 * ``swiglu_packed``: :func:`fused_swiglu.swiglu_packed` on a weight packed once beforehand
-  (``layout="interleaved"``, Kernel-2).
+  (``layout="interleaved"``, the packed kernel).
 * ``torch_mm``: ``torch.mm(x, w_cat.t())`` over the (2I, H) gate+up weight: the same FLOPs, one
   cuBLAS call, no activation.
 * ``eager``: ``F.silu(x @ wg.T) * (x @ wu.T)``.

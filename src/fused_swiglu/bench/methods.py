@@ -5,10 +5,10 @@
   same FLOPs as the fused kernels, the cuBLAS yardstick.
 * ``torch_compile``: ``torch.compile`` of eager (default mode, dynamic=False), compiled once per
   shape before timing.
-* ``fused_evt``: :func:`fused_swiglu.swiglu_packed` on pre-packed (interleaved) weights
-  (Kernel-2: one GEMM + SwiGLU epilogue).
-* ``fused_dual``: :func:`fused_swiglu.swiglu` with ``kernel="dual"`` (Kernel-1: dual GEMM).
-* ``fused_evt_promoted``, ``fused_dual_promoted``: the same with ``accumulation="promoted"``.
+* ``fused_packed``: :func:`fused_swiglu.swiglu_packed` on pre-packed (interleaved) weights
+  (the packed kernel: one GEMM + SwiGLU epilogue).
+* ``fused_dual``: :func:`fused_swiglu.swiglu` with ``kernel="dual"`` (the dual kernel: dual GEMM).
+* ``fused_packed_promoted``, ``fused_dual_promoted``: the same with ``accumulation="promoted"``.
 * ``quack``: quack-kernels' ``gemm_gated(x, B, activation="swiglu", store_preact=False,
   tuned=False)`` (a CuTe DSL GEMM with a SwiGLU epilogue; B = (H, 2I) with gate and up columns
   interleaved one by one), an optional peer: it runs only where the ``quack-kernels`` package
@@ -29,15 +29,15 @@ from ..functional import swiglu, swiglu_packed
 from ..reference import swiglu_eager
 from ..weights import pack_gate_up
 
-METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_evt", "fused_dual", "fused_evt_promoted",
+METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_packed", "fused_dual", "fused_packed_promoted",
            "fused_dual_promoted", "quack")
 # Peers from other packages: method -> (module the call imports, distribution to install)
 OPTIONAL_PEERS = {"quack": ("quack.gemm_interface", "quack-kernels")}
 # fused method -> (kernel, accumulation)
 FUSED_KERNEL = {
-    "fused_evt": ("packed", "fast"),
+    "fused_packed": ("packed", "fast"),
     "fused_dual": ("dual", "fast"),
-    "fused_evt_promoted": ("packed", "promoted"),
+    "fused_packed_promoted": ("packed", "promoted"),
     "fused_dual_promoted": ("dual", "promoted"),
 }
 

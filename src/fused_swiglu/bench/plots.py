@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-FUSED = (("fused_evt", "packed"), ("fused_dual", "dual"))
+FUSED = (("fused_packed", "packed"), ("fused_dual", "dual"))
 
 
 def pyplot():
@@ -87,7 +87,7 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
     models = list(dict.fromkeys(r["model"] for r in rows))
-    if not any((m, r["tokens"], "eager") in cells and r["method"] == "fused_evt" for m in models for r in rows):
+    if not any((m, r["tokens"], "eager") in cells and r["method"] == "fused_packed" for m in models for r in rows):
         return None
     cols = min(4, len(models))
     nrows = -(-len(models) // cols)
@@ -118,7 +118,7 @@ def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
     for ax, peer in zip(axes[0], peers):
         for model in models:
-            _ratio_line(ax, rows, cells, model, peer, "fused_evt", label=model)
+            _ratio_line(ax, rows, cells, model, peer, "fused_packed", label=model)
         _tokens_axis(ax, f"{peer} time / packed kernel time")
         ax.set_title(names[peer], fontsize=9)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -164,7 +164,7 @@ def shapes(results: dict, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for model in models:
-        _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_evt", linewidth=0.9, label=model)
+        _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_packed", linewidth=0.9, label=model)
     _tokens_axis(ax, "cuBLAS GEMM-only time / packed kernel time")
     ax.axhline(0.9, color="gray", linewidth=0.7, linestyle="--")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -3,7 +3,7 @@
 For each shape and token count, in one turn rep by rep (the benchmark's timing protocol):
 
 * ``eager``: PyTorch's unfused path; ``cublas_gemm``: one GEMM of the same FLOPs (``x @ [Wg; Wu]^T``);
-* ``fused_evt`` / ``fused_dual``: the public calls (:func:`fused_swiglu.swiglu_packed`,
+* ``fused_packed`` / ``fused_dual``: the public calls (:func:`fused_swiglu.swiglu_packed`,
   :func:`fused_swiglu.swiglu` with ``kernel="dual"``), fast accumulation, with their own choice;
 * every compiled config of both kernels with the launch parameters ``fused-swiglu tune`` times
   (:func:`fused_swiglu.bench.tune.variants`), in the two stages of
@@ -13,7 +13,7 @@ For each shape and token count, in one turn rep by rep (the benchmark's timing p
 
 Rows (``model``, ``hidden_size``, ``intermediate_size``, ``tokens``, ``method``, ``median_ms``, and
 ``config`` where one applies): the four methods above; ``best_compiled`` (the fastest compiled config
-of either kernel), ``best_compiled_evt`` / ``best_compiled_dual`` (of each kernel), and ``model_evt`` /
+of either kernel), ``best_compiled_packed`` / ``best_compiled_dual`` (of each kernel), and ``model_packed`` /
 ``model_dual`` (the cost model's pick without overrides, from the same timings). ``summary`` checks
 the choice against them.
 """
@@ -33,7 +33,7 @@ from ..reference import swiglu_eager
 from . import timing, tune
 from .shapes import MlpShape
 
-KERNEL_METHOD = {"packed": "evt", "dual": "dual"}
+KERNEL_METHOD = {"packed": "packed", "dual": "dual"}
 WITHIN_BEST = 1.05  # the choice's time over the best compiled config's, at most
 MIN_VS_CUBLAS = 0.90  # cuBLAS time over the choice's, at least
 
@@ -47,7 +47,7 @@ def sweep_cell(shape: MlpShape, M: int, dtype: torch.dtype, device: torch.device
     extra = {
         "eager": [lambda s=s: swiglu_eager(s.x, s.w_gate, s.w_up) for s in sets],
         "cublas_gemm": [lambda s=s, w=w: torch.mm(s.x, w.t()) for s, w in zip(sets, w_cat)],
-        "fused_evt": [lambda s=s: swiglu_packed(s.x, s.w_packed, layout="interleaved", backend="cutlass") for s in sets],
+        "fused_packed": [lambda s=s: swiglu_packed(s.x, s.w_packed, layout="interleaved", backend="cutlass") for s in sets],
         "fused_dual": [lambda s=s: swiglu(s.x, s.w_gate, s.w_up, kernel="dual", backend="cutlass") for s in sets],
     }
     num_sms, gpu, smem = _lib.target(device.index)

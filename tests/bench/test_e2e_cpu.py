@@ -242,3 +242,15 @@ def test_a_failed_mode_makes_the_command_exit_4(monkeypatch, capsys):
     assert seen == {"models": ["Qwen2.5-0.5B"], "modes": ["compiled_decode", "prefill"], "quick": True}
     assert capsys.readouterr().err == ("fused-swiglu bench --e2e: failed: Qwen2.5-0.5B compiled_decode: "
                                        "BackendCompilerFailed: boom\n")
+
+
+def test_alternate_warms_up_after_every_switch(monkeypatch):
+    from fused_swiglu.bench import e2e_modes
+
+    log = []
+    monkeypatch.setattr(e2e_modes, "set_fused", lambda model, fused, backend: log.append(("state", fused)))
+    stock, fused = e2e_modes.alternate(lambda: log.append("measure") or 1.0, None, 2, "auto",
+                                       warmup=lambda: log.append("warmup"))
+    assert stock == fused == [1.0, 1.0]
+    assert log == [("state", False), "warmup", "measure", ("state", True), "warmup", "measure",
+                   ("state", True), "warmup", "measure", ("state", False), "warmup", "measure", ("state", False)]

@@ -30,7 +30,7 @@ STEPS = (*MODES, ACCURACY)
 DTYPES = configs.DTYPE_OF_SUFFIX
 # Repeats and lengths: the full run, and what --quick changes (Qwen2.5-0.5B only, fewer repeats)
 FULL = dict(new_tokens=32, prompt_len=16, gen_repeats=11, compiled_repeats=3, compiled_warmups=2, graph_replays=100,
-            prefill_batch=4, prefill_len=2048, prefill_repeats=5, train_batch=4, train_len=2048, train_repeats=5,
+            prefill_batch=4, prefill_len=2048, prefill_repeats=5, train_batch=4, train_len=2048, train_repeats=15,
             accuracy_prompt_len=128)
 QUICK = dict(FULL, gen_repeats=3, compiled_repeats=2, graph_replays=30, prefill_repeats=3, train_repeats=3)
 

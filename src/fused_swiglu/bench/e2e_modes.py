@@ -18,10 +18,11 @@ repeat) so that clock and thermal drift fall on both alike.
   then patched, with ``torch._dynamo.reset()`` before each; warm-up calls (the compilation and CUDA
   graph recording) are timed apart as ``compile_s``, not in ``*_ms``.
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens without a cache, logits of
-  the last position only (``logits_to_keep=1``), timed with CUDA events (wall time on a CPU).
+  the last position only (``logits_to_keep=1``), timed with CUDA events (wall time on a CPU), an
+  untimed forward after each switch of variant.
 * ``training``: one training step of ``train_batch`` x ``train_len`` tokens in train mode: forward
   with ``labels`` (the causal-LM loss), ``loss.backward()``, gradients set to None before each; timed
-  with CUDA events after one warm-up step per variant; the peak memory allocated during one step of
+  with CUDA events, an untimed step after each switch of variant; the peak memory allocated during one step of
   each variant (``stock_peak_gib``, ``fused_peak_gib``; CUDA only).
 
 :func:`fused_swiglu.bench.e2e_accuracy.accuracy` compares stock and patched against a float32 copy.
@@ -99,14 +100,19 @@ def wall_ms(fn: Callable[[], object], device: torch.device) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def alternate(measure: Callable[[], float], model, repeats: int, backend: str) -> tuple[list[float], list[float]]:
+def alternate(measure: Callable[[], float], model, repeats: int, backend: str,
+              warmup: Callable[[], object] | None = None) -> tuple[list[float], list[float]]:
     """``measure()`` ``repeats`` times in each state, stock and patched alternating, the order
-    flipping every repeat; returns (stock samples, patched samples) and leaves the model stock."""
+    flipping every repeat, with an untimed ``warmup()`` after each change of state (a patched
+    block's first call checks its weights before it takes its fast path); returns (stock samples,
+    patched samples) and leaves the model stock."""
     samples: dict[bool, list[float]] = {False: [], True: []}
     try:
         for r in range(repeats):
             for fused in ((False, True) if r % 2 == 0 else (True, False)):
                 set_fused(model, fused, backend)
+                if warmup is not None:
+                    warmup()
                 samples[fused].append(measure())
     finally:
         set_fused(model, False, backend)
@@ -318,7 +324,7 @@ def prefill(model, s: Settings) -> dict:
         set_fused(model, fused, s.backend)
         forward()
     set_fused(model, False, s.backend)
-    stock, fused = alternate(lambda: _event_ms(forward, s.device), model, s.prefill_repeats, s.backend)
+    stock, fused = alternate(lambda: _event_ms(forward, s.device), model, s.prefill_repeats, s.backend, warmup=forward)
     return _medians(stock, fused, batch=s.prefill_batch, tokens=s.prefill_len, repeats=s.prefill_repeats,
                     logits_to_keep=keep.get("logits_to_keep"), use_cache=False,
                     unit="ms per forward" + (" (CUDA events)" if s.device.type == "cuda" else " (wall time)"))
@@ -353,7 +359,7 @@ def training(model, s: Settings) -> dict:
             step()  # warm-up (the patched forward's first call arms its fast path)
             peaks[fused] = _peak_gib(step, s.device)
         set_fused(model, False, s.backend)
-        stock, fused = alternate(lambda: _event_ms(step, s.device), model, s.train_repeats, s.backend)
+        stock, fused = alternate(lambda: _event_ms(step, s.device), model, s.train_repeats, s.backend, warmup=step)
     finally:
         for p in params:
             p.grad = None

@@ -64,13 +64,14 @@ def test_dswiglu_kernel_matches_float64(model, M, dtype, seed):
     _, _, wd = _weights(H, I, dtype)
     dz = torch.randn(M, H, device="cuda").to(dtype)
     gu = torch.randn(M, 2 * I, device="cuda").to(dtype)
-    dgu = torch.full((2, M, I), float("nan"), device="cuda", dtype=dtype)
-    _lib.run(config_name("dswiglu", dtype, H), dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[0], du=dgu[1])
+    dgu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
+    _lib.run(config_name("dswiglu", dtype, H), dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[:, :I],
+             du=dgu[:, I:])
     dy = dz.double() @ wd.double()
     g, u = gu[:, :I].double(), gu[:, I:].double()
     s = torch.sigmoid(g)
-    _assert_close_to(dgu[0], dy * u * s * (1 + g * (1 - s)), f"dg {model} M={M}, seed={seed}")
-    _assert_close_to(dgu[1], dy * g * s, f"du {model} M={M}, seed={seed}")
+    _assert_close_to(dgu[:, :I], dy * u * s * (1 + g * (1 - s)), f"dg {model} M={M}, seed={seed}")
+    _assert_close_to(dgu[:, I:], dy * g * s, f"du {model} M={M}, seed={seed}")
     assert torch.equal(dgu, dswiglu(dz, wd, gu)), "the operator runs the same kernel"
 
 

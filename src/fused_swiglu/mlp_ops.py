@@ -12,16 +12,14 @@ W_down ``(H, I)``, all of one dtype (CUDA: bf16 / fp16).
     the packed kernel's store variant) or ``"concatenated"`` (``[W_gate; W_up]``: the dual kernel on
     its two row slices).
 ``fused_swiglu::dswiglu(dz, w_down, gu) -> dgu``
-    dgu ``(2, M, I)``: ``dgu[0] = dg`` and ``dgu[1] = du``, the gradients of ``y = silu(g) * u`` at
-    ``dY = dz W_down``, computed from the fp32 dY and rounded once; each a contiguous ``(M, I)``
-    matrix, the layout the GEMMs after it read fastest. CUDA: one GEMM with a dSwiGLU epilogue, so
-    dY is never written.
+    dgu ``(M, 2I)`` = ``[dg | du]``: the gradients of ``y = silu(g) * u`` at ``dY = dz W_down``,
+    computed from the fp32 dY and rounded once. CUDA: one GEMM with a dSwiGLU epilogue, so dY is
+    never written.
 
 Autograd of both forwards (only the gradients an input needs are computed): ``dW_down = dz^T y``;
-``dgu = dswiglu(dz, W_down, gu)``; ``dx = dg W_gate + du W_up`` (the second GEMM accumulated in place;
-interleaved packed weight: ``dgu' W_packed``, one GEMM); ``[dW_gate; dW_up] = [dg^T x; du^T x]``, one
-batched GEMM whose two halves are the two gradients (the concatenated layout's gradient as it is;
-for the interleaved layout ``dgu' = `` dgu reordered to that layout, one copy, and ``dgu'^T x``).
+``dgu = dswiglu(dz, W_down, gu)``; ``dx = dg W_gate + du W_up`` (packed: ``dgu W_packed``, one GEMM);
+``[dW_gate; dW_up] = dgu^T x``, one GEMM whose row halves are the two gradients (the concatenated
+layout's gradient as it is; the interleaved layout's from dgu reordered to that layout, one copy).
 y and gu are saved for the backward and are not differentiable. A backward that records a graph
 itself (``create_graph=True``) raises RuntimeError: this path keeps no graph through g and u; the
 recomputing path (``swiglu_mlp(..., recompute=True)``) supports it.
@@ -71,6 +69,11 @@ def _tma(t: Tensor) -> Tensor:
     if t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0:
         return t
     return t.clone(memory_format=torch.contiguous_format)
+
+
+def _halves(t: Tensor) -> tuple[Tensor, Tensor]:
+    n = t.shape[1] // 2
+    return t[:, :n], t[:, n:]
 
 
 def _accumulate(dtype: torch.dtype) -> torch.dtype:
@@ -142,19 +145,19 @@ def _forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) ->
 def _dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
     M, I = dz.shape[0], w_down.shape[1]
     if dz.is_cuda:
-        dgu = dz.new_empty((2, M, I))
+        dgu = dz.new_empty((M, 2 * I))
         if M > 0 and I > 0:
             dz, w_down, gu = _tma(dz), _tma(w_down), _tma(gu)
-            g, d, e = gu.data_ptr(), dgu.data_ptr(), dz.element_size()  # u at column offset I, du at row M
+            g, d, e = gu.data_ptr(), dgu.data_ptr(), dz.element_size()  # the halves at column offset I
             _launch(config_name("dswiglu", dz.dtype, dz.shape[1]), dz, M, I, dz.shape[1], dz.data_ptr(), dz.stride(0),
-                    w_down.data_ptr(), w_down.stride(0), 0, 0, 0, 0, g, g + I * e, gu.stride(0), d, d + M * I * e, I)
+                    w_down.data_ptr(), w_down.stride(0), 0, 0, 0, 0, g, g + I * e, gu.stride(0), d, d + I * e, 2 * I)
         return dgu
     acc = _accumulate(dz.dtype)
     with ieee_fp32_matmul():
         dy = dz.to(acc) @ w_down.to(acc)
-    g, u = gu[:, :I].to(acc), gu[:, I:].to(acc)
+    g, u = (h.to(acc) for h in _halves(gu))
     s = torch.sigmoid(g)
-    return torch.stack([dy * u * (s * (1 + g * (1 - s))), dy * (g * s)]).to(dz.dtype)
+    return torch.cat([dy * u * (s * (1 + g * (1 - s))), dy * (g * s)], dim=1).to(dz.dtype)
 
 
 @torch.library.custom_op("fused_swiglu::mlp_forward", mutates_args=())
@@ -186,24 +189,13 @@ def _mlp_forward_packed_fake(x, w_packed, w_down, layout):
 
 @dswiglu.register_fake
 def _dswiglu_fake(dz, w_down, gu):
-    return dz.new_empty((2, dz.shape[0], w_down.shape[1]))
+    return dz.new_empty((dz.shape[0], 2 * w_down.shape[1]))
 
 
 def _interleave(dgu: Tensor) -> Tensor:
-    """dgu ``(2, M, I)`` as one ``(M, 2I)`` matrix in the interleaved layout: blocks of 8 dg columns,
-    then the 8 matching du."""
-    M, I = dgu.shape[1], dgu.shape[2]
-    return dgu.view(2, M, I // BLOCK, BLOCK).permute(1, 2, 0, 3).reshape(M, 2 * I)
-
-
-def _dx(dgu: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor:
-    """``dg W_gate + du W_up`` (M, H): the second product accumulated in place."""
-    return (dgu[0] @ w_gate).addmm_(dgu[1], w_up)
-
-
-def _dw(dgu: Tensor, x: Tensor) -> Tensor:
-    """``[dg^T x; du^T x]`` (2I, H) as one batched GEMM."""
-    return torch.bmm(dgu.transpose(1, 2), x.expand(2, *x.shape)).view(-1, x.shape[1])
+    """``[dg | du]`` (M, 2I) in the interleaved layout: blocks of 8 dg columns, then the 8 matching du."""
+    M, I = dgu.shape[0], dgu.shape[1] // 2
+    return dgu.view(M, 2, I // BLOCK, BLOCK).transpose(1, 2).reshape(M, 2 * I)
 
 
 def _no_double_backward() -> None:
@@ -234,7 +226,7 @@ def _down_grads(dz: Tensor, w_down: Tensor, y: Tensor, gu: Tensor, need_dgu: boo
     dz = dz.contiguous()
     dw_down = dz.T @ y if need_down else None  # (H, I)
     dgu = None
-    if need_dgu:  # (2, M, I)
+    if need_dgu:  # (M, 2I)
         dgu = _dswiglu(dz, w_down, gu) if eager else dswiglu(dz, w_down, gu)
     return dgu, dw_down
 
@@ -249,15 +241,16 @@ def _mlp_backward(ctx, dz, _dy, _dgu, eager: bool = False):
     dx = dw_gate = dw_up = None
     if dgu is not None:
         I = w_gate.shape[0]
+        dg, du = dgu[:, :I], dgu[:, I:]
         if nx:
-            dx = _dx(dgu, w_gate, w_up)
+            dx = (dg @ w_gate).addmm_(du, w_up)  # (M, H): the second product accumulated in place
         if ng and nu:
-            dw = _dw(dgu, x)  # (2I, H): [dW_gate; dW_up]
+            dw = dgu.T @ x  # (2I, H): [dW_gate; dW_up], one GEMM
             dw_gate, dw_up = dw[:I], dw[I:]
         elif ng:
-            dw_gate = dgu[0].T @ x
+            dw_gate = dg.T @ x
         elif nu:
-            dw_up = dgu[1].T @ x
+            dw_up = du.T @ x
     return dx, dw_gate, dw_up, dw_down
 
 
@@ -271,13 +264,9 @@ def _mlp_packed_backward(ctx, dz, _dy, _dgu, eager: bool = False):
     dx = dw_packed = None
     if dgu is not None:
         if ctx.layout == "interleaved":
-            dgu = _interleave(dgu)  # (M, 2I) in w_packed's row order
-            dx = dgu @ w_packed if nx else None  # (M, H)
-            dw_packed = dgu.T @ x if nw else None  # (2I, H)
-        else:
-            I = w_packed.shape[0] // 2
-            dx = _dx(dgu, w_packed[:I], w_packed[I:]) if nx else None
-            dw_packed = _dw(dgu, x) if nw else None  # (2I, H), [gate; up] as w_packed
+            dgu = _interleave(dgu)  # w_packed's row order
+        dx = dgu @ w_packed if nx else None  # (M, H)
+        dw_packed = dgu.T @ x if nw else None  # (2I, H), in w_packed's layout
     return dx, dw_packed, dw_down, None
 
 

@@ -1,4 +1,5 @@
-"""Markers: ``gpu`` tests run only on an NVIDIA Hopper GPU (compute capability 9.0)."""
+"""Markers: ``gpu`` tests run only on an NVIDIA Hopper GPU (compute capability 9.0); ``fuzz`` tests
+draw fresh random inputs each run (the ``seed`` fixture)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+SEED_VARIABLE = "FUSED_SWIGLU_TEST_SEED"
+
+
 @pytest.fixture
-def seed():
-    """A fresh random seed for torch's generators, returned so that failure messages can name it."""
-    s = int.from_bytes(os.urandom(4), "little")
+def seed(request):
+    """The seed of torch's generators, returned so that failure messages can name it: 0, or the
+    integer in FUSED_SWIGLU_TEST_SEED; tests marked ``fuzz`` draw a fresh one per run unless that
+    variable is set."""
+    text = os.environ.get(SEED_VARIABLE, "").strip()
+    if text:
+        try:
+            s = int(text)
+        except ValueError:
+            raise pytest.UsageError(f"{SEED_VARIABLE} must be an integer; got {text!r}") from None
+    elif request.node.get_closest_marker("fuzz"):
+        s = int.from_bytes(os.urandom(4), "little")
+    else:
+        s = 0
     torch.manual_seed(s)
     return s
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_swiglu import _lib, pack_gate_up, swiglu, swiglu_packed
+from fused_swiglu import _lib, catalog, pack_gate_up, swiglu, swiglu_packed
 from fused_swiglu.bench.shapes import MODELS
 from numerics import Float64Truth, assert_matches_float64
 
@@ -71,12 +71,27 @@ def test_ragged_token_counts(model, M, dtype, seed):
 @pytest.mark.parametrize(("model", "M"), [("1.5B", 345), ("7B", 300), ("7B", 360), ("14B", 500), ("14B", 1000),
                                          ("32B", 700), ("7B", 520), ("3B", 1030), ("72B", 520), ("72B", 1030)])
 def test_mid_token_counts(model, M, seed):
-    """Token counts that the table serves with 64x192, 128x96 or 128x160 tiles (perf-notes entries
-    27, 28, and 39: the tail rule, for the packed kernel on 72B only up to M = 768), each with a
-    partial last token tile."""
+    """Token counts that the table serves with 64x192, 128x96 or 128x160 tiles (the tail rule, for
+    the packed kernel on 72B only up to M = 768), each with a partial last token tile."""
     H, I = QWEN[model]
     x, wg, wu = _inputs(M, H, I, torch.bfloat16)
     _check_all(x, wg, wu, f"{model} M={M} seed={seed}")
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("trial", range(4))
+def test_random_shapes(trial, seed):
+    """A fresh draw each run: M in [1, 5000), H and I multiples of 8 up to 8184 and 16376, bf16 and
+    fp16 in turn, every method against float64."""
+    gen = torch.Generator().manual_seed(seed + trial)
+
+    def draw(lo, hi):
+        return int(torch.randint(lo, hi, (1,), generator=gen))
+
+    M, H, I = draw(1, 5000), 8 * draw(1, 1024), 8 * draw(1, 2048)
+    dtype = DTYPES[trial % 2]
+    x, wg, wu = _inputs(M, H, I, dtype)
+    _check_all(x, wg, wu, f"M={M} H={H} I={I} {_dt(dtype)} seed={seed} trial={trial}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
@@ -267,22 +282,39 @@ def test_a_row_gets_the_same_bits_at_every_batch_size(kernel, accumulation, seed
 # --- every compiled config, every element written, nothing outside -------------------------------
 
 
-def test_every_config_writes_exactly_its_output(seed):
+# the configs whose output is y (the dSwiGLU GEMM's are tested in test_mlp_gpu.py), one test id each
+UP_PROJECTION_CONFIGS = [n for n in catalog.names() + catalog.training_names() if not n.startswith("dswiglu")]
+
+
+@pytest.mark.parametrize("name", UP_PROJECTION_CONFIGS)
+def test_every_config_writes_exactly_its_output(name, seed):
     M, H, I = 200, 896, 1000  # partial tiles along M and N
     pad_rows, pad_cols = 8, 16
-    for cfg in _lib.configs():
-        dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
-        x, wg, wu = _inputs(M, H, I, dtype)
-        big = torch.full((M + pad_rows, I + pad_cols), float("nan"), device="cuda", dtype=dtype)
-        y = big[:M, :I]  # row stride I + 16: a multiple of 8
-        if cfg.kernel == "packed":
-            _lib.run(cfg.name, x, pack_gate_up(wg, wu), None, y)
-        else:
-            _lib.run(cfg.name, x, wg, wu, y)
-        torch.cuda.synchronize()
-        what = f"{cfg.name} seed={seed}"
-        assert torch.isnan(big[M:]).all() and torch.isnan(big[:M, I:]).all(), f"{what}: wrote outside y"
-        assert_matches_float64(y, x, wg, wu, what)
+    cfg = _lib.library().info(name)
+    dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
+    x, wg, wu = _inputs(M, H, I, dtype)
+    big = torch.full((M + pad_rows, I + pad_cols), float("nan"), device="cuda", dtype=dtype)
+    y = big[:M, :I]  # row stride I + 16: a multiple of 8
+    gu = _preactivation_buffer(cfg, M, I, dtype)
+    if cfg.kernel == "packed":
+        _lib.run(cfg.name, x, pack_gate_up(wg, wu), None, y, **gu)
+    else:
+        _lib.run(cfg.name, x, wg, wu, y, **gu)
+    torch.cuda.synchronize()
+    what = f"{cfg.name} seed={seed}"
+    assert torch.isnan(big[M:]).all() and torch.isnan(big[:M, I:]).all(), f"{what}: wrote outside y"
+    assert_matches_float64(y, x, wg, wu, what)
+    if gu:  # the store form: every gate and up pre-activation written too
+        assert not (gu["g"].isnan().any() or gu["u"].isnan().any()), f"{what}: g or u not written"
+
+
+def _preactivation_buffer(cfg, M: int, I: int, dtype) -> dict:
+    """Poisoned g and u outputs ``(M, I)`` each, views of one ``(M, 2I)`` buffer, for a config that
+    stores the pre-activations (the training forward); nothing for the others."""
+    if not cfg.preactivations:
+        return {}
+    gu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
+    return {"g": gu[:, :I], "u": gu[:, I:]}
 
 
 def _chain_weights(x, wg, wu, layers, run):
@@ -336,28 +368,29 @@ def test_cuda_graph_of_a_chain(kernel, seed):
     assert torch.equal(y, expected[-1]), f"graph of a {kernel} chain differs (seed={seed})"
 
 
-def test_every_config_places_a_partial_last_token_tile_inside_the_problem(seed):
+@pytest.mark.parametrize("name", UP_PROJECTION_CONFIGS)
+def test_every_config_places_a_partial_last_token_tile_inside_the_problem(name, seed):
     """With M not a multiple of the token tile, the last tile of a tokens-along-M config starts at
     M - tile (collective/sm90_token_tile_shift.hpp) and writes rows that the tile before it writes
     too; both must write the same bits, and every row must match the call over whole tiles. Below one
     tile (M < tile) and in swap-AB form the tile reaches past M as before. Output poisoned first."""
     H, I = 896, 1000
-    for cfg in _lib.configs():
-        dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
-        tile = cfg.tile_n if cfg.swap_ab else cfg.tile_m
-        x, wg, wu = _inputs(4 * tile, H, I, dtype)
-        w, w_up = (pack_gate_up(wg, wu), None) if cfg.kernel == "packed" else (wg, wu)
+    cfg = _lib.library().info(name)
+    dtype = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
+    tile = cfg.tile_n if cfg.swap_ab else cfg.tile_m
+    x, wg, wu = _inputs(4 * tile, H, I, dtype)
+    w, w_up = (pack_gate_up(wg, wu), None) if cfg.kernel == "packed" else (wg, wu)
 
-        def run(M):
-            y = torch.full((M, I), float("nan"), device="cuda", dtype=dtype)
-            _lib.run(cfg.name, x[:M], w, w_up, y)
-            return y
+    def run(M):
+        y = torch.full((M, I), float("nan"), device="cuda", dtype=dtype)
+        _lib.run(cfg.name, x[:M], w, w_up, y, **_preactivation_buffer(cfg, M, I, dtype))
+        return y
 
-        whole = run(4 * tile)
-        assert_matches_float64(whole, x, wg, wu, f"{cfg.name} M={4 * tile} seed={seed}")
-        for M in (tile - 1, tile + 1, 2 * tile + tile // 2, 4 * tile - 1):
-            part = run(M)
-            assert torch.equal(part, whole[:M]), f"{cfg.name} M={M}: rows differ from the M={4 * tile} call (seed={seed})"
+    whole = run(4 * tile)
+    assert_matches_float64(whole, x, wg, wu, f"{cfg.name} M={4 * tile} seed={seed}")
+    for M in (tile - 1, tile + 1, 2 * tile + tile // 2, 4 * tile - 1):
+        part = run(M)
+        assert torch.equal(part, whole[:M]), f"{cfg.name} M={M}: rows differ from the M={4 * tile} call (seed={seed})"
 
 
 @pytest.mark.parametrize("kernel", ["packed", "dual"])

@@ -32,8 +32,8 @@ typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1 } fsw_dtype;
 
 // Which weight operand a kernel reads.
 typedef enum fsw_kernel_kind {
-  FSW_KERNEL_PACKED = 0,  // Kernel-2: one GEMM over packed W [2N, K] + SwiGLU EVT epilogue
-  FSW_KERNEL_DUAL = 1,    // Kernel-1: dual-GEMM over W_gate [N, K] and W_up [N, K]
+  FSW_KERNEL_PACKED = 0,  // the packed kernel: one GEMM over packed W [2N, K] + SwiGLU EVT epilogue
+  FSW_KERNEL_DUAL = 1,    // the dual kernel: dual GEMM over W_gate [N, K] and W_up [N, K]
   // The SwiGLU backward through the down projection: one GEMM dY = dZ @ W_down with x = dZ (M, K),
   // w = W_down (K, N) (its row stride ldw >= N), and a dSwiGLU epilogue that reads g, u (M, N) and
   // writes, from the fp32 accumulator dY,

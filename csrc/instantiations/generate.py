@@ -44,7 +44,7 @@ KERNELS = {
                "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"),
     "dual": ("::fused_swiglu::kernel::DualSwiGLUGemm", "FSW_KERNEL_DUAL",
              "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"),
-    # Kernel-2 with weights and tokens exchanged (tile_m weight rows, tile_n tokens): decode sizes
+    # The packed kernel with weights and tokens exchanged (tile_m weight rows, tile_n tokens): decode sizes
     "packed_swapab": ("::fused_swiglu::kernel::PackedSwapABSwiGLUGemm", "FSW_KERNEL_PACKED",
                       "fused_swiglu/kernel/sm90_gemm_swiglu_packed_swapab.hpp"),
     "dual_swapab": ("::fused_swiglu::kernel::DualSwapABSwiGLUGemm", "FSW_KERNEL_DUAL",

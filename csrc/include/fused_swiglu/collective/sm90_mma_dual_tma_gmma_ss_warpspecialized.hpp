@@ -1,4 +1,4 @@
-// Dual collective mainloop for Kernel-1: W_gate and W_up, read as they are, fill the two halves of one
+// Dual collective mainloop of the dual kernel: W_gate and W_up, read as they are, fill the two halves of one
 // operand's smem stage; X fills the other operand. Split names the operand that holds the weights:
 //
 //   DualBCollectiveMma (Split = 1), the GEMM (M, 2I, K):
@@ -267,8 +267,8 @@ struct DualCollectiveMma : Base {
 
 // The two forms by name, for the kernels' MainloopAdaptor (a template of one parameter).
 template <class Base>
-using DualBCollectiveMma = DualCollectiveMma<Base, 1>;  // Kernel-1: X as A, W_gate | W_up as B
+using DualBCollectiveMma = DualCollectiveMma<Base, 1>;  // the dual kernel: X as A, W_gate | W_up as B
 template <class Base>
-using DualACollectiveMma = DualCollectiveMma<Base, 0>;  // Kernel-1 in swap-AB form: W_gate | W_up as A
+using DualACollectiveMma = DualCollectiveMma<Base, 0>;  // the dual kernel in swap-AB form: W_gate | W_up as A
 
 }  // namespace fused_swiglu::collective

@@ -9,15 +9,15 @@
 //   tile column c is a gate column  iff  (c / P) % 2 == 0;  its up partner is column c + P;
 //   its output column is            j = (c / (2P)) * P + c % P.
 // So each (CTA_M, CTA_N) accumulator tile yields one (CTA_M, CTA_N / 2) output tile.
-//   Kernel-2 (packed weights):  P = 8, matching the interleaved layout of weights.py (8 gate rows, then
+//   packed kernel (packed weights): P = 8, matching the interleaved layout of weights.py (8 gate rows, then
 //                               the 8 matching up rows, repeated).
-//   Kernel-1 (dual GEMM):       P = CTA_N / 2 (gate tile in the first half of the B tile, up in the second).
-// With PairsAlongM the roles of rows and columns swap: the swap-AB form of Kernel-2 (weights as the GMMA's
+//   dual kernel (dual GEMM):        P = CTA_N / 2 (gate tile in the first half of the B tile, up in the second).
+// With PairsAlongM the roles of rows and columns swap: the swap-AB form of the packed kernel (weights as the GMMA's
 // A operand, tokens as B) pairs accumulator row r with row r + P, yields a (CTA_M / 2, CTA_N) output tile,
 // and writes Y transposed (Y^T is M-major in that GEMM). GMMA's accumulator layout gives every thread rows
 // r and r + 8 of each 16-row group, so with P = 8 a thread holds both elements of each of its pairs.
 // With PairsAcrossSubtiles (and P = EPI_M) the gate rows fill one epilogue subtile and their up rows the
-// next (Kernel-1's swap-AB form: W_gate in the first 64 rows of a 128-row tile, W_up in the next 64):
+// next (the dual kernel's swap-AB form: W_gate in the first 64 rows of a 128-row tile, W_up in the next 64):
 // the node keeps the gate subtile's accumulators in registers and writes the pairs with the up subtile.
 //
 // Data path per epilogue subtile (EPI_M, EPI_N) of the collective epilogue:

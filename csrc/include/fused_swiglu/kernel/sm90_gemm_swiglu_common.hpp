@@ -64,7 +64,7 @@ constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 // multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
 // PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
 // MainloopAdaptor: wraps the CollectiveBuilder's mainloop (ShiftedTokenTileMainloop for one B operand,
-// UnchangedMainloop in swap-AB form; the dual mainloop for Kernel-1), after
+// UnchangedMainloop in swap-AB form; the dual mainloop for the dual kernel), after
 // Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
 // SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
 // and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).

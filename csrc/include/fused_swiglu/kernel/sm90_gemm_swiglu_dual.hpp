@@ -1,10 +1,10 @@
-// Kernel-1: dual-GEMM over W_gate and W_up as they are (no packing).
+// The dual kernel: dual GEMM over W_gate and W_up as they are (no packing).
 //
 //   Acc[:, 0:BLK_N/2]     = X @ W_gate[n-tile]^T      one accumulator tile per consumer warpgroup,
 //   Acc[:, BLK_N/2:BLK_N] = X @ W_up[n-tile]^T        gate half and up half (DualBCollectiveMma)
 //   Y[M, N]               = Sm90SwiGLUStore(Acc), pair stride BLK_N/2
 //
-// Only the producer's loads differ from Kernel-2 (warp roles and budgets: sm90_gemm_swiglu_common.hpp).
+// Only the producer's loads differ from the packed kernel's (warp roles and budgets: sm90_gemm_swiglu_common.hpp).
 // With the Pingpong schedule the two consumer warpgroups own alternate tiles and an ordered barrier
 // alternates their mainloops, so the Swish on one warpgroup's gate accumulator (in its epilogue)
 // overlaps the other warpgroup's GMMAs. The epilogue subtile spans the whole tile width so that each

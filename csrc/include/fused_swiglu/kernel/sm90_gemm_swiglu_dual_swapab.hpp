@@ -1,4 +1,4 @@
-// Kernel-1, swap-AB form for decode sizes: the dual GEMM with the operands exchanged.
+// The dual kernel, swap-AB form for decode sizes: the dual GEMM with the operands exchanged.
 //
 //   Acc[0 : 64, :]    = W_gate[m-tile] @ X^T    gate accumulator rows           (DualACollectiveMma)
 //   Acc[64 : 128, :]  = W_up[m-tile]   @ X^T    up accumulator rows

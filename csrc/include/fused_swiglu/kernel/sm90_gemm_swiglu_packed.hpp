@@ -1,4 +1,4 @@
-// Kernel-2: one TMA warp-specialized GEMM over packed gate/up weights with the SwiGLU EVT epilogue.
+// The packed kernel: one TMA warp-specialized GEMM over packed gate/up weights with the SwiGLU EVT epilogue.
 //
 //   Acc[M, 2N] = X[M, K] @ W_packed[2N, K]^T            (GMMA, fp32 accumulators)
 //   Y[M, N]    = Sm90SwiGLUStore(Acc), pair stride 8     (silu(gate) * up, one rounding, TMA store)

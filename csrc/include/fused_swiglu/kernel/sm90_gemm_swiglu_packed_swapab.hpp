@@ -1,4 +1,4 @@
-// Kernel-2, swap-AB form for decode sizes: the same packed GEMM with the operands exchanged.
+// The packed kernel, swap-AB form for decode sizes: the same packed GEMM with the operands exchanged.
 //
 //   Acc[2N, M] = W_packed[2N, K] @ X[M, K]^T             (GMMA, fp32 accumulators; weights are A)
 //   Y^T[N, M]  = Sm90SwiGLUStore(Acc), pairs along M      (silu(gate) * up, one rounding, TMA store of Y^T)

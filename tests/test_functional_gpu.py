@@ -59,6 +59,25 @@ def test_qwen_shapes(model, M, dtype, seed):
     _check_all(x, wg, wu, f"{model} M={M} {_dt(dtype)} seed={seed}")
 
 
+@pytest.mark.parametrize("M", [1, 129, 2048])
+@pytest.mark.parametrize("model", list(QWEN))
+def test_qwen_shapes_compiled(model, M, seed):
+    """The same paths inside one torch.compile(fullgraph=True) graph: the kernels the eager calls
+    run, bit for bit."""
+    H, I = QWEN[model]
+    x, wg, wu = _inputs(M, H, I, torch.bfloat16)
+    w_packed, w_cat = pack_gate_up(wg, wu), torch.cat([wg, wu])
+
+    def paths(x, wg, wu, w_packed, w_cat):
+        return (swiglu(x, wg, wu), swiglu_packed(x, w_packed, layout="interleaved"),
+                swiglu_packed(x, w_cat, layout="concatenated"))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(paths, fullgraph=True)(x, wg, wu, w_packed, w_cat)
+    for name, got, want in zip(("dual", "interleaved", "concatenated"), compiled, paths(x, wg, wu, w_packed, w_cat)):
+        assert torch.equal(got, want), f"compiled {name} {model} M={M} differs from the eager call (seed={seed})"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
 @pytest.mark.parametrize("M", [3, 29, 129, 4097])  # 7B at M = 29: two swap-AB token tiles, the last partial
 @pytest.mark.parametrize("model", ["0.5B", "7B"])

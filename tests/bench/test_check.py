@@ -134,7 +134,6 @@ def test_cli_reports_a_wrong_result_with_exit_status_3(monkeypatch, capsys):
     assert cli.main(["bench"]) == cli.EXIT_WRONG_OUTPUT == 3
     err = capsys.readouterr().err
     assert err == "fused-swiglu bench: fused_packed on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed\n"
-    assert "3 bench: a method's result failed the check" in " ".join(cli._parser().format_help().split())
 
 
 def test_an_optional_method_that_raises_or_is_wrong_is_left_out_not_fatal():

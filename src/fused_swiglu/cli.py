@@ -662,6 +662,9 @@ def _cmd_report(args, console) -> int:
         written = plots.report(Path(args.results), Path(args.out_dir) if args.out_dir else None)
     except ImportError:
         raise ValueError("report needs matplotlib (pip install matplotlib)") from None
+    except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written
+        raise ValueError(f"--out-dir: cannot write the plots to {e.filename or args.out_dir} "
+                         f"({e.strerror or e})") from None
     for path in written:
         console.print(f"wrote {path}")
     return 0

@@ -17,7 +17,7 @@ BLOCK = 8  # rows of W_gate (and of W_up) per interleaved block
 LAYOUTS = ("interleaved", "concatenated")
 
 
-def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
+def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor, interleaved: bool = True) -> tuple[int, int]:
     check_tensors(w_gate=w_gate, w_up=w_up)
     for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
         if t.dim() != 2:
@@ -37,7 +37,8 @@ def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
             f"got w_gate on {w_gate.device} and w_up on {w_up.device}"
         )
     I, H = w_gate.shape
-    _check_block(I, "I (rows of w_gate)")
+    if interleaved:
+        _check_block(I, "I (rows of w_gate)")
     return I, H
 
 

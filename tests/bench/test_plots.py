@@ -42,3 +42,10 @@ def test_report_says_what_is_missing(tmp_path, capsys):
         plots.report(tmp_path)
     assert cli.main(["report", str(tmp_path / "nowhere")]) == 1
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    assert cli.main(["report", "docs/results/h200", "--out-dir", str(not_a_folder)]) == 1
+    assert "--out-dir: cannot write the plots" in capsys.readouterr().err

@@ -7,7 +7,8 @@ import torch
 import torch.distributed as dist
 
 from fused_swiglu import pack_gate_up, unpack_gate_up
-from fused_swiglu.parallel import TensorParallelSwiGLUMLP, local_size, shard_down, shard_gate_up, shard_packed
+from fused_swiglu.parallel import (TensorParallelSwiGLUMLP, local_size, shard_down, shard_gate_up, shard_packed,
+                                   shard_swiglu_mlps)
 
 
 def weights(I=48, H=16):
@@ -124,3 +125,22 @@ def test_every_qwen25_mlp_splits(world_size):
 
     for shape in MODELS:
         assert local_size(shape.intermediate_size, world_size) * world_size == shape.intermediate_size
+
+
+def test_the_dual_kernel_is_held_to_the_sharding_rule_only(one_rank):
+    w = torch.zeros(12, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"multiple of 8 \* world_size = 8 .*I=12") as e:
+        TensorParallelSwiGLUMLP.from_full(w, w, w.T.contiguous())
+    assert "interleaved" not in str(e.value)
+
+
+def test_shard_swiglu_mlps_names_the_block_and_changes_nothing(one_rank):
+    from torch import nn
+
+    from tp_worker import Mlp
+
+    good, bad = torch.zeros(16, 16, dtype=torch.bfloat16), torch.zeros(12, 16, dtype=torch.bfloat16)
+    model = nn.Sequential(Mlp(good, good, good.T.contiguous()), Mlp(bad, bad, bad.T.contiguous()))
+    with pytest.raises(ValueError, match="MLP block '1': intermediate size I=12 .*no block was replaced"):
+        shard_swiglu_mlps(model)
+    assert isinstance(model[0], Mlp) and isinstance(model[1], Mlp)

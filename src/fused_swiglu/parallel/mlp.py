@@ -213,7 +213,9 @@ def shard_swiglu_mlps(model: nn.Module, group: dist.ProcessGroup | None = None, 
     for name, m in blocks:  # every size checked before any block changes
         I = m.gate_proj.weight.shape[0]
         if I % (8 * world_size) != 0:
-            raise ValueError(f"{name}: intermediate size I={I} is not a multiple of 8 * world_size = {8 * world_size}")
+            raise ValueError(f"MLP block {name!r}: intermediate size I={I} is not a multiple of 8 * world_size = "
+                             f"{8 * world_size} (each rank must hold whole blocks of 8 gate and 8 up rows); no block "
+                             "was replaced")
     for name, m in blocks:
         with torch.no_grad():
             tp = TensorParallelSwiGLUMLP.from_full(m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight,

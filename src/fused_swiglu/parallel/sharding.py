@@ -68,7 +68,7 @@ def shard_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor, rank: int, world_siz
         ValueError: shapes (not 2-D or differing), devices differ, rank out of range, or ``I`` not a
             multiple of ``8 * world_size``.
     """
-    I, _ = _check_pair(w_gate, w_up)
+    I, _ = _check_pair(w_gate, w_up, interleaved=False)  # the rule below is the sharding's
     _check_rank(rank, world_size)
     n = local_size(I, world_size)
     rows = slice(rank * n, (rank + 1) * n)

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import catalog
 from .cost_model import ConfigCosts, DeviceCosts
 
 FORMAT = 1
@@ -37,7 +38,7 @@ FORMAT = 1
 OVERRIDE_GAIN = 1.02
 REFERENCE = ("NVIDIA H200", "bf16")
 PACKAGE_DIR = Path(__file__).resolve().parent / "tuned"
-DTYPES = ("bf16", "fp16")
+DTYPES = catalog.DTYPES
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import _validate as v
+from ..configs import KERNELS
 from ..functional import swiglu, swiglu_packed
 from ..mlp import swiglu_mlp, swiglu_mlp_packed
 from ..modules import _skip_reason
 from ..weights import LAYOUTS, pack_gate_up
 from .comm import copy_to_ranks, reduce_from_ranks, world
 from .sharding import shard_down, shard_gate_up, shard_packed
-
-KERNELS = ("dual", "packed")
-
 
 def _partial_fp32(y: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """``y @ w_down.T`` summed and returned in fp32 (no rounding to y's dtype)."""

@@ -82,7 +82,7 @@ def _rank(rank: int, world_size: int, init: str, shapes: Sequence[MlpShape], tok
             full = [_weights(shape, dtype, device, seed) for seed in range(n)]
             mlps = [TensorParallelSwiGLUMLP.from_full(*w) for w in full]
             if rank != 0:
-                del full
+                full = None  # only rank 0 times the one-GPU MLP
             torch.cuda.empty_cache()
             for M in tokens:
                 xs = [torch.randn(M, shape.hidden_size, device=device).to(dtype) for _ in range(n)]
@@ -109,8 +109,7 @@ def _rank(rank: int, world_size: int, init: str, shapes: Sequence[MlpShape], tok
                     print(f"{shape.model} M={M}: 1 GPU {one['1gpu'].median_ms:.3f} ms, {world_size} GPUs "
                           f"{tp_ms:.3f} ms ({ratio:.3f}x; all-reduce {ar_ms:.3f} ms)", flush=True)
                 del xs, zs
-            del mlps
-            full = None
+            del mlps, full
             torch.cuda.empty_cache()
     if rank == 0:
         torch.save(rows, out)

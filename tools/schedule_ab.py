@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A/B of kernel configs against the config choice, cuBLAS and quack on the Qwen2.5 cells of M >= 512.
+
+For each Qwen2.5 shape and token count this times, in one turn rep by rep (the benchmark's protocol:
+L2 flushed before each call, input sets rotated, CUDA-event medians of GPU time, launches through
+the kernel library as ``fused-swiglu tune`` makes them):
+
+* ``cublas_gemm`` (one GEMM of the same FLOPs, ``x @ [W_gate; W_up]^T``) and ``quack`` (quack-kernels'
+  ``gemm_gated`` SwiGLU, where the package imports);
+* the config choice of each kernel (``choice_packed`` / ``choice_dual``, with its raster and swizzle);
+* every launch the choice would consider (:func:`fused_swiglu.configs.launch_options`) of the configs
+  named by ``--configs`` (library names without the dtype, default: every Cooperative fast config).
+
+Writes rows ``model, hidden_size, intermediate_size, tokens, method, median_ms`` (method: one of the
+above or a variant key ``name@raster:swizzle``) and prints, per cell, each kernel's choice and best
+candidate over cuBLAS and quack.
+
+Usage (on a Hopper GPU): ``python3 tools/schedule_ab.py --out schedule_ab.json [--tokens 512 2048 8192]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from fused_swiglu import _lib, configs
+from fused_swiglu.bench import methods, timing, tune
+from fused_swiglu.bench.shapes import MODELS, find
+
+
+def candidates(names: list[str] | None) -> list[configs.KernelConfig]:
+    if names:
+        return [configs.BY_BASE_NAME[n] for n in names]
+    return [c for c in configs.CATALOG if c.schedule == "cooperative" and not c.promote]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", nargs="+", default=None)
+    ap.add_argument("--tokens", nargs="+", type=int, default=[512, 2048, 8192])
+    ap.add_argument("--configs", nargs="+", default=None, help="config names without the dtype suffix")
+    ap.add_argument("--reps", type=int, default=30)
+    a = ap.parse_args()
+    dtype = torch.bfloat16
+    device = torch.device("cuda", torch.cuda.current_device())
+    num_sms, gpu, smem = _lib.target(device.index)
+    flush = timing.flush_buffer(device)
+    timing.warm_gpu(device)
+    with_quack = methods.peer_problem("quack") is None
+    pool = candidates(a.configs)
+    rows = []
+    for shape in find(a.models, default=MODELS):
+        K, N = shape.hidden_size, shape.intermediate_size
+        for M in a.tokens:
+            sets = tune.make_operands(M, N, K, dtype, device)
+            extra = {"cublas_gemm": [lambda s=s, w=torch.cat([s.w_gate, s.w_up]): torch.mm(s.x, w.t()) for s in sets]}
+            if with_quack:
+                extra["quack"] = [lambda s=s, w=methods.alternate_rows(s.w_gate, s.w_up): methods.quack_swiglu(s.x, w)
+                                  for s in sets]
+            chosen = {}
+            for kernel in configs.KERNELS:
+                c = configs.choose_config(kernel, M, N, K, "fast", num_sms, gpu, dtype, smem)
+                chosen[kernel] = tune.Variant(c, c.raster, c.swizzle)
+            found = {v.key: v for v in chosen.values()}
+            for config in pool:
+                for v in configs.launch_options(config, M, N):
+                    found.setdefault(tune.Variant(v, v.raster, v.swizzle).key, tune.Variant(v, v.raster, v.swizzle))
+            times = tune.time_variants(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
+                                       sets=sets)
+            base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M}
+            rows += [{**base, "method": m, "median_ms": t} for m, t in times.items()]
+            for kernel, v in chosen.items():
+                rows.append({**base, "method": f"choice_{kernel}", "median_ms": times[v.key], "config": v.key})
+            line = [f"{shape.model:13s} M={M:5d} cublas {times['cublas_gemm']:.4f}"]
+            if with_quack:
+                line.append(f"quack {times['quack']:.4f}")
+            for kernel, v in chosen.items():
+                mine = {k: t for k, t in times.items() if "@" in k and configs.BY_BASE_NAME[k.split("@")[0]].kernel == kernel
+                        and k != v.key}
+                best = min(mine, key=mine.get) if mine else None
+                ref = times.get("quack", times["cublas_gemm"])
+                line.append(f"{kernel}: choice {ref / times[v.key]:.3f}"
+                            + (f" best-new {ref / mine[best]:.3f} {best}" if best else ""))
+            print(" | ".join(line), flush=True)
+    meta = {"gpu": gpu, "num_sms": num_sms, "reps": a.reps, "torch": torch.__version__, "dtype": "bf16",
+            "quack": with_quack, "ratios_printed_against": "quack" if with_quack else "cublas_gemm"}
+    Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -49,3 +49,22 @@ def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
     not_a_folder.write_text("")
     assert cli.main(["report", "docs/results/h200", "--out-dir", str(not_a_folder)]) == 1
     assert "--out-dir: cannot write the plots" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, words", [
+    ("{nope", "not a JSON results file"),
+    ("[]", "not a results file of fused-swiglu"),
+    ("{}", "not a results file of fused-swiglu"),
+    ('{"rows": [{"x": 1}]}', "not a results file of fused-swiglu"),
+    ('{"rows": [{"model": "m", "method": "eager"}]}', "lacks a field"),
+    ('{"rows": []}', "no plot drawn"),
+])
+def test_report_names_a_malformed_results_file(tmp_path, capsys, body, words):
+    (tmp_path / "bench_cuda_graph.json").write_text(body)
+    with pytest.raises(ValueError, match=words):
+        plots.report(tmp_path, tmp_path / "png")
+    assert cli.main(["report", str(tmp_path), "--out-dir", str(tmp_path / "png")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and (words in err.replace("\n", " ") or "no plot drawn" in err)
+    if words != "no plot drawn":
+        assert "bench_cuda_graph.json" in err

@@ -186,11 +186,16 @@ def report(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     (default: ``results_dir``); returns the paths written.
 
     Raises:
-        ValueError: ``results_dir`` is not a folder, none of the results files is there, or a plot
-            cannot be written. ImportError: matplotlib is missing (pip install matplotlib).
+        ValueError: ``results_dir`` is not a folder, none of the results files is there, a file is
+            not JSON or lacks the rows its plot reads (the message names the file), no plot could be
+            drawn from the files there, or a plot cannot be written. ImportError: matplotlib is
+            missing (pip install matplotlib).
     """
     if not results_dir.is_dir():
         raise ValueError(f"results folder {results_dir} is not a directory")
+    sources = sorted({s for s, _ in PLOTS.values()})
+    if not any((results_dir / source).is_file() for source in sources):
+        raise ValueError(f"{results_dir} holds none of {', '.join(sources)}")
     pyplot()  # ImportError here, before anything is read
     out_dir = out_dir or results_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -198,9 +203,34 @@ def report(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     for png, (source, draw) in PLOTS.items():
         path = results_dir / source
         if path.is_file():
-            done = draw(json.loads(path.read_text()), out_dir / png)
+            try:
+                done = draw(_results(path), out_dir / png)
+            except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
+                raise ValueError(f"{path}: a row lacks a field {png} needs, or holds one of the wrong type "
+                                 f"({type(e).__name__}: {e})") from None
             if done is not None:
                 written.append(done)
-    if not any((results_dir / source).is_file() for source, _ in PLOTS.values()):
-        raise ValueError(f"{results_dir} holds none of {', '.join(sorted({s for s, _ in PLOTS.values()}))}")
+    if not written:
+        raise ValueError(f"no plot drawn: the results files in {results_dir} hold no rows of the methods "
+                         "the plots compare (e.g. eager and fused_packed)")
     return written
+
+
+def _results(path: Path) -> dict:
+    """A results file's ``{"meta": {...}, "rows": [{...}, ...]}``, each row with the keys every plot
+    reads (``model``, ``method``).
+
+    Raises:
+        ValueError: not JSON, or not of that form; the message names the file.
+    """
+    try:
+        results = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON results file ({e})") from None
+    rows = results.get("rows") if isinstance(results, dict) else None
+    if not isinstance(rows, list) or not isinstance(results.get("meta", {}), dict) or not all(
+            isinstance(r, dict) and {"model", "method"} <= r.keys() for r in rows):
+        raise ValueError(f"{path}: not a results file of fused-swiglu (expected an object with a 'rows' list "
+                         "of rows that have 'model' and 'method')")
+    results.setdefault("meta", {})
+    return results

@@ -20,7 +20,7 @@ catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
 CONFIGS = list(catalog.CONFIGS) + list(catalog.TRAINING_CONFIGS)
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
-# MUFU epilogue), Stream-K;
+# MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
 # 128x176 (one GMMA of that width: slower per FLOP than 128x128, which their fuller last wave at M = 512
 # did not make up; dual 128x176 spills).

@@ -8,14 +8,15 @@ the kernel library as ``fused-swiglu tune`` makes them):
 * ``cublas_gemm`` (one GEMM of the same FLOPs, ``x @ [W_gate; W_up]^T``) and ``quack`` (quack-kernels'
   ``gemm_gated`` SwiGLU, where the package imports);
 * the config choice of each kernel (``choice_packed`` / ``choice_dual``, with its raster and swizzle);
-* every launch the choice would consider (:func:`fused_swiglu.configs.launch_options`) of the configs
-  named by ``--configs`` (library names without the dtype, default: every Cooperative fast config).
+* every launch the choice would consider (:func:`fused_swiglu.configs.launch_options`) of the catalog
+  configs named by ``--configs`` (library names without the dtype suffix).
 
 Writes rows ``model, hidden_size, intermediate_size, tokens, method, median_ms`` (method: one of the
 above or a variant key ``name@raster:swizzle``) and prints, per cell, each kernel's choice and best
 candidate over cuBLAS and quack.
 
-Usage (on a Hopper GPU): ``python3 tools/schedule_ab.py --out schedule_ab.json [--tokens 512 2048 8192]``.
+Usage (on a Hopper GPU): ``python3 tools/schedule_ab.py --configs packed_pingpong_128x192x64_2x1 --out
+schedule_ab.json [--models 7B 72B] [--tokens 512 2048 8192]``.
 """
 from __future__ import annotations
 
@@ -30,18 +31,13 @@ from fused_swiglu.bench import methods, timing, tune
 from fused_swiglu.bench.shapes import MODELS, find
 
 
-def candidates(names: list[str] | None) -> list[configs.KernelConfig]:
-    if names:
-        return [configs.BY_BASE_NAME[n] for n in names]
-    return [c for c in configs.CATALOG if c.schedule == "cooperative" and not c.promote]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", nargs="+", default=None)
     ap.add_argument("--tokens", nargs="+", type=int, default=[512, 2048, 8192])
-    ap.add_argument("--configs", nargs="+", default=None, help="config names without the dtype suffix")
+    ap.add_argument("--configs", nargs="+", required=True, choices=sorted(configs.BY_BASE_NAME), metavar="NAME",
+                    help="catalog config names without the dtype suffix")
     ap.add_argument("--reps", type=int, default=30)
     a = ap.parse_args()
     dtype = torch.bfloat16
@@ -50,7 +46,7 @@ def main() -> None:
     flush = timing.flush_buffer(device)
     timing.warm_gpu(device)
     with_quack = methods.peer_problem("quack") is None
-    pool = candidates(a.configs)
+    pool = [configs.BY_BASE_NAME[n] for n in a.configs]
     rows = []
     for shape in find(a.models, default=MODELS):
         K, N = shape.hidden_size, shape.intermediate_size
@@ -65,9 +61,9 @@ def main() -> None:
                 c = configs.choose_config(kernel, M, N, K, "fast", num_sms, gpu, dtype, smem)
                 chosen[kernel] = tune.Variant(c, c.raster, c.swizzle)
             found = {v.key: v for v in chosen.values()}
-            for config in pool:
-                for v in configs.launch_options(config, M, N):
-                    found.setdefault(tune.Variant(v, v.raster, v.swizzle).key, tune.Variant(v, v.raster, v.swizzle))
+            for launch in (v for config in pool for v in configs.launch_options(config, M, N)):
+                variant = tune.Variant(launch, launch.raster, launch.swizzle)
+                found.setdefault(variant.key, variant)
             times = tune.time_variants(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
                                        sets=sets)
             base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M}

@@ -36,11 +36,12 @@ def test_status_mapping_includes_last_error():
 
 
 def test_struct_layouts_match_the_header():
-    # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, 4 (pointer, int64) pairs, then 2 (pointer,
-    # pointer, int64) triples = 24 + 16 + 64 + 48 bytes
-    assert ctypes.sizeof(_lib.Problem) == 152
+    # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, 4 (pointer, int64) pairs, 2 (pointer,
+    # pointer, int64) triples, then 2 pointers and 2 int32 = 24 + 16 + 64 + 48 + 24 bytes
+    assert ctypes.sizeof(_lib.Problem) == 176
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
     assert _lib.Problem.g.offset == 104 and _lib.Problem.lddgu.offset == 144
+    assert _lib.Problem.x_scale.offset == 152 and _lib.Problem.w_scale_stride.offset == 172
     # the per-launch packing writes every field at the C offset
     names = [name for name, _ in _lib.Problem._fields_]
     buf = bytearray(_lib._PROBLEM.size)
@@ -48,10 +49,10 @@ def test_struct_layouts_match_the_header():
     for value, name in enumerate(names, 1):
         field = getattr(_lib.Problem, name)
         assert int.from_bytes(buf[field.offset:field.offset + field.size], "little") == value, name
-    # fsw_config_info: a pointer then 14 int32
-    assert ctypes.sizeof(_lib._ConfigInfo) == 64
-    assert _lib._ConfigInfo.smem_bytes.offset == 48 and _lib._ConfigInfo.swap_ab.offset == 56
-    assert _lib._ConfigInfo.preactivations.offset == 60
+    # fsw_config_info: a pointer then 15 int32 (and 4 bytes of padding)
+    assert ctypes.sizeof(_lib._ConfigInfo) == 72
+    assert _lib._ConfigInfo.out_dtype.offset == 16 and _lib._ConfigInfo.smem_bytes.offset == 52
+    assert _lib._ConfigInfo.swap_ab.offset == 60 and _lib._ConfigInfo.preactivations.offset == 64
 
 
 def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):

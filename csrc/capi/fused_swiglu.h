@@ -10,6 +10,7 @@
 //
 // Math (all kernels):  y[m, j] = silu(g[m, j]) * u[m, j],  silu(v) = v / (1 + exp(-v))
 //   g = x @ W_gate^T, u = x @ W_up^T, accumulated in fp32, rounded once to the output dtype.
+//   e4m3 inputs: the fp32 accumulators are first multiplied by the dequantization scales (fsw_problem).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 8
+#define FSW_ABI_VERSION 9
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -28,7 +29,7 @@ typedef enum fsw_status {
   FSW_ERROR_INTERNAL = 4           // CUTLASS reported an unexpected status
 } fsw_status;
 
-typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1 } fsw_dtype;
+typedef enum fsw_dtype { FSW_DTYPE_BF16 = 0, FSW_DTYPE_FP16 = 1, FSW_DTYPE_E4M3 = 2 } fsw_dtype;
 
 // Which weight operand a kernel reads.
 typedef enum fsw_kernel_kind {
@@ -49,7 +50,7 @@ typedef struct fsw_problem {
   int64_t m;          // M: tokens, rows of x and y (>= 0)
   int64_t n;          // N: intermediate size I, columns of y (multiple of 8)
   int64_t k;          // K: hidden size H (multiple of 8)
-  int32_t dtype;      // fsw_dtype of x, the weights and y
+  int32_t dtype;      // fsw_dtype of x and the weights; y's is the config's out_dtype
   int32_t raster;     // tile rasterisation: 0 = heuristic, 1 = along M, 2 = along N
   int32_t swizzle;    // max swizzle size of the tile scheduler (1, 2, 4 or 8); 0 = 1
   const void* x;      // (M, K)
@@ -69,12 +70,22 @@ typedef struct fsw_problem {
   void* dg;
   void* du;
   int64_t lddgu;
+  // dtype FSW_DTYPE_E4M3: fp32 dequantization scales, 16-byte aligned, multiplied into the accumulators
+  // before SwiGLU: acc[m, r] * x_scale[m * x_scale_stride] * w_scale[r * w_scale_stride], r a weight
+  // row (PACKED: the 2N packed rows, the scales packed like the rows). A stride of 0 reads one scale
+  // (per tensor), 1 one per token (x_scale, M values) or weight row (w_scale, 2N values).
+  // 16-bit dtypes: NULL, strides 0.
+  const float* x_scale;
+  const float* w_scale;
+  int32_t x_scale_stride;
+  int32_t w_scale_stride;
 } fsw_problem;
 
 typedef struct fsw_config_info {
   const char* name;   // e.g. "packed_pingpong_128x192x64_2x1_bf16"
   int32_t kind;       // fsw_kernel_kind
-  int32_t dtype;      // fsw_dtype
+  int32_t dtype;      // fsw_dtype of x and the weights
+  int32_t out_dtype;  // fsw_dtype of y (and g, u)
   int32_t tile_m, tile_n, tile_k;   // CTA TileShape (tile_n counts gate + up columns)
   int32_t cluster_m, cluster_n;     // ClusterShape
   int32_t pingpong;   // 1 = Pingpong schedule, 0 = Cooperative

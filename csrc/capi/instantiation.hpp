@@ -14,11 +14,12 @@
 namespace fused_swiglu::capi {
 
 template <class GemmT, class Config>
-ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) {
+ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype, fsw_dtype out_dtype) {
   ConfigEntry e{};
   e.info.name = name;
   e.info.kind = kind;
   e.info.dtype = dtype;
+  e.info.out_dtype = out_dtype;
   e.info.tile_m = Config::kTileM;
   e.info.tile_n = Config::kTileN;
   e.info.tile_k = Config::kTileK;
@@ -36,12 +37,13 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
 
 }  // namespace fused_swiglu::capi
 
-// FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TileM, TileN, TileK, ClusterM, ClusterN, Schedule,
-//                 PromoteKTiles)
-#define FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, TM, TN, TK, CM, CN, Sched, P)                      \
+// FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, ElementOut, out_dtype, TileM, TileN, TileK, ClusterM,
+//                 ClusterN, Schedule, PromoteKTiles)
+#define FSW_INSTANTIATE(name, GemmTemplate, kind, Element, dtype, ElementOut, out_dtype, TM, TN, TK, CM, CN, Sched, P) \
   namespace fused_swiglu::capi {                                                                               \
   namespace {                                                                                                  \
-  using Config_##name = ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched, P>; \
+  using Config_##name =                                                                                        \
+      ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched, P, ElementOut>; \
   using Gemm_##name = GemmTemplate<Config_##name>;                                                             \
   ConfigEntry build_##name();                                                                                  \
   }                                                                                                            \
@@ -52,7 +54,7 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype) 
   }                                                                                                            \
   namespace {                                                                                                  \
   ConfigEntry build_##name() {                                                                                 \
-    ConfigEntry e = make_entry<Gemm_##name, Config_##name>(#name, kind, dtype);                               \
+    ConfigEntry e = make_entry<Gemm_##name, Config_##name>(#name, kind, dtype, out_dtype);                               \
     e.can_implement = [](const fsw_problem& p) {                                                               \
       if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
       return device::Launcher<Gemm_##name>::can_implement(p);                                                  \

@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_dswiglu.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(dswiglu_pingpong_128x128x64_1x1_bf16, ::fused_swiglu::kernel::DSwiGLUGemm, FSW_KERNEL_DSWIGLU, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 128, 64, 1, 1, Pingpong, 0)
+FSW_INSTANTIATE(dswiglu_pingpong_128x128x64_1x1_bf16, ::fused_swiglu::kernel::DSwiGLUGemm, FSW_KERNEL_DSWIGLU, cutlass::bfloat16_t, FSW_DTYPE_BF16, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 128, 64, 1, 1, Pingpong, 0)

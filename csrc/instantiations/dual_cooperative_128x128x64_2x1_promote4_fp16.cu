@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(dual_cooperative_128x128x64_2x1_promote4_fp16, ::fused_swiglu::kernel::DualSwiGLUGemm, FSW_KERNEL_DUAL, cutlass::half_t, FSW_DTYPE_FP16, 128, 128, 64, 2, 1, Cooperative, 4)
+FSW_INSTANTIATE(dual_cooperative_128x128x64_2x1_promote4_fp16, ::fused_swiglu::kernel::DualSwiGLUGemm, FSW_KERNEL_DUAL, cutlass::half_t, FSW_DTYPE_FP16, cutlass::half_t, FSW_DTYPE_FP16, 128, 128, 64, 2, 1, Cooperative, 4)

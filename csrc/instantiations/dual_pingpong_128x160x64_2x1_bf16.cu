@@ -4,4 +4,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(dual_pingpong_128x160x64_2x1_bf16, ::fused_swiglu::kernel::DualSwiGLUGemm, FSW_KERNEL_DUAL, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 160, 64, 2, 1, Pingpong, 0)
+FSW_INSTANTIATE(dual_pingpong_128x160x64_2x1_bf16, ::fused_swiglu::kernel::DualSwiGLUGemm, FSW_KERNEL_DUAL, cutlass::bfloat16_t, FSW_DTYPE_BF16, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 160, 64, 2, 1, Pingpong, 0)

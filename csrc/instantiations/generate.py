@@ -18,7 +18,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("catalog", HERE.parents[1] / "src" / "fused_swiglu" / "catalog.py")
 catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
-CONFIGS = list(catalog.CONFIGS) + list(catalog.TRAINING_CONFIGS)
+CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFIGS] + [
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS]
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
 # MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
@@ -39,7 +40,12 @@ def needs_extended_gmma_shapes(tile_n: int) -> bool:
     return next(n for n in DEFAULT_GMMA_N if tile_n % n == 0) != tile_n
 
 
-DTYPES = {"bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16"), "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16")}
+# dtype -> (input element, its fsw_dtype, output element, its fsw_dtype)
+DTYPES = {
+    "bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16", "cutlass::bfloat16_t", "FSW_DTYPE_BF16"),
+    "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16", "cutlass::half_t", "FSW_DTYPE_FP16"),
+    "e4m3": ("cutlass::float_e4m3_t", "FSW_DTYPE_E4M3", "cutlass::bfloat16_t", "FSW_DTYPE_BF16"),
+}
 KERNELS = {
     "packed": ("::fused_swiglu::kernel::PackedSwiGLUGemm", "FSW_KERNEL_PACKED",
                "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"),
@@ -57,6 +63,11 @@ KERNELS = {
                    "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"),
     "dswiglu": ("::fused_swiglu::kernel::DSwiGLUGemm", "FSW_KERNEL_DSWIGLU",
                 "fused_swiglu/kernel/sm90_gemm_dswiglu.hpp"),
+    # e4m3 inputs with dequantization scales, bfloat16 output
+    "packed_fp8": ("::fused_swiglu::kernel::PackedFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
+                   "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8.hpp"),
+    "packed_fp8_swapab": ("::fused_swiglu::kernel::PackedSwapABFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
+                          "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8.hpp"),
 }
 
 
@@ -67,10 +78,10 @@ def main() -> None:
     for old in HERE.glob("*.cu"):
         old.unlink()
     names = []
-    for kernel, schedule, tm, tn, tk, cm, cn, promote in CONFIGS:
+    for (kernel, schedule, tm, tn, tk, cm, cn, promote), dtypes in CONFIGS:
         gemm, kind, header = KERNELS[kernel]
-        for dtype in catalog.DTYPES:
-            element, dtype_enum = DTYPES[dtype]
+        for dtype in dtypes:
+            element, dtype_enum, element_out, out_enum = DTYPES[dtype]
             name = name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype)
             names.append(name)
             sched = {"pingpong": "Pingpong", "cooperative": "Cooperative"}[schedule]
@@ -81,7 +92,7 @@ def main() -> None:
                 f"{extended}"
                 f'#include "{header}"\n'
                 '#include "instantiation.hpp"\n\n'
-                f"FSW_INSTANTIATE({name}, {gemm}, {kind}, {element}, {dtype_enum}, "
+                f"FSW_INSTANTIATE({name}, {gemm}, {kind}, {element}, {dtype_enum}, {element_out}, {out_enum}, "
                 f"{tm}, {tn}, {tk}, {cm}, {cn}, {sched}, {promote})\n"
             )
     lines = "".join(f"  FSW_CONFIG({n}) \\\n" for n in names)

@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(packed_cooperative_128x192x64_2x1_promote4_bf16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 192, 64, 2, 1, Cooperative, 4)
+FSW_INSTANTIATE(packed_cooperative_128x192x64_2x1_promote4_bf16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::bfloat16_t, FSW_DTYPE_BF16, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 192, 64, 2, 1, Cooperative, 4)

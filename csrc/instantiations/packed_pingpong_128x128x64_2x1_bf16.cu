@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(packed_pingpong_128x128x64_2x1_bf16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 128, 64, 2, 1, Pingpong, 0)
+FSW_INSTANTIATE(packed_pingpong_128x128x64_2x1_bf16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::bfloat16_t, FSW_DTYPE_BF16, cutlass::bfloat16_t, FSW_DTYPE_BF16, 128, 128, 64, 2, 1, Pingpong, 0)

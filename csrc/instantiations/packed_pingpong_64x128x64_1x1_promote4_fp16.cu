@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(packed_pingpong_64x128x64_1x1_promote4_fp16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::half_t, FSW_DTYPE_FP16, 64, 128, 64, 1, 1, Pingpong, 4)
+FSW_INSTANTIATE(packed_pingpong_64x128x64_1x1_promote4_fp16, ::fused_swiglu::kernel::PackedSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::half_t, FSW_DTYPE_FP16, cutlass::half_t, FSW_DTYPE_FP16, 64, 128, 64, 1, 1, Pingpong, 4)

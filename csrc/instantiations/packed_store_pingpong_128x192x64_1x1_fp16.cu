@@ -2,4 +2,4 @@
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"
 #include "instantiation.hpp"
 
-FSW_INSTANTIATE(packed_store_pingpong_128x192x64_1x1_fp16, ::fused_swiglu::kernel::PackedStoreSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::half_t, FSW_DTYPE_FP16, 128, 192, 64, 1, 1, Pingpong, 0)
+FSW_INSTANTIATE(packed_store_pingpong_128x192x64_1x1_fp16, ::fused_swiglu::kernel::PackedStoreSwiGLUGemm, FSW_KERNEL_PACKED, cutlass::half_t, FSW_DTYPE_FP16, cutlass::half_t, FSW_DTYPE_FP16, 128, 192, 64, 1, 1, Pingpong, 0)

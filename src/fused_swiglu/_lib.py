@@ -27,10 +27,11 @@ import torch
 
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 8  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 9  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
-DTYPE_NAMES = {0: "bf16", 1: "fp16"}
+DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
+E4M3_CODE = 2  # fsw_dtype of float8_e4m3fn inputs (fused_swiglu.fp8)
 KERNEL_NAMES = {0: "packed", 1: "dual", 2: "dswiglu"}  # fsw_kernel_kind
 
 
@@ -68,12 +69,16 @@ class Problem(ctypes.Structure):
         ("dg", ctypes.c_void_p),  # dswiglu: (M, N) gradients it writes
         ("du", ctypes.c_void_p),
         ("lddgu", ctypes.c_int64),
+        ("x_scale", ctypes.c_void_p),  # e4m3: fp32 (M,) or (1,) token scales
+        ("w_scale", ctypes.c_void_p),  # e4m3: fp32 (2N,) or (1,) weight-row scales
+        ("x_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per token
+        ("w_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per weight row
     ]
 
 
 # The same layout as Problem / fsw_problem: three int64, four int32, (pointer, int64) x 4, then
-# (pointer, pointer, int64) x 2.
-_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQq")  # 4 pad bytes before the first pointer, as in C
+# (pointer, pointer, int64) x 2, two pointers and two int32.
+_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQii")  # 4 pad bytes before the first pointer, as in C
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
@@ -84,6 +89,7 @@ class _ConfigInfo(ctypes.Structure):
         ("name", ctypes.c_char_p),
         ("kind", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
+        ("out_dtype", ctypes.c_int32),
         ("tile_m", ctypes.c_int32),
         ("tile_n", ctypes.c_int32),
         ("tile_k", ctypes.c_int32),
@@ -103,7 +109,8 @@ class _ConfigInfo(ctypes.Structure):
 class ConfigInfo:
     """One compiled kernel configuration of the library.
 
-    ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` is ``"bf16"`` or ``"fp16"``; ``tile_n``
+    ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` (x's and the weights') is ``"bf16"``, ``"fp16"``
+    or ``"e4m3"``, ``out_dtype`` y's (``"bf16"`` or ``"fp16"``); ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
     ``stages``: mainloop pipeline
@@ -131,6 +138,7 @@ class ConfigInfo:
     epilogue_smem_bytes: int = 0
     swap_ab: bool = False
     preactivations: bool = False
+    out_dtype: str = ""
 
 
 _SIGNATURES = {
@@ -330,6 +338,7 @@ class Library:
             epilogue_smem_bytes=info.epilogue_smem_bytes,
             swap_ab=bool(info.swap_ab),
             preactivations=bool(info.preactivations),
+            out_dtype=DTYPE_NAMES.get(info.out_dtype, str(info.out_dtype)),
         )
 
     def run(
@@ -378,15 +387,18 @@ class Library:
 
     def launch(self, config_name: str, dtype: torch.dtype, device: int, m: int, n: int, k: int, x: int, ldx: int,
                w: int, ldw: int, w_up: int = 0, ldw_up: int = 0, y: int = 0, ldy: int = 0, g: int = 0, u: int = 0,
-               ldgu: int = 0, dg: int = 0, du: int = 0, lddgu: int = 0, raster: int = 0, swizzle: int = 1) -> None:
+               ldgu: int = 0, dg: int = 0, du: int = 0, lddgu: int = 0, raster: int = 0, swizzle: int = 1,
+               x_scale: int = 0, w_scale: int = 0, x_scale_stride: int = 0, w_scale_stride: int = 0) -> None:
         """:meth:`run` on raw operands: device addresses (ints, 0 for none) and row strides in elements,
         on the current stream of CUDA device ``device`` (its index; the caller makes it current).
-        Raises as :meth:`run`."""
+        ``dtype`` ``torch.float8_e4m3fn`` takes the fp32 scales ``x_scale`` / ``w_scale`` (addresses)
+        with strides 0 (one value) or 1 (one per token / weight row). Raises as :meth:`run`."""
         config = self.ensure(config_name)
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
-            self._problem_buf, 0, m, n, k, DTYPE_CODES[dtype], raster, swizzle,
-            x, ldx, w, ldw, w_up, ldw_up, y, ldy, g, u, ldgu, dg, du, lddgu,
+            self._problem_buf, 0, m, n, k, E4M3_CODE if dtype == torch.float8_e4m3fn else DTYPE_CODES[dtype],
+            raster, swizzle, x, ldx, w, ldw, w_up, ldw_up, y, ldy, g, u, ldgu, dg, du, lddgu,
+            x_scale, w_scale, x_scale_stride, w_scale_stride,
         )
         problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace

@@ -80,9 +80,26 @@ TRAINING_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 )
 
 
+# The e4m3 kernels (fused_swiglu.fp8): x and the packed weights in float8_e4m3fn with fp32 dequantization
+# scales (per tensor, per token, per weight row), y in bfloat16. Built in FP8_DTYPES only; their k-tile
+# is 128 (128 bytes, as the 16-bit kernels' 64). fused_swiglu.fp8 chooses among them by M.
+FP8_DTYPES = ("e4m3",)
+
+FP8_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("packed_fp8", "pingpong", 128, 192, 128, 2, 1, 0),   # large M
+    ("packed_fp8", "pingpong", 128, 192, 128, 1, 1, 0),   # large M, odd token-tile counts
+    ("packed_fp8", "pingpong", 64, 128, 128, 1, 1, 0),    # middle M: the most CTAs streaming the weights
+    ("packed_fp8_swapab", "pingpong", 64, 16, 128, 1, 1, 0),   # decode: 64 weight rows x 16 tokens
+    # accumulation="promoted": a second fp32 accumulator, so at most 64 x 192 per warpgroup
+    ("packed_fp8", "pingpong", 64, 128, 128, 1, 1, 1),
+    ("packed_fp8", "cooperative", 128, 192, 128, 2, 1, 1),
+    ("packed_fp8_swapab", "pingpong", 64, 16, 128, 1, 1, 1),
+)
+
+
 def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
             promote: int, dtype: str) -> str:
-    """The library's name of one entry in ``dtype`` ("bf16" or "fp16"), e.g.
+    """The library's name of one entry in ``dtype`` ("bf16", "fp16" or "e4m3"), e.g.
     ``packed_pingpong_128x192x64_2x1_bf16``."""
     acc = f"_promote{promote}" if promote else ""
     return f"{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}{acc}_{dtype}"
@@ -96,3 +113,8 @@ def names() -> list[str]:
 def training_names() -> list[str]:
     """Every compiled training config name, entry by entry, bf16 before fp16."""
     return [name_of(*entry, dtype) for entry in TRAINING_CONFIGS for dtype in DTYPES]
+
+
+def fp8_names() -> list[str]:
+    """Every compiled e4m3 config name, entry by entry."""
+    return [name_of(*entry, dtype) for entry in FP8_CONFIGS for dtype in FP8_DTYPES]

@@ -374,7 +374,7 @@ def test_shared_memory_budget():
     lib = Library(ensure_built())
     by_shape = {}
     for c in lib.configs:
-        stage = (c.tile_m + c.tile_n) * c.tile_k * 2  # one A and one B tile of 16-bit elements
+        stage = (c.tile_m + c.tile_n) * c.tile_k * (1 if c.dtype == "e4m3" else 2)  # one A and one B tile
         assert 0 < c.epilogue_smem_bytes < c.smem_bytes <= SM90_SMEM_PER_CTA, c
         assert c.stages * stage + c.epilogue_smem_bytes <= c.smem_bytes, c
         assert SM90_SMEM_PER_CTA - c.smem_bytes < stage, f"{c.name}: room for another mainloop stage"
@@ -390,9 +390,9 @@ def test_shared_memory_budget():
 
 @pytest.mark.build
 def test_sass_of_every_kernel():
-    """The SASS of every config library issues GMMA (HGMMA), loads and stores through TMA (UTMALDG,
-    UTMASTG) and touches no local memory (no LDL/STL: nothing spilled); some GMMA spans each
-    Pingpong config's full tile width."""
+    """The SASS of every config library issues GMMA (HGMMA for 16-bit inputs, QGMMA for e4m3), loads and
+    stores through TMA (UTMALDG, UTMASTG) and touches no local memory (no LDL/STL: nothing spilled);
+    some GMMA spans each Pingpong config's full tile width."""
     import re
 
     from fused_swiglu._lib import Library
@@ -409,14 +409,15 @@ def test_sass_of_every_kernel():
         kernels = [k for k in re.split(r"\n\s*Function : ", sass)[1:] if "device_kernel" in k.split("\n", 1)[0]]
         assert kernels, f"no GEMM kernel in the SASS of {path}"
         for body in kernels:
-            for op in ("HGMMA", "UTMALDG", "UTMASTG"):
+            gmma = "QGMMA" if c.dtype == "e4m3" else "HGMMA"
+            for op in (gmma, "UTMALDG", "UTMASTG"):
                 assert op in body, f"{op} missing from the SASS of {c.name}"
             assert not re.search(r"\b(LDL|STL)\b", body), f"local-memory access in the SASS of {c.name}"
         # one GMMA spans the tile's width (tokens in the swap-AB forms): CuTe's default atom selector
         # would run a 160-wide tile as five N = 32 GMMAs
-        widths = {int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)}
+        widths = {int(n) for n in re.findall(r"[HQ]GMMA\.64x(\d+)x(?:16|32)\b", sass)}  # K 16: 16-bit, 32: e4m3
         if c.schedule == "pingpong":
-            assert c.tile_n in widths, f"{c.name}: no HGMMA.64x{c.tile_n}x16 in its SASS"
+            assert c.tile_n in widths, f"{c.name}: no GMMA.64x{c.tile_n} in its SASS"
 
 
 @pytest.mark.build

@@ -26,13 +26,15 @@ def test_extended_gmma_shapes_only_for_widths_the_default_selector_lacks(generat
 
 def test_every_translation_unit_matches_its_config(generate):
     names = set()
-    for (kernel, schedule, tm, tn, tk, cm, cn, promote) in generate.CONFIGS:
-        for dtype in generate.DTYPES:
+    for (kernel, schedule, tm, tn, tk, cm, cn, promote), dtypes in generate.CONFIGS:
+        for dtype in dtypes:
             name = generate.name_of(kernel, schedule, tm, tn, tk, cm, cn, promote, dtype)
             names.add(name)
             text = (HERE / f"{name}.cu").read_text()
             args = re.search(r"FSW_INSTANTIATE\(([^)]*)\)", text).group(1).split(", ")
-            assert args[0] == name and [int(a) for a in args[5:10]] == [tm, tn, tk, cm, cn], name
+            element, dtype_enum, element_out, out_enum = generate.DTYPES[dtype]
+            assert args[0] == name and args[3:7] == [element, dtype_enum, element_out, out_enum], name
+            assert [int(a) for a in args[7:12]] == [tm, tn, tk, cm, cn] and int(args[13]) == promote, name
             defines = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in text
             assert defines == generate.needs_extended_gmma_shapes(tn), name
             if defines:  # before any CuTe header
@@ -47,12 +49,21 @@ def test_one_config_list_feeds_the_build_and_the_choice(generate):
 
     from fused_swiglu import configs
 
-    compiled = {generate.name_of(*c, dtype) for c in generate.CONFIGS for dtype in generate.DTYPES}
+    compiled = {generate.name_of(*c, dtype) for c, dtypes in generate.CONFIGS for dtype in dtypes}
     choosable = {c.name(dtype) for c in configs.choosable_configs() for dtype in (torch.bfloat16, torch.float16)}
     from fused_swiglu import catalog
 
     assert choosable - compiled == set(), "configs the choice can return but the build lacks"
-    # the training kernels are called by name (fused_swiglu.mlp_ops), never chosen for inference
-    assert compiled - choosable == set(catalog.training_names()), "compiled configs that nothing calls"
-    assert tuple(generate.CONFIGS) == catalog.CONFIGS + catalog.TRAINING_CONFIGS
-    assert tuple(generate.catalog.DTYPES) == tuple(generate.DTYPES)
+    # the training kernels are called by name (fused_swiglu.mlp_ops), the e4m3 ones chosen by
+    # fused_swiglu.fp8; neither by the 16-bit inference choice
+    assert compiled - choosable == set(catalog.training_names()) | set(catalog.fp8_names()), \
+        "compiled configs that nothing calls"
+    assert [c for c, _ in generate.CONFIGS] == list(catalog.CONFIGS + catalog.TRAINING_CONFIGS + catalog.FP8_CONFIGS)
+    assert set(generate.DTYPES) == set(catalog.DTYPES) | set(catalog.FP8_DTYPES)
+
+
+def test_every_fp8_config_is_chosen():
+    from fused_swiglu import catalog, fp8
+
+    chosen = {fp8.choose_config(M, acc) for M in (1, 17, 256, 384) for acc in fp8.ACCUMULATIONS}
+    assert chosen == set(catalog.fp8_names())

@@ -19,12 +19,17 @@ namespace fused_swiglu {
 enum class Schedule { Pingpong, Cooperative };
 
 // PromoteKTiles: 0 = GMMA accumulates the whole K; p > 0 = GMMA accumulates p k-tiles at a time, each
-// partial then added into a main fp32 accumulator (collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp).
+// partial then added into a main fp32 accumulator (16-bit inputs:
+// collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp; e4m3 inputs: CUTLASS's sm90 FP8 mainloop,
+// whose promotion interval is counted in GMMA k-blocks of 32).
+// ElementOut: y's element; the 16-bit kernels write their input type, the e4m3 kernels bfloat16_t.
 template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_,
-          int PromoteKTiles = 0>
+          int PromoteKTiles = 0, class ElementOut_ = Element_>
 struct SwiGLUConfig {
-  using Element = Element_;            // x, weights and y (bfloat16_t or half_t)
+  using Element = Element_;            // x and the weights (bfloat16_t, half_t or float_e4m3_t)
+  using ElementOut = ElementOut_;      // y (and the pre-activations g, u)
   using ElementAccumulator = float;    // GMMA accumulators
+  static constexpr bool kFP8 = cute::is_same_v<Element_, cutlass::float_e4m3_t>;
   // TileShape counts accumulator columns: gate and up together, so one tile writes TileN / 2 outputs.
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
@@ -32,9 +37,13 @@ struct SwiGLUConfig {
   static constexpr bool kPingpong = Schedule_ == Schedule::Pingpong;
 
   using TileScheduler = cutlass::gemm::PersistentScheduler;
-  using KernelSchedule = cute::conditional_t<kPingpong,
-      cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  // e4m3 without promotion: CUTLASS's FP8 fast-accumulation schedules (GMMA accumulates all of K);
+  // with promotion the plain schedules, for which CUTLASS's builder picks its promoting FP8 mainloop.
+  using KernelSchedule = cute::conditional_t<kFP8 && PromoteKTiles == 0,
+      cute::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
+                          cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum>,
+      cute::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                          cutlass::gemm::KernelTmaWarpSpecializedCooperative>>;
   using EpilogueSchedule = cute::conditional_t<kPingpong,
       cutlass::epilogue::TmaWarpSpecialized,
       cutlass::epilogue::TmaWarpSpecializedCooperative>;
@@ -48,6 +57,8 @@ struct SwiGLUConfig {
       TileM * TileN / (kPingpong ? 128 : 256) * (PromoteKTiles > 0 ? 2 : 1);
 
   static_assert(PromoteKTiles >= 0, "PromoteKTiles: 0 (off) or the k-tiles between promotions");
+  static_assert(!kFP8 || TileK == 128, "e4m3 inputs: TileK = 128 (one 128-byte swizzled row per k-tile)");
+  static_assert(kFP8 || cute::is_same_v<ElementOut_, Element_>, "16-bit inputs: y has the input's element");
   static_assert(TileN % 16 == 0, "TileN must hold whole 8-column gate/up pairs of 16 columns");
   static_assert(!kPingpong || TileM % 64 == 0, "Pingpong: one warpgroup owns the tile, TileM % 64 == 0");
   static_assert(kPingpong || TileM % 128 == 0, "Cooperative: two warpgroups split TileM, TileM % 128 == 0");

@@ -52,10 +52,31 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
                 "N (intermediate size I) must be a positive multiple of 8 for 16-byte TMA rows; got N=%lld",
                 (long long)p.n);
   }
-  if (p.k <= 0 || p.k % 8 != 0) {
+  // Elements per 16 bytes of x and the weights: 8 (16-bit) or 16 (e4m3); y is 16-bit (8).
+  bool const fp8 = info.dtype == FSW_DTYPE_E4M3;
+  int64_t const in_align = fp8 ? 16 : 8;
+  if (p.k <= 0 || p.k % in_align != 0) {
     return fail(FSW_ERROR_INVALID_ARGUMENT,
-                "K (hidden size H) must be a positive multiple of 8 for 16-byte TMA rows; got K=%lld",
-                (long long)p.k);
+                "K (hidden size H) must be a positive multiple of %lld for 16-byte TMA rows; got K=%lld",
+                (long long)in_align, (long long)p.k);
+  }
+  if (fp8) {
+    if (p.x_scale == nullptr || p.w_scale == nullptr) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes e4m3 inputs: x_scale and w_scale must not be NULL",
+                  info.name);
+    }
+    if (!aligned16(p.x_scale) || !aligned16(p.w_scale)) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "x_scale and w_scale must be 16-byte aligned; got %p and %p",
+                  (const void*)p.x_scale, (const void*)p.w_scale);
+    }
+    if ((p.x_scale_stride != 0 && p.x_scale_stride != 1) || (p.w_scale_stride != 0 && p.w_scale_stride != 1)) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT,
+                  "x_scale_stride and w_scale_stride must be 0 (one scale) or 1 (one per row); got %d and %d",
+                  p.x_scale_stride, p.w_scale_stride);
+    }
+  } else if (p.x_scale != nullptr || p.w_scale != nullptr) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes 16-bit inputs: x_scale and w_scale must be NULL",
+                info.name);
   }
   // CUTLASS's problem shape is int32; the packed GEMM has 2N columns.
   if (p.m > INT32_MAX || 2 * p.n > INT32_MAX || p.k > INT32_MAX) {
@@ -66,23 +87,24 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
   // y (M, N); the pre-activations g, u (M, N) where a config writes or reads them; dg, du (M, N).
   bool dual = info.kind == FSW_KERNEL_DUAL;
   bool dswiglu = info.kind == FSW_KERNEL_DSWIGLU;
-  struct Operand { const char* name; const void* ptr; int64_t ld; int64_t min_ld; };
+  // align: elements per 16 bytes, which every row stride must be a multiple of
+  struct Operand { const char* name; const void* ptr; int64_t ld; int64_t min_ld; int64_t align; };
   Operand ops[6];
   int count = 0;
-  ops[count++] = {"x", p.x, p.ldx, p.k};
+  ops[count++] = {"x", p.x, p.ldx, p.k, in_align};
   if (dswiglu) {
-    ops[count++] = {"w", p.w, p.ldw, p.n};
-    ops[count++] = {"dg", p.dg, p.lddgu, p.n};
-    ops[count++] = {"du", p.du, p.lddgu, p.n};
+    ops[count++] = {"w", p.w, p.ldw, p.n, 8};
+    ops[count++] = {"dg", p.dg, p.lddgu, p.n, 8};
+    ops[count++] = {"du", p.du, p.lddgu, p.n, 8};
   } else {
-    ops[count++] = {"w", p.w, p.ldw, p.k};
-    ops[count++] = {"y", p.y, p.ldy, p.n};
+    ops[count++] = {"w", p.w, p.ldw, p.k, in_align};
+    ops[count++] = {"y", p.y, p.ldy, p.n, 8};
     // w_up is read by the dual kernels only (packed: unused, may be NULL)
-    ops[count++] = {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k};
+    ops[count++] = {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k, in_align};
   }
   if (dswiglu || info.preactivations) {
-    ops[count++] = {"g", p.g, p.ldgu, p.n};
-    ops[count++] = {"u", p.u, p.ldgu, p.n};
+    ops[count++] = {"g", p.g, p.ldgu, p.n, 8};
+    ops[count++] = {"u", p.u, p.ldgu, p.n, 8};
   }
   for (int i = 0; i < count; ++i) {
     Operand const& op = ops[i];
@@ -90,10 +112,10 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     if (!aligned16(op.ptr)) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must be 16-byte aligned for TMA; got address %p", op.name, op.ptr);
     }
-    if (op.ld < op.min_ld || op.ld % 8 != 0) {
+    if (op.ld < op.min_ld || op.ld % op.align != 0) {
       return fail(FSW_ERROR_INVALID_ARGUMENT,
-                  "the row stride of %s must be >= %lld and a multiple of 8 elements (16 bytes); got %lld",
-                  op.name, (long long)op.min_ld, (long long)op.ld);
+                  "the row stride of %s must be >= %lld and a multiple of %lld elements (16 bytes); got %lld",
+                  op.name, (long long)op.min_ld, (long long)op.align, (long long)op.ld);
     }
   }
   return FSW_SUCCESS;

@@ -70,22 +70,28 @@ constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 // and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
 // PairsAcrossSubtiles (SwapAB only): gate rows fill one epilogue subtile and their up rows the next.
 // StorePreactivations (not SwapAB): the epilogue also writes g and u (fsw_problem.g, .u) beside Y.
+// Accumulators: the EVT subtree whose fp32 values the SwiGLU node pairs (the accumulators as they are,
+// or scaled by broadcast operands: kernel/sm90_gemm_swiglu_packed_fp8.hpp).
+// ShiftLastTokenTile: tokens along M, the mainloop and the epilogue both start the last token tile at
+// token_tile_start (collective/sm90_token_tile_shift.hpp); the swap-AB form keeps the scheduler's
+// tiles, and so does a tree that reads per-token operands at the scheduler's tile coordinates.
 template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor,
-          bool SwapAB = false, bool PairsAcrossSubtiles = false, bool StorePreactivations = false>
+          bool SwapAB = false, bool PairsAcrossSubtiles = false, bool StorePreactivations = false,
+          class Accumulators = cutlass::epilogue::fusion::Sm90AccFetch, bool ShiftLastTokenTile = !SwapAB>
 struct SwiGLUGemmBase {
-  using Element = typename Config::Element;
+  using Element = typename Config::Element;        // x and the weights
+  using ElementOut = typename Config::ElementOut;  // y, g and u
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // elements per 16 bytes
   static constexpr bool kSwapAB = SwapAB;
   static constexpr bool kStoresPreactivations = StorePreactivations;
   using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
 
-  // Tokens along M: the mainloop and the epilogue both start the last token tile at token_tile_start
-  // (collective/sm90_token_tile_shift.hpp). The swap-AB form keeps the scheduler's tiles.
-  static constexpr bool kShiftLastTokenTile = !SwapAB;
+  static constexpr bool kShiftLastTokenTile = ShiftLastTokenTile;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
       fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
-          /*Stages=*/2, EpilogueTile, Element, StrideOut, PairStride, /*PairsAlongM=*/SwapAB,
+          /*Stages=*/2, EpilogueTile, ElementOut, StrideOut, PairStride, /*PairsAlongM=*/SwapAB,
           PairsAcrossSubtiles, kShiftLastTokenTile, StorePreactivations>,
-      cutlass::epilogue::fusion::Sm90AccFetch>;
+      Accumulators>;
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape, EpilogueTile,
@@ -104,15 +110,16 @@ struct SwiGLUGemmBase {
   // A = X (M, K) row-major: K-major.  B = weights (rows, K) row-major: K-major ("ColumnMajor" for B).
   using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, cutlass::layout::RowMajor, 8,
-      Element, cutlass::layout::ColumnMajor, 8,
+      Element, cutlass::layout::RowMajor, kAlignment,
+      Element, cutlass::layout::ColumnMajor, kAlignment,
       typename Config::ElementAccumulator,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
+  // e4m3: CUTLASS's FP8 mainloop promotes by itself (configs.hpp)
   using AccumulatingMainloop = typename fused_swiglu::collective::PromotedAccumulation<
-      Config::kPromoteKTiles>::template apply<BuiltMainloop>;
+      Config::kFP8 ? 0 : Config::kPromoteKTiles>::template apply<BuiltMainloop>;
   using CollectiveMainloop = MainloopAdaptor<AccumulatingMainloop>;
   static_assert(fused_swiglu::collective::shifts_last_token_tile<CollectiveMainloop>::value == kShiftLastTokenTile,
                 "the mainloop and the epilogue must place the last token tile alike (MainloopAdaptor)");
@@ -126,10 +133,12 @@ struct SwiGLUGemmBase {
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
-  // fsw_problem (already validated) -> CUTLASS arguments around the kernel's own mainloop arguments.
+  // fsw_problem (already validated) -> CUTLASS arguments around the kernel's own mainloop arguments
+  // and those of the Accumulators subtree.
   // The GEMM is (M, 2N, K): gate and up accumulator columns together; (2N, M, K) with SwapAB.
   static typename Gemm::Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
-                                            typename CollectiveMainloop::Arguments mainloop) {
+                                            typename CollectiveMainloop::Arguments mainloop,
+                                            typename Accumulators::Arguments accumulators = {}) {
     StrideOut d_out, d_pre;
     if constexpr (SwapAB) d_out = col_major(p.ldy), d_pre = col_major(p.ldgu);
     else d_out = row_major(p.ldy), d_pre = row_major(p.ldgu);
@@ -138,7 +147,8 @@ struct SwiGLUGemmBase {
         SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
-        {{{}, {static_cast<Element*>(p.y), d_out, static_cast<Element*>(p.g), static_cast<Element*>(p.u), d_pre}},
+        {{accumulators,
+          {static_cast<ElementOut*>(p.y), d_out, static_cast<ElementOut*>(p.g), static_cast<ElementOut*>(p.u), d_pre}},
          nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
         hw_info};
     return args;

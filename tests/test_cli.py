@@ -38,6 +38,12 @@ def test_bench_options_parse_before_the_gpu_check(capsys):
         assert f" {code} " in cli.EXIT_STATUS, code
 
 
+def test_fp8_runs_take_the_fp8_checkpoints_shapes(capsys):
+    assert cli.main(["bench", "--fp8", "--models", "Qwen3-32B", "deepseek-v3-dense", "7B", "--tokens", "1"]) == 2
+    assert cli.main(["accuracy", "--dtype", "e4m3", "--models", "Llama-3.1-70B"]) == 2
+    assert capsys.readouterr().err.count(SENTENCE) == 2
+
+
 def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     target = tmp_path / "new" / "deeper" / "x.json"
     assert cli.main(["bench", "--out", str(target)]) == 2  # no GPU here; the path itself is fine
@@ -84,6 +90,15 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
      "runs only in method fused_packed, which --methods leaves out"),
     (["bench", "--config", "dual_pingpong_64x128x64_1x1_promote4_bf16", "--methods", "fused_dual"],
      "runs only in method fused_dual_promoted, which --methods leaves out"),
+    (["bench", "--config", "packed_fp8_pingpong_64x128x128_1x1_e4m3"],
+     "'packed_fp8_pingpong_64x128x128_1x1_e4m3' is not a config of the kernel library"),
+    (["bench", "--fp8", "--models", "9000B"], "--models: unknown model '9000B'"),
+    (["bench", "--fp8", "--methods", "eager"], "--methods: unknown method 'eager'; known: fp8_fused"),
+    (["bench", "--fp8", "--cuda-graph"], "--cuda-graph does not apply to --fp8"),
+    (["bench", "--fp8", "--dtype", "fp16"], "--dtype does not apply to --fp8"),
+    (["bench", "--fp8", "--backward"], "--backward, --e2e, --host-time, --tp and --fp8 are separate runs"),
+    (["bench", "--fp8", "--rep", "0"], "--rep must be a positive integer; got 0"),
+    (["accuracy", "--dtype", "e4m3", "--models", "9000B"], "--models: unknown model '9000B'"),
 ])
 def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1

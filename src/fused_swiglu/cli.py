@@ -198,6 +198,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="training step of the whole MLP block (gate, up, down): forward + backward for eager, "
                         "torch.compile and the fused paths (--models, --tokens, default 512,2048,8192, --methods, "
                         "--rep, --warmup-ms, --cuda-graph and --out apply)")
+    b.add_argument("--fp8", action="store_true",
+                   help="the e4m3 kernels against the unfused FP8 path (torch._scaled_mm + silu-and-mul) and the bf16 "
+                        "kernel (--models, default the Qwen2.5 and four FP8 checkpoints' shapes; --tokens, default "
+                        "1,16,128,512,2048,8192; --methods, --rep, --warmup-ms and --out apply; CUDA graphs)")
     b.add_argument("--tp", type=int, metavar="N",
                    help="tensor parallel: the MLP block split over N GPUs (one process each, NCCL) against one GPU "
                         "(--models, default 32B,72B; --tokens, default 1,128,2048,8192; --rep and --out apply)")
@@ -208,7 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("accuracy", help="eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048",
                        epilog=EXIT_STATUS)
     a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")
-    a.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    a.add_argument("--dtype", choices=("bf16", "fp16", "e4m3"), default="bf16",
+                   help="e4m3: the FP8 kernels and the unfused FP8 path (bf16 output) against float64 of the "
+                        "dequantized operands (--models also takes the FP8 checkpoints' shapes of bench --fp8)")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
     a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven)")
 
@@ -350,6 +356,37 @@ def _cmd_backward(args, console) -> int:
     return 0
 
 
+def _cmd_fp8(args, console) -> int:
+    from .bench import fp8
+    from .bench.report import check_out_path
+
+    for option, given in (("--config", args.config), ("--quick", args.quick or None),
+                          ("--e2e-modes", args.e2e_modes), ("--cuda-graph", args.cuda_graph or None)):
+        if given is not None:
+            raise ValueError(f"{option} does not apply to --fp8" + (" (it always replays CUDA graphs)"
+                                                                   if option == "--cuda-graph" else ""))
+    if args.dtype != "bf16":
+        raise ValueError("--dtype does not apply to --fp8 (e4m3 inputs, bf16 output)")
+    try:
+        found = fp8.find_shapes(_split(args.models, "--models") if args.models else None)
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    tokens = _tokens(args.tokens) if args.tokens else list(fp8.TOKENS)
+    methods = _split(args.methods, "--methods") if args.methods else list(fp8.METHODS)
+    try:
+        fp8.check_methods(methods)
+    except ValueError as e:
+        raise ValueError(f"--methods: {e}") from None
+    reps = fp8.REPS if args.rep is None else args.rep
+    warmup_ms = fp8.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
+    _check_timing_options(reps, warmup_ms)
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := _no_hopper("bench --fp8")) is not None:
+        return code
+    fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms)
+    return 0
+
+
 def _cmd_tp(args, console) -> int:
     from . import configs
     from .bench import shapes, tp
@@ -378,10 +415,12 @@ def _cmd_bench(args, console) -> int:
     from .bench.report import check_out_path
     from .bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
 
-    if sum(map(bool, (args.backward, args.e2e, args.host_time, args.tp is not None))) > 1:
-        raise ValueError("--backward, --e2e, --host-time and --tp are separate runs; give one of them")
+    if sum(map(bool, (args.backward, args.e2e, args.host_time, args.tp is not None, args.fp8))) > 1:
+        raise ValueError("--backward, --e2e, --host-time, --tp and --fp8 are separate runs; give one of them")
     if args.backward:
         return _cmd_backward(args, console)
+    if args.fp8:
+        return _cmd_fp8(args, console)
     if args.tp is not None:
         return _cmd_tp(args, console)
     if args.e2e or args.host_time:
@@ -437,13 +476,27 @@ def _cmd_accuracy(args, console) -> int:
     from .bench.accuracy_run import run_accuracy
     from .bench.report import check_out_path
 
-    models = _models(args.models)  # a typo is reported on any machine
+    if args.dtype == "e4m3":  # a typo is reported on any machine
+        from .bench.fp8 import find_shapes
+
+        names = _split(args.models, "--models") if args.models else None
+        try:
+            models = [m.model for m in find_shapes(names)] if names else None
+        except ValueError as e:
+            raise ValueError(f"--models: {e}") from None
+    else:
+        models = _models(args.models)
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("accuracy")) is not None:
         return code
-    run_accuracy(console, out=out, dtype_name=args.dtype, seed=args.seed, models=models)
+    if args.dtype == "e4m3":
+        from .bench.accuracy_fp8 import run_accuracy_fp8
+
+        run_accuracy_fp8(console, out=out, seed=args.seed, models=names if args.models else None)
+    else:
+        run_accuracy(console, out=out, dtype_name=args.dtype, seed=args.seed, models=models)
     return 0
 
 

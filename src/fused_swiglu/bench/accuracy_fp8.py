@@ -1,0 +1,60 @@
+"""``fused-swiglu accuracy --dtype e4m3``: the e4m3 kernels and the unfused FP8 path against float64
+of the dequantized operands on every model shape (the same definitions as the 16-bit table:
+:mod:`fused_swiglu.accuracy`, elements of at least 1 % of the RMS counted, bf16 output)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from .. import fp8
+from ..accuracy import compare
+from . import report
+from .fp8 import find_shapes, make_sets, unfused
+
+M_TOKENS = 2048
+
+
+def _silu_and_mul(gu: torch.Tensor) -> torch.Tensor:
+    g, u = gu.chunk(2, dim=-1)
+    return torch.nn.functional.silu(g) * u
+
+
+METHODS = {
+    "fp8_fused": lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale),
+    "fp8_fused_promoted": lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale,
+                                                          accumulation="promoted"),
+    "fp8_unfused": lambda s: unfused(s, _silu_and_mul),
+}
+
+
+def run_accuracy_fp8(console, out: Path | None = None, seed: int | None = None,
+                     models: list[str] | None = None) -> list[dict]:
+    """x ~ N(0, 1) (M = 2048) and weights ~ N(0, 1/H) quantized to e4m3 per token and per weight row;
+    every method against float64 of the dequantized operands, rounded once to bf16. The seed is
+    fresh unless given, and printed."""
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    console.print(f"seed {seed}")
+    torch.manual_seed(seed)
+    device = torch.device("cuda", torch.cuda.current_device())
+    rows = []
+    for shape in find_shapes(models):
+        s = make_sets(M_TOKENS, shape.hidden_size, shape.intermediate_size, device, l2_bytes=0)[0]
+        ref64 = fp8.dequantized_swiglu(s.x, s.w_packed, s.x_scale, s.w_scale, torch.float64)
+        for method, fn in METHODS.items():
+            r = compare(fn(s), ref64)
+            rows.append({"model": shape.model, "method": method, "exact": r.exact, "mismatch": r.mismatch,
+                         "max_ulp": r.max_ulp, "counted": r.counted, "n": r.n})
+        del s, ref64
+        torch.cuda.empty_cache()
+    console.print(report.accuracy_table(rows, "bf16 (e4m3 operands dequantized)"))
+    if out:
+        meta = report.machine_meta(device)
+        meta.update({"seed": seed, "dtype": "e4m3", "out_dtype": "bf16", "tokens": M_TOKENS,
+                     "scales": "x per token, weights per row (output channel); fp32",
+                     "reference": "float64 of the dequantized e4m3 operands", "count_threshold_of_rms": 0.01})
+        paths = report.write_results(out, meta, rows, report.ACCURACY_FIELDS)
+        console.print(f"wrote {paths[0]} and {paths[1]}")
+    return rows

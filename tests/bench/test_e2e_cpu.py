@@ -204,7 +204,7 @@ def test_modes_and_settings_are_checked():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--e2e", "--host-time"], "--e2e, --host-time and --tp are separate runs"),
+    (["--e2e", "--host-time"], "--e2e, --host-time, --tp and --fp8 are separate runs"),
     (["--e2e", "--tokens", "1"], "--tokens applies to the kernel benchmark, not to --e2e"),
     (["--e2e", "--rep", "3", "--cuda-graph"], "--rep, --cuda-graph apply to the kernel benchmark, not to --e2e"),
     (["--e2e", "--models", "7B"], "--models: unknown model '7B' for the end-to-end benchmark"),

@@ -14,7 +14,7 @@ from fused_swiglu.bench import shapes, tp
     (["--tp", "2", "--methods", "eager"], "--methods does not apply to --tp"),
     (["--tp", "2", "--cuda-graph"], "--cuda-graph does not apply to --tp"),
     (["--tp", "2", "--config", "dual_pingpong_128x128x64_1x1_bf16"], "--config does not apply to --tp"),
-    (["--tp", "2", "--backward"], "--backward, --e2e, --host-time and --tp are separate runs"),
+    (["--tp", "2", "--backward"], "--backward, --e2e, --host-time, --tp and --fp8 are separate runs"),
     (["--tp", "2", "--rep", "0"], "--rep must be a positive integer"),
     (["--tp", "2", "--models", "70B"], "--models"),
     (["--tp", "2", "--out", "tp.csv"], "--out names the JSON file"),

@@ -130,16 +130,17 @@ def check_methods(methods: Sequence[str]) -> None:
 
 def check_outputs(sets: Sequence[Fp8Set], calls: dict[str, list[Callable[[], object]]]) -> None:
     """Every FP8 method's output on the first set agrees with the dequantized fp32 reference within
-    what e4m3 rounding allows (a wrong method would be timed otherwise)."""
+    what e4m3 accumulation allows: a mean error under 2 % of the output's RMS (e4m3 paths: about
+    0.05 %; a wrong layout or scale: about 100 %). A wrong method would be timed otherwise."""
     s = sets[0]
     ref = fp8.dequantized_swiglu(s.x, s.w_packed, s.x_scale, s.w_scale)
     rms = ref.pow(2).mean().sqrt().item() or 1.0
     for method, fns in calls.items():
         if not method.startswith("fp8"):
             continue
-        err = (fns[0]().float() - ref).abs().max().item() / rms
-        if not err < 0.25:  # a wrong layout or scale errs by about 1 x RMS; e4m3 accumulation by a few %
-            raise RuntimeError(f"{method}: output differs from the dequantized reference by {err:.3g} x RMS")
+        err = (fns[0]().float() - ref).abs().mean().item() / rms
+        if not err < 0.02:
+            raise RuntimeError(f"{method}: output differs from the dequantized reference by {err:.3g} x RMS on average")
 
 
 def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[dict]:

@@ -190,8 +190,7 @@ def _cuda(x, w_packed, x_scale, w_scale, config):
         _lib.library().launch(
             _resolve(config, M), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
             w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
-            x_scale_stride=int(xs.numel() > 1 or (M == 1 and x_scale.dim() > 0 and x_scale.shape[0] == M)),
-            w_scale_stride=int(ws.numel() > 1),
+            x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),  # M = 1: one scale either way
         )
     return y
 

@@ -146,3 +146,23 @@ def test_choice_by_m():
     assert fp8.choose_config(129) == name("packed_fp8", "pingpong", 128, 192, 2, 0)  # two 128-token tiles: 2 x 1
     assert fp8.choose_config(257) == name("packed_fp8", "pingpong", 128, 192, 1, 0)  # three: no cluster
     assert fp8.choose_config(257, "promoted") == name("packed_fp8", "cooperative", 128, 192, 2, 1)
+
+
+def test_quantize_keeps_underflowing_and_empty_inputs_finite():
+    q, s = fp8.quantize_e4m3(torch.tensor([[1e-44, 0.0], [0.0, 0.0], [2.0, -1.0]]), per_row=True)
+    assert torch.isfinite(q.float()).all() and (s > 0).all() and s[0] == 1.0 and s[1] == 1.0
+    for per_row, shape in ((True, (0,)), (False, (1,))):
+        q, s = fp8.quantize_e4m3(torch.empty(0, 32), per_row=per_row)
+        assert q.shape == (0, 32) and q.dtype == E4M3 and s.shape == shape
+
+
+def test_operands_tma_cannot_read_are_copied_to_aligned_rows():
+    raw = torch.zeros(3, 32 + 16, dtype=torch.uint8)
+    for t in (raw[:1, 8:40],                       # one row, 8 bytes off: contiguous() would keep it
+              raw[:, 8:40],                        # rows 8 bytes off
+              torch.zeros(32, 1, dtype=torch.uint8).T):  # one row with row stride 1
+        ready = fp8._tma_ready(t.view(E4M3))
+        assert ready.data_ptr() % 16 == 0 and ready.stride(1) == 1 and ready.stride(0) % 16 == 0
+        assert ready.stride(0) >= ready.shape[1] and torch.equal(ready.view(torch.uint8), t)
+    aligned = torch.zeros(4, 32, dtype=torch.uint8).view(E4M3)
+    assert fp8._tma_ready(aligned) is aligned

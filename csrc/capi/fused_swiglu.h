@@ -44,12 +44,12 @@ typedef enum fsw_kernel_kind {
 } fsw_kernel_kind;
 
 // One SwiGLU problem. All matrices are row-major with unit stride along the last dimension; ld* are
-// row strides in elements. Every pointer must be 16-byte aligned and every ld* a multiple of 8
-// elements (16 bytes), as TMA requires.
+// row strides in elements. Every pointer must be 16-byte aligned and every ld* a multiple of 16 bytes
+// (8 elements of 16 bits, 16 of e4m3), as TMA requires.
 typedef struct fsw_problem {
   int64_t m;          // M: tokens, rows of x and y (>= 0)
   int64_t n;          // N: intermediate size I, columns of y (multiple of 8)
-  int64_t k;          // K: hidden size H (multiple of 8)
+  int64_t k;          // K: hidden size H (multiple of 8; of 16 for e4m3)
   int32_t dtype;      // fsw_dtype of x and the weights; y's is the config's out_dtype
   int32_t raster;     // tile rasterisation: 0 = heuristic, 1 = along M, 2 = along N
   int32_t swizzle;    // max swizzle size of the tile scheduler (1, 2, 4 or 8); 0 = 1

@@ -83,6 +83,12 @@ def _configs(value: str | None) -> str | None:
         return None
     names = _split([value], "--config")
     known = _known_config_names()
+    from . import catalog
+
+    e4m3 = [n for n in names if n in catalog.fp8_names()]
+    if e4m3:
+        raise ValueError(f"--config: {', '.join(map(repr, e4m3))} is an e4m3 config, which --config does not take "
+                         "(bench --fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")
     unknown = [n for n in names if n not in known]
     if unknown:
         bf16 = sorted(n for n in known if n.endswith("_bf16"))
@@ -216,7 +222,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="e4m3: the FP8 kernels and the unfused FP8 path (bf16 output) against float64 of the "
                         "dequantized operands (--models also takes the FP8 checkpoints' shapes of bench --fp8)")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
-    a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven)")
+    a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven; "
+                   "with --dtype e4m3 also the four FP8 checkpoints' shapes)")
 
     sub.add_parser("info", help="GPU, nvcc, cache and kernel library status")
 

@@ -48,7 +48,7 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
 
     Returns:
         ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` contiguous fp32.
-        An all-zero row (or tensor) gets scale 1.
+        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1.
 
     Raises:
         TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D.
@@ -59,8 +59,11 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
     if t.dim() != 2:
         raise ValueError(f"t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
     t32 = t.float()
+    if t32.numel() == 0:
+        return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
     amax = t32.abs().amax(dim=1) if per_row else t32.abs().amax().reshape(1)
-    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    scale = amax / E4M3_MAX
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # zero rows, and amax so small that amax / 448 is 0
     q = (t32 / (scale[:, None] if per_row else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
     return q.contiguous(), scale.contiguous()
 
@@ -158,9 +161,10 @@ def _check(x, w_packed, x_scale, w_scale, config) -> tuple[int, int, int]:
 
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """t itself if its rows are 16-byte aligned with unit column stride, else a contiguous copy."""
+    """t itself if its rows are 16-byte aligned with unit column stride, else a fresh contiguous copy
+    (``contiguous()`` would return a misaligned tensor, or a one-row one with any row stride, as it is)."""
     ok = t.stride(1) == 1 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 and t.stride(0) >= t.shape[1]
-    return t if ok else t.contiguous()
+    return t if ok else t.clone(memory_format=torch.contiguous_format)
 
 
 def _scale_ready(s: torch.Tensor) -> torch.Tensor:
@@ -236,6 +240,9 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         TypeError: x or w_packed not e4m3, a scale not fp32, or an argument not a dense tensor.
         ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, a scale's shape,
             devices, an unknown accumulation or config; the library's own checks on CUDA.
+        BuildError: the config's library is not prebuilt and cannot be built here.
+        UnsupportedError: the kernel library lacks the config (a library built from other sources).
+        RuntimeError: a CUDA error at launch.
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     chosen = config if config is not None else ("promoted" if accumulation == "promoted" else "")

@@ -443,3 +443,31 @@ def test_c_abi_checks_every_dual_operand():
     status = lib._dll.fsw_can_implement(packed, ctypes.byref(p))
     if status != Status.SUCCESS:  # without a GPU: the device query fails after the operand checks
         assert "w_up" not in lib._dll.fsw_last_error().decode()
+
+
+@pytest.mark.build
+def test_c_abi_checks_every_e4m3_scale():
+    """fsw_can_implement refuses an e4m3 problem without a scale, with a misaligned one or a stride other
+    than 0 / 1, naming the scale, and a 16-bit problem that passes scales; all before any CUDA call."""
+    from fused_swiglu._lib import Library, Problem, Status
+    from fused_swiglu.build import ensure_built
+
+    lib = Library(ensure_built())
+    e4m3 = lib.ensure("packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3")
+    base = dict(m=16, n=64, k=128, dtype=2, raster=0, swizzle=1, x=0x10000, ldx=128, w=0x20000, ldw=128,
+                y=0x40000, ldy=64, x_scale=0x50000, w_scale=0x60000, x_scale_stride=1, w_scale_stride=1)
+    for bad, needle in [(dict(x_scale=None), "x_scale must not be NULL"),
+                        (dict(w_scale=None), "w_scale must not be NULL"),
+                        (dict(w_scale=0x60004), "w_scale must be 16-byte aligned"),
+                        (dict(x_scale_stride=2), "x_scale_stride must be 0 (one scale) or 1"),
+                        (dict(k=120, ldx=120, ldw=120), "multiple of 16"),
+                        (dict(ldx=136), "row stride of x must be >= 128 and a multiple of 16")]:
+        p = Problem(**{**base, **bad})
+        status = lib._dll.fsw_can_implement(e4m3, ctypes.byref(p))
+        assert status == Status.INVALID_ARGUMENT, (bad, status)
+        assert needle in lib._dll.fsw_last_error().decode(), (bad, lib._dll.fsw_last_error())
+    bf16 = lib.ensure("packed_swapab_pingpong_128x16x64_1x1_bf16")
+    p = Problem(**{**base, "dtype": 0, "k": 64, "ldx": 64, "ldw": 64})
+    assert lib._dll.fsw_can_implement(bf16, ctypes.byref(p)) == Status.INVALID_ARGUMENT
+    assert "takes 16-bit inputs: x_scale and w_scale must be NULL" in lib._dll.fsw_last_error().decode()
+

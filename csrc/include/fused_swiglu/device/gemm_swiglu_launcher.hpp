@@ -61,18 +61,19 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
                 (long long)in_align, (long long)p.k);
   }
   if (fp8) {
-    if (p.x_scale == nullptr || p.w_scale == nullptr) {
-      return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes e4m3 inputs: x_scale and w_scale must not be NULL",
-                  info.name);
-    }
-    if (!aligned16(p.x_scale) || !aligned16(p.w_scale)) {
-      return fail(FSW_ERROR_INVALID_ARGUMENT, "x_scale and w_scale must be 16-byte aligned; got %p and %p",
-                  (const void*)p.x_scale, (const void*)p.w_scale);
-    }
-    if ((p.x_scale_stride != 0 && p.x_scale_stride != 1) || (p.w_scale_stride != 0 && p.w_scale_stride != 1)) {
-      return fail(FSW_ERROR_INVALID_ARGUMENT,
-                  "x_scale_stride and w_scale_stride must be 0 (one scale) or 1 (one per row); got %d and %d",
-                  p.x_scale_stride, p.w_scale_stride);
+    struct Scale { const char* name; const float* ptr; int32_t stride; };
+    for (Scale const& s : {Scale{"x_scale", p.x_scale, p.x_scale_stride}, Scale{"w_scale", p.w_scale, p.w_scale_stride}}) {
+      if (s.ptr == nullptr) {
+        return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes e4m3 inputs: %s must not be NULL", info.name, s.name);
+      }
+      if (!aligned16(s.ptr)) {
+        return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must be 16-byte aligned; got address %p", s.name,
+                    (const void*)s.ptr);
+      }
+      if (s.stride != 0 && s.stride != 1) {
+        return fail(FSW_ERROR_INVALID_ARGUMENT, "%s_stride must be 0 (one scale) or 1 (one per row); got %d", s.name,
+                    s.stride);
+      }
     }
   } else if (p.x_scale != nullptr || p.w_scale != nullptr) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes 16-bit inputs: x_scale and w_scale must be NULL",

@@ -101,12 +101,13 @@ def test_k_not_a_multiple_of_the_k_tile(H, seed):
         _check(y, x, wp, xs, ws, accumulation, f"H={H} {accumulation} seed={seed}")
 
 
-def test_strided_operands_and_unaligned_scales_are_copied(seed):
+@pytest.mark.parametrize("M", [1, 64])  # one row: PyTorch calls the misaligned view contiguous
+def test_strided_operands_and_unaligned_scales_are_copied(M, seed):
     H, I = 512, 1024
-    x, wp, xs, ws = _operands(64, H, I)
-    wide = torch.empty(64, H + 16, device="cuda", dtype=torch.uint8).view(fp8.E4M3)[:, 8:H + 8]
+    x, wp, xs, ws = _operands(M, H, I)
+    wide = torch.empty(M, H + 16, device="cuda", dtype=torch.uint8).view(fp8.E4M3)[:, 8:H + 8]
     wide.copy_(x)  # rows 8 bytes off 16-byte alignment
-    xs_off = torch.empty(65, device="cuda")[1:]
+    xs_off = torch.empty(M + 1, device="cuda")[1:]
     xs_off.copy_(xs)  # 4 bytes off
     y = fp8.swiglu_packed_fp8(wide, wp, xs_off, ws)
     assert torch.equal(y, fp8.swiglu_packed_fp8(x, wp, xs, ws)), f"seed={seed}"

@@ -334,6 +334,25 @@ def _check_timing_options(reps: int, warmup_ms: float) -> None:
         raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
 
 
+def _run_options(args, run) -> tuple[list[int], list[str], int, float]:
+    """``--tokens``, ``--methods``, ``--rep`` and ``--warmup-ms`` of a benchmark module ``run`` (its
+    TOKENS, METHODS, check_methods, REPS and WARMUP_MS give the defaults and the rule).
+
+    Raises:
+        ValueError: naming the option and the rule.
+    """
+    tokens = _tokens(args.tokens) if args.tokens else list(run.TOKENS)
+    methods = _split(args.methods, "--methods") if args.methods else list(run.METHODS)
+    try:
+        run.check_methods(methods)
+    except ValueError as e:
+        raise ValueError(f"--methods: {e}") from None
+    reps = run.REPS if args.rep is None else args.rep
+    warmup_ms = run.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
+    _check_timing_options(reps, warmup_ms)
+    return tokens, methods, reps, warmup_ms
+
+
 def _cmd_backward(args, console) -> int:
     from . import configs
     from .bench import backward, shapes
@@ -345,15 +364,7 @@ def _cmd_backward(args, console) -> int:
         if given:
             raise ValueError(f"{option} does not apply to --backward")
     names = _models(args.models)
-    tokens = _tokens(args.tokens) if args.tokens else list(backward.TOKENS)
-    methods = _split(args.methods, "--methods") if args.methods else list(backward.METHODS)
-    try:
-        backward.check_methods(methods)
-    except ValueError as e:
-        raise ValueError(f"--methods: {e}") from None
-    reps = backward.REPS if args.rep is None else args.rep
-    warmup_ms = backward.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
-    _check_timing_options(reps, warmup_ms)
+    tokens, methods, reps, warmup_ms = _run_options(args, backward)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench --backward")) is not None:
         return code
@@ -378,15 +389,7 @@ def _cmd_fp8(args, console) -> int:
         found = fp8.find_shapes(_split(args.models, "--models") if args.models else None)
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
-    tokens = _tokens(args.tokens) if args.tokens else list(fp8.TOKENS)
-    methods = _split(args.methods, "--methods") if args.methods else list(fp8.METHODS)
-    try:
-        fp8.check_methods(methods)
-    except ValueError as e:
-        raise ValueError(f"--methods: {e}") from None
-    reps = fp8.REPS if args.rep is None else args.rep
-    warmup_ms = fp8.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
-    _check_timing_options(reps, warmup_ms)
+    tokens, methods, reps, warmup_ms = _run_options(args, fp8)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench --fp8")) is not None:
         return code

@@ -12,21 +12,16 @@ import torch
 from .. import fp8
 from ..accuracy import compare
 from . import report
-from .fp8 import find_shapes, make_sets, unfused
+from .fp8 import find_shapes, make_sets, silu_and_mul, unfused
 
 M_TOKENS = 2048
-
-
-def _silu_and_mul(gu: torch.Tensor) -> torch.Tensor:
-    g, u = gu.chunk(2, dim=-1)
-    return torch.nn.functional.silu(g) * u
 
 
 METHODS = {
     "fp8_fused": lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale),
     "fp8_fused_promoted": lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale,
                                                           accumulation="promoted"),
-    "fp8_unfused": lambda s: unfused(s, _silu_and_mul),
+    "fp8_unfused": lambda s: unfused(s, silu_and_mul),
 }
 
 

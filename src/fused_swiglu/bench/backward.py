@@ -137,26 +137,13 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
     check_methods(methods)
     if out is not None:
         out = report.check_out_path(out)
-    device = torch.device("cuda", torch.cuda.current_device())
-    flush = timing.flush_buffer(device)
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    timing.warm_gpu(device)
-    rows: list[dict] = []
-    for shape in shapes:
-        torch._dynamo.reset()  # a fresh compile cache per shape (Dynamo's recompile limit)
-        for M in tokens:
-            sets = make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2)
-            calls = step_calls(sets, methods)
-            if cuda_graph:
-                calls = timing.as_graph_replays(calls, device)
-            t = timing.time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush)
-            cell = rows_of(shape, M, t)
-            rows += cell
-            console.print(f"{shape.model} M={M}: " + ", ".join(
-                f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else "")
-                for r in cell))
-            del sets, calls
-            torch.cuda.empty_cache()
+    rows, device = timing.time_grid(
+        shapes, tokens,
+        lambda shape, M, device, l2: step_calls(
+            make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2), methods),
+        rows_of,
+        lambda r: f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else ""),
+        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph)
     if out is not None:
         meta = report.machine_meta(device)
         meta.update({"dtype": str(dtype).removeprefix("torch."), "reps": reps, "warmup_ms": warmup_ms,

@@ -96,26 +96,27 @@ def make_sets(M: int, H: int, I: int, device: torch.device, l2_bytes: int) -> li
     return sets
 
 
-def _silu_and_mul(gu: torch.Tensor) -> torch.Tensor:
+def silu_and_mul(gu: torch.Tensor) -> torch.Tensor:
+    """``silu(g) * u`` of a ``(M, 2I)`` ``[g, u]`` intermediate, in its dtype."""
     g, u = gu.chunk(2, dim=-1)
     return F.silu(g) * u
 
 
-def unfused(s: Fp8Set, silu_and_mul: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+def unfused(s: Fp8Set, elementwise: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """The ``fp8_unfused`` method on one set."""
     gu = torch._scaled_mm(s.x, s.w_cat.t(), scale_a=s.x_scale.reshape(-1, 1), scale_b=s.w_cat_scale,
                           out_dtype=torch.bfloat16, use_fast_accum=True)
-    return silu_and_mul(gu)
+    return elementwise(gu)
 
 
 def calls_for(sets: Sequence[Fp8Set], methods: Sequence[str]) -> dict[str, list[Callable[[], object]]]:
     """method -> one callable per input set."""
-    silu_and_mul = torch.compile(_silu_and_mul, dynamic=False) if "fp8_unfused" in methods else None
+    compiled = torch.compile(silu_and_mul, dynamic=False) if "fp8_unfused" in methods else None
     make = {
         "fp8_fused": lambda s: lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale),
         "fp8_fused_promoted": lambda s: lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale,
                                                                       accumulation="promoted"),
-        "fp8_unfused": lambda s: lambda: unfused(s, silu_and_mul),
+        "fp8_unfused": lambda s: lambda: unfused(s, compiled),
         "fused_packed": lambda s: lambda: swiglu_packed(s.x_bf16, s.w_packed_bf16, layout="interleaved",
                                                         backend="cutlass"),
     }
@@ -169,27 +170,16 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
     check_methods(methods)
     if out is not None:
         out = report.check_out_path(out)
-    device = torch.device("cuda", torch.cuda.current_device())
-    flush = timing.flush_buffer(device)
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    timing.warm_gpu(device)
-    rows: list[dict] = []
-    for shape in shapes:
-        torch._dynamo.reset()  # a fresh compile cache per shape (Dynamo's recompile limit)
-        for M in tokens:
-            sets = make_sets(M, shape.hidden_size, shape.intermediate_size, device, l2)
-            calls = calls_for(sets, methods)
-            check_outputs(sets, calls)
-            if cuda_graph:
-                calls = timing.as_graph_replays(calls, device)
-            t = timing.time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush)
-            cell = rows_of(shape, M, t)
-            rows += cell
-            console.print(f"{shape.model} M={M}: " + ", ".join(
-                f"{r['method']} {r['median_ms']:.4f} ms" + (f" ({r['bf16_over']:.2f}x)" if r["bf16_over"] else "")
-                for r in cell))
-            del sets, calls
-            torch.cuda.empty_cache()
+    def checked_calls(shape: MlpShape, M: int, device: torch.device, l2: int):
+        sets = make_sets(M, shape.hidden_size, shape.intermediate_size, device, l2)
+        calls = calls_for(sets, methods)
+        check_outputs(sets, calls)
+        return calls
+
+    rows, device = timing.time_grid(
+        shapes, tokens, checked_calls, rows_of,
+        lambda r: f"{r['method']} {r['median_ms']:.4f} ms" + (f" ({r['bf16_over']:.2f}x)" if r["bf16_over"] else ""),
+        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph)
     if out is not None:
         meta = report.machine_meta(device)
         meta.update({"reps": reps, "warmup_ms": warmup_ms, "cuda_graph": cuda_graph,

@@ -182,3 +182,39 @@ def time_interleaved(
         torch.cuda.synchronize(device)
     per_rep = {name: len(calls[name]) if back_to_back else 1 for name in names}
     return {name: summarize([b.elapsed_time(e) / per_rep[name] for b, e in events[name]]) for name in names}
+
+
+def time_grid(
+    shapes: Sequence,
+    tokens: Sequence[int],
+    calls_for: Callable[[object, int, torch.device, int], dict[str, Sequence[Callable[[], object]]]],
+    rows_of: Callable[[object, int, dict[str, Timing]], list[dict]],
+    line_of: Callable[[dict], str],
+    console,
+    reps: int,
+    warmup_ms: float,
+    cuda_graph: bool,
+) -> tuple[list[dict], torch.device]:
+    """Every shape (an MlpShape) at every M on the current CUDA device, by :func:`time_interleaved`:
+    ``calls_for(shape, M, device, l2_bytes)`` builds (and may check) the methods' calls of one cell,
+    captured as CUDA graphs with ``cuda_graph``; ``rows_of(shape, M, timings)`` turns the cell's timings
+    into rows and ``line_of(row)`` each row into its part of the cell's printed line. Dynamo's cache is
+    reset per shape (its recompile limit). Returns the rows and the device."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    flush = flush_buffer(device)
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    warm_gpu(device)
+    rows: list[dict] = []
+    for shape in shapes:
+        torch._dynamo.reset()
+        for M in tokens:
+            calls = calls_for(shape, M, device, l2)
+            if cuda_graph:
+                calls = as_graph_replays(calls, device)
+            cell = rows_of(shape, M, time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush))
+            rows += cell
+            console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
+            del calls
+            torch.cuda.empty_cache()
+    return rows, device
+

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_swiglu import fp8
+from fused_swiglu import fp8, unpack_gate_up
 from fused_swiglu.accuracy import compare, ulp_at
 from fused_swiglu.bench.shapes import MODELS
 from numerics import allowed_mismatches
@@ -44,8 +44,7 @@ def _cublas(x, wp, xs, ws, accumulation):
     acc = torch._scaled_mm(x, wp.t(), scale_a=xs.reshape(-1).expand(M).reshape(M, 1).contiguous(),
                            scale_b=ws.reshape(-1).expand(rows).reshape(1, rows).contiguous(),
                            out_dtype=torch.float32, use_fast_accum=accumulation == "fast")
-    blocks = acc.reshape(M, rows // 16, 2, 8)
-    g, u = blocks[:, :, 0].reshape(M, -1), blocks[:, :, 1].reshape(M, -1)
+    g, u = (t.T for t in unpack_gate_up(acc.T, layout="interleaved"))
     return (torch.nn.functional.silu(g) * u).to(torch.bfloat16)
 
 

@@ -31,7 +31,7 @@ import torch
 from . import _lib, catalog
 from ._validate import check_choice, check_tensors
 from .ops import _DEF
-from .weights import BLOCK, pack_gate_up
+from .weights import BLOCK, pack_gate_up, unpack_gate_up
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = 448.0  # largest finite e4m3 value
@@ -100,8 +100,8 @@ def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Ten
         scales.append(s.reshape(-1).to(w_gate.device))
     if scales[0].numel() == 1 and scales[1].numel() == 1 and bool((scales[0] == scales[1]).all()):
         return packed, scales[0].clone().contiguous()
-    g, u = (s.expand(I).reshape(I // BLOCK, BLOCK) for s in scales)
-    return packed, torch.stack([g, u], dim=1).reshape(2 * I).contiguous()
+    g, u = (s.expand(I).reshape(I, 1) for s in scales)
+    return packed, pack_gate_up(g, u).reshape(2 * I)
 
 
 def choose_config(M: int, accumulation: str = "fast") -> str:
@@ -205,9 +205,7 @@ def dequantized_swiglu(x, w_packed, x_scale, w_scale, dtype: torch.dtype = torch
     xd = x.to(dtype) * x_scale.reshape(-1, 1).to(dtype)
     wd = w_packed.to(dtype) * w_scale.reshape(-1, 1).to(dtype)
     acc = xd @ wd.T  # (M, 2I), packed column order
-    M, rows = acc.shape
-    blocks = acc.reshape(M, rows // (2 * BLOCK), 2, BLOCK)
-    g, u = blocks[:, :, 0].reshape(M, -1), blocks[:, :, 1].reshape(M, -1)
+    g, u = (t.T for t in unpack_gate_up(acc.T, layout="interleaved"))
     return torch.nn.functional.silu(g) * u
 
 

@@ -161,8 +161,171 @@ def test_operands_tma_cannot_read_are_copied_to_aligned_rows():
     for t in (raw[:1, 8:40],                       # one row, 8 bytes off: contiguous() would keep it
               raw[:, 8:40],                        # rows 8 bytes off
               torch.zeros(32, 1, dtype=torch.uint8).T):  # one row with row stride 1
-        ready = fp8._tma_ready(t.view(E4M3))
+        ready = fp8.tma_ready(t.view(E4M3))
         assert ready.data_ptr() % 16 == 0 and ready.stride(1) == 1 and ready.stride(0) % 16 == 0
         assert ready.stride(0) >= ready.shape[1] and torch.equal(ready.view(torch.uint8), t)
     aligned = torch.zeros(4, 32, dtype=torch.uint8).view(E4M3)
-    assert fp8._tma_ready(aligned) is aligned
+    assert fp8.tma_ready(aligned) is aligned
+
+
+def test_group_quantization_scales_each_128_columns_by_its_amax():
+    t = torch.randn(3, 300) * torch.tensor([1.0, 100.0, 1e-3])[:, None]
+    t[1, 128:256] = 0.0  # an all-zero group
+    q, s = fp8.quantize_e4m3_groups(t)
+    assert q.dtype == E4M3 and q.shape == (3, 300) and s.dtype == torch.float32 and s.shape == (3, 3)
+    for g, cols in enumerate((slice(0, 128), slice(128, 256), slice(256, 300))):  # the last group: 44 columns
+        assert torch.equal(s[:, g], t[:, cols].abs().amax(1) / 448)
+    assert s[1, 1] == 0 and (q[1, 128:256].float() == 0).all()
+    back = q.float() * s.repeat_interleave(128, dim=1)[:, :300]
+    assert ((back - t).abs() <= t.abs() * 2**-4 + s.repeat_interleave(128, 1)[:, :300] * 2**-10).all()
+    top = q.float().abs()
+    assert top[:, :128].amax(1).eq(448).all() and top[0, 256:].amax() == 448
+
+
+def test_group_quantization_refuses_bad_input():
+    with pytest.raises(ValueError, match="group must be a positive int"):
+        fp8.quantize_e4m3_groups(torch.ones(2, 2), group=0)
+    with pytest.raises(ValueError, match="t must be 2-D"):
+        fp8.quantize_e4m3_groups(torch.ones(2))
+    q, s = fp8.quantize_e4m3_groups(torch.ones(0, 256))
+    assert q.shape == (0, 256) and s.shape == (0, 2)
+
+
+def test_cpu_kernel_for_e4m3_output_is_the_group_quantized_swiglu():
+    x, xs, gq, gs, uq, us = _operands(M=6, H=64, I=144)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    q, s = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3)
+    eq, es = fp8.quantize_e4m3_groups(fp8.dequantized_swiglu(x, wp, xs, ws))
+    assert s.shape == (6, 2) and torch.equal(s, es) and torch.equal(q.view(torch.uint8), eq.view(torch.uint8))
+    v = fp8.dequantized_swiglu(x, wp, xs, ws)
+    static = (v.abs().max() / 448 / 2).reshape(1)  # the largest half saturates
+    qs, same = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, out_scale=static)
+    assert same is static
+    assert torch.equal(qs.float(), (v * (1 / static)).clamp(-448, 448).to(E4M3).float())
+    assert (qs.float().abs() == 448).any()
+
+
+def test_e4m3_output_checks_its_arguments():
+    x, xs, gq, gs, uq, us = _operands(M=4, H=32, I=16)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    with pytest.raises(ValueError, match="out_dtype must be torch.bfloat16 or torch.float8_e4m3fn"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=torch.float16)
+    with pytest.raises(ValueError, match="out_scale is for e4m3 y"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, out_scale=torch.ones(1))
+    with pytest.raises(ValueError, match="accumulation='fast' only"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, accumulation="promoted")
+    with pytest.raises(ValueError, match="out_scale must be one fp32 value"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, out_scale=torch.ones(2))
+    with pytest.raises(ValueError, match="config must be '' or one of .* for e4m3 y"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, config=fp8.CONFIG_NAMES[0])
+    x8, xs8, g8, gs8, u8, us8 = _operands(M=4, H=32, I=8)
+    w8, ws8 = fp8.pack_weights(g8, u8, gs8, us8)
+    with pytest.raises(ValueError, match="e4m3 y needs I a multiple of 16"):
+        fp8.swiglu_packed_fp8(x8, w8, xs8, ws8, out_dtype=E4M3)
+    with pytest.raises(TypeError, match="x must be torch.float8_e4m3fn"):
+        fp8.swiglu_packed_fp8(x.float(), wp, xs, ws, out_dtype=E4M3)
+
+
+def test_e4m3_output_fake_kernels_and_torch_compile():
+    x, xs, gq, gs, uq, us = _operands(M=9, H=32, I=272)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    with FakeTensorMode() as mode:
+        fx, fw, fxs, fws = (mode.from_tensor(t) for t in (x, wp, xs, ws))
+        q, s = fp8.swiglu_packed_fp8_e4m3out_op(fx, fw, fxs, fws, "")
+        assert q.shape == (9, 272) and q.dtype == E4M3 and s.shape == (9, 3) and s.dtype == torch.float32
+        qs = fp8.swiglu_packed_fp8_e4m3out_static_op(fx, fw, fxs, fws, mode.from_tensor(torch.ones(1)), "")
+        assert qs.shape == (9, 272) and qs.dtype == E4M3
+    compiled = torch.compile(lambda a: fp8.swiglu_packed_fp8(a, wp, xs, ws, out_dtype=E4M3), fullgraph=True,
+                             backend="eager")
+    got, want = compiled(x), fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3)
+    assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(got[1], want[1])
+
+
+def test_e4m3_output_choice_by_m():
+    def name(schedule, tm, cm):
+        return catalog.name_of("packed_fp8", schedule, tm, 256, 128, cm, 1, 0, "e4m3_e4m3out")
+
+    assert fp8.choose_out_config(1) == fp8.choose_out_config(2048) == name("pingpong", 64, 1)
+    assert fp8.choose_out_config(2049) == name("cooperative", 128, 2)
+    assert set(fp8.OUT_CONFIG_NAMES) == {name("pingpong", 64, 1), name("cooperative", 128, 2)}
+
+
+def _block_operands(M=6, H=272, I=152):
+    x, xs = fp8.quantize_e4m3_groups(torch.randn(M, H), column_major_scales=True)
+    gq, gs = fp8.quantize_e4m3_blocks(torch.randn(I, H) * H**-0.5)
+    uq, us = fp8.quantize_e4m3_blocks(torch.randn(I, H) * H**-0.5 * 3)
+    return x, xs, gq, gs, uq, us
+
+
+def test_block_quantization_scales_each_128_by_128_block():
+    w = torch.randn(200, 300)
+    w[128:, :128] = 0.0  # an all-zero block: scale 1
+    q, s = fp8.quantize_e4m3_blocks(w)
+    assert q.shape == (200, 300) and s.shape == (2, 3)
+    assert s[1, 0] == 1.0 and (q[128:, :128].float() == 0).all()
+    assert torch.equal(s[0, 2], w[:128, 256:].abs().max() / 448) and torch.equal(s[1, 1], w[128:, 128:256].abs().max() / 448)
+    full = s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :300]
+    back = q.float() * full
+    assert ((back - w).abs() <= w.abs() * 2**-4 + full * 2**-10).all()  # half an ulp; subnormals: 2^-10
+
+
+def test_pack_weights_blockwise_expands_block_scales_over_the_packed_8_row_groups():
+    _, _, gq, gs, uq, us = _block_operands(I=272)
+    wp, ws = fp8.pack_weights_blockwise(gq, uq, gs, us)
+    assert torch.equal(wp.float(), pack_gate_up(gq.float(), uq.float()))
+    assert ws.shape == (2 * 272 // 8, 3) and ws.stride(0) == 1 and ws.stride(1) % 4 == 0
+    for group in range(ws.shape[0]):
+        pair, up = divmod(group, 2)
+        source = us if up else gs
+        assert torch.equal(ws[group], source[pair * 8 // 128]), group
+    with pytest.raises(ValueError, match=r"gate_scale must have shape \(ceil\(I / 128\), ceil\(H / 128\)\) = \(3, 3\)"):
+        fp8.pack_weights_blockwise(gq, uq, gs[:2], us)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        fp8.pack_weights_blockwise(gq[:12], uq[:12], gs[:1], us[:1])
+
+
+def test_cpu_kernel_for_block_scaling_is_the_blockwise_dequantized_swiglu():
+    x, xs, gq, gs, uq, us = _block_operands()
+    wp, ws = fp8.pack_weights_blockwise(gq, uq, gs, us)
+    y = fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="block")
+    xd = x.double() * xs.double().repeat_interleave(128, 1)[:, :272]
+    g = xd @ (gq.double() * gs.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:152, :272]).T
+    u = xd @ (uq.double() * us.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:152, :272]).T
+    ref = torch.nn.functional.silu(g) * u
+    assert y.dtype == torch.bfloat16 and y.shape == (6, 152)
+    assert torch.allclose(y.double(), ref, rtol=2**-8, atol=1e-6)
+    row_major = xs.contiguous()  # any layout of the same values
+    assert torch.equal(fp8.swiglu_packed_fp8(x, wp, row_major, ws, scaling="block"), y)
+
+
+def test_block_scaling_checks_its_arguments():
+    x, xs, gq, gs, uq, us = _block_operands()
+    wp, ws = fp8.pack_weights_blockwise(gq, uq, gs, us)
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="tile")
+    with pytest.raises(ValueError, match=r"x_scale must have shape \(6, 3\)"):
+        fp8.swiglu_packed_fp8(x, wp, xs[:, :2], ws, scaling="block")
+    with pytest.raises(ValueError, match=r"w_scale must have shape \(38, 3\)"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws[:30], scaling="block")
+    with pytest.raises(ValueError, match="scaling='block' writes bfloat16 y"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="block", out_dtype=E4M3)
+    with pytest.raises(ValueError, match="for block scaling"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="block", config=fp8.CONFIG_NAMES[0])
+    with FakeTensorMode() as mode:
+        y = fp8.swiglu_packed_fp8_blockwise_op(*(mode.from_tensor(t) for t in (x, wp, xs, ws)), "")
+        assert y.shape == (6, 152) and y.dtype == torch.bfloat16
+
+
+def test_block_scaling_choice_by_m():
+    def name(schedule, tm, tn, cm):
+        return catalog.name_of("packed_fp8_blockwise", schedule, tm, tn, 128, cm, 1, 0, "e4m3")
+
+    assert fp8.choose_blockwise_config(1) == fp8.choose_blockwise_config(128) == name("pingpong", 64, 128, 1)
+    assert fp8.choose_blockwise_config(129) == name("cooperative", 128, 192, 2)
+    assert set(fp8.BLOCKWISE_CONFIG_NAMES) == {name("pingpong", 64, 128, 1), name("cooperative", 128, 192, 2)}
+
+
+def test_column_major_scales_keep_values_and_align_columns():
+    s = torch.randn(5, 3)
+    c = fp8.column_major(s)
+    assert torch.equal(c, s) and c.stride() == (1, 8) and fp8.column_major(c) is c

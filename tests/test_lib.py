@@ -37,11 +37,13 @@ def test_status_mapping_includes_last_error():
 
 def test_struct_layouts_match_the_header():
     # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, 4 (pointer, int64) pairs, 2 (pointer,
-    # pointer, int64) triples, then 2 pointers and 2 int32 = 24 + 16 + 64 + 48 + 24 bytes
-    assert ctypes.sizeof(_lib.Problem) == 176
+    # pointer, int64) triples, 2 pointers and 2 int32, then a pointer, 2 int64, an int32 and 4 bytes of
+    # padding = 24 + 16 + 64 + 48 + 24 + 32 bytes
+    assert ctypes.sizeof(_lib.Problem) == 208
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
     assert _lib.Problem.g.offset == 104 and _lib.Problem.lddgu.offset == 144
     assert _lib.Problem.x_scale.offset == 152 and _lib.Problem.w_scale_stride.offset == 172
+    assert _lib.Problem.y_scale.offset == 176 and _lib.Problem.y_scale_mode.offset == 200
     # the per-launch packing writes every field at the C offset
     names = [name for name, _ in _lib.Problem._fields_]
     buf = bytearray(_lib._PROBLEM.size)
@@ -49,10 +51,11 @@ def test_struct_layouts_match_the_header():
     for value, name in enumerate(names, 1):
         field = getattr(_lib.Problem, name)
         assert int.from_bytes(buf[field.offset:field.offset + field.size], "little") == value, name
-    # fsw_config_info: a pointer then 15 int32 (and 4 bytes of padding)
+    # fsw_config_info: a pointer then 16 int32
     assert ctypes.sizeof(_lib._ConfigInfo) == 72
     assert _lib._ConfigInfo.out_dtype.offset == 16 and _lib._ConfigInfo.smem_bytes.offset == 52
     assert _lib._ConfigInfo.swap_ab.offset == 60 and _lib._ConfigInfo.preactivations.offset == 64
+    assert _lib._ConfigInfo.block_scaled.offset == 68
 
 
 def test_missing_or_bad_library_is_a_build_error(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@
 // Math (all kernels):  y[m, j] = silu(g[m, j]) * u[m, j],  silu(v) = v / (1 + exp(-v))
 //   g = x @ W_gate^T, u = x @ W_up^T, accumulated in fp32, rounded once to the output dtype.
 //   e4m3 inputs: the fp32 accumulators are first multiplied by the dequantization scales (fsw_problem).
+//   e4m3 output: the fp32 SwiGLU values are divided by y's scale(s) and rounded once to e4m3 (fsw_problem).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 9
+#define FSW_ABI_VERSION 10
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -74,12 +75,32 @@ typedef struct fsw_problem {
   // before SwiGLU: acc[m, r] * x_scale[m * x_scale_stride] * w_scale[r * w_scale_stride], r a weight
   // row (PACKED: the 2N packed rows, the scales packed like the rows). A stride of 0 reads one scale
   // (per tensor), 1 one per token (x_scale, M values) or weight row (w_scale, 2N values).
+  // Block-scaled configs (fsw_config_info.block_scaled) instead multiply each 128-deep K block kb's
+  // products, in the mainloop, by x_scale[m + kb * x_scale_stride] (one per 1 x 128 group of a token
+  // row; x_scale_stride >= M, a multiple of 4) and w_scale[r / 8 + kb * w_scale_stride] (one per 8
+  // packed weight rows; w_scale_stride >= 2N / 8): each 128 x 128 block scale of W_gate and W_up
+  // repeated over the 8-row groups of the packed layout that its rows fall into.
   // 16-bit dtypes: NULL, strides 0.
   const float* x_scale;
   const float* w_scale;
   int32_t x_scale_stride;
   int32_t w_scale_stride;
+  // Configs whose out_dtype is FSW_DTYPE_E4M3: y's fp32 scales (y ~ y_e4m3 * scale), 4-byte aligned. Each
+  // output is v * (1 / scale) rounded to nearest e4m3 and saturated to +-448, v the fp32 SwiGLU value.
+  //   y_scale_mode 1 (static): reads the one scale y_scale[0].
+  //   y_scale_mode 2 (dynamic, per 1 x 128 group): for every row m < M and group g of output columns
+  //     [128 g, min(128 g + 128, N)), writes y_scale[m * y_scale_stride_m + g * y_scale_stride_g] = the
+  //     group's amax / 448 (fp32 division, rounded once); an all-zero group gets scale 0 and zeros.
+  //     Strides >= 0 in elements: (ceil(N / 128), 1) is the row-major (M, ceil(N / 128)) layout.
+  // Other configs: NULL, strides and mode 0.
+  float* y_scale;
+  int64_t y_scale_stride_m;
+  int64_t y_scale_stride_g;
+  int32_t y_scale_mode;
 } fsw_problem;
+
+#define FSW_Y_SCALE_STATIC 1
+#define FSW_Y_SCALE_GROUP128 2
 
 typedef struct fsw_config_info {
   const char* name;   // e.g. "packed_pingpong_128x192x64_2x1_bf16"
@@ -95,6 +116,7 @@ typedef struct fsw_config_info {
   int32_t epilogue_smem_bytes;  // of which the collective epilogue, the SwiGLU node's output buffers included
   int32_t swap_ab;          // 1: swap-AB GEMM (weights as GMMA's A, tile_m weight rows by tile_n tokens)
   int32_t preactivations;   // 1: also writes g and u (fsw_problem.g, .u) beside y (training forward)
+  int32_t block_scaled;     // 1: e4m3 scales per 128-deep K block, applied in the mainloop (fsw_problem)
 } fsw_config_info;
 
 int fsw_abi_version(void);

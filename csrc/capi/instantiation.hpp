@@ -32,6 +32,7 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype, 
   e.info.epilogue_smem_bytes = int(sizeof(typename GemmT::CollectiveEpilogue::SharedStorage));
   e.info.swap_ab = GemmT::kSwapAB ? 1 : 0;
   e.info.preactivations = GemmT::kStoresPreactivations ? 1 : 0;
+  e.info.block_scaled = GemmT::kBlockScaled ? 1 : 0;
   return e;
 }
 

@@ -19,13 +19,15 @@ _spec = importlib.util.spec_from_file_location("catalog", HERE.parents[1] / "src
 catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
 CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFIGS] + [
-    (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS]
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS] + [(e, catalog.FP8_OUT_DTYPES) for e in catalog.FP8_OUT_CONFIGS] + [
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_BLOCKWISE_CONFIGS]
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
 # MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
 # 128x176 (one GMMA of that width: slower per FLOP than 128x128, which their fuller last wave at M = 512
 # did not make up; dual 128x176 spills).
-# e4m3: 128x128 2x1 and 128x192 1x2 Pingpong, 256x128 2x1 Cooperative, swap-AB 128x16 (perf-notes 72).
+# e4m3: 128x128 2x1 and 128x192 1x2 Pingpong, 256x128 2x1 Cooperative, swap-AB 128x16 (perf-notes 72);
+# e4m3 y: 128x256 Cooperative under the stream-K scheduler; block scaling: 128x128 2x1 Cooperative (73).
 
 # GMMA widths (N) that CuTe's atom selector offers by default. A tile whose N is not a multiple of one
 # of the larger ones (160: N = 32 GMMAs x 5) needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED for one GMMA
@@ -46,6 +48,7 @@ DTYPES = {
     "bf16": ("cutlass::bfloat16_t", "FSW_DTYPE_BF16", "cutlass::bfloat16_t", "FSW_DTYPE_BF16"),
     "fp16": ("cutlass::half_t", "FSW_DTYPE_FP16", "cutlass::half_t", "FSW_DTYPE_FP16"),
     "e4m3": ("cutlass::float_e4m3_t", "FSW_DTYPE_E4M3", "cutlass::bfloat16_t", "FSW_DTYPE_BF16"),
+    "e4m3_e4m3out": ("cutlass::float_e4m3_t", "FSW_DTYPE_E4M3", "cutlass::float_e4m3_t", "FSW_DTYPE_E4M3"),
 }
 KERNELS = {
     "packed": ("::fused_swiglu::kernel::PackedSwiGLUGemm", "FSW_KERNEL_PACKED",
@@ -67,6 +70,9 @@ KERNELS = {
     # e4m3 inputs with dequantization scales, bfloat16 output
     "packed_fp8": ("::fused_swiglu::kernel::PackedFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
                    "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8.hpp"),
+    # e4m3 inputs with 1 x 128 token-group and 128 x 128 weight-block scales, applied in the mainloop
+    "packed_fp8_blockwise": ("::fused_swiglu::kernel::PackedBlockwiseFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
+                             "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8_blockwise.hpp"),
     "packed_fp8_swapab": ("::fused_swiglu::kernel::PackedSwapABFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
                           "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8.hpp"),
 }

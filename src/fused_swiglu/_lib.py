@@ -27,7 +27,7 @@ import torch
 
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 9  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 10  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
@@ -73,12 +73,16 @@ class Problem(ctypes.Structure):
         ("w_scale", ctypes.c_void_p),  # e4m3: fp32 (2N,) or (1,) weight-row scales
         ("x_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per token
         ("w_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per weight row
+        ("y_scale", ctypes.c_void_p),  # e4m3 y: fp32 scale(s) read (static) or written (per 1 x 128 group)
+        ("y_scale_stride_m", ctypes.c_int64),
+        ("y_scale_stride_g", ctypes.c_int64),
+        ("y_scale_mode", ctypes.c_int32),  # 1: static, 2: per 1 x 128 group; 0 for 16-bit y
     ]
 
 
 # The same layout as Problem / fsw_problem: three int64, four int32, (pointer, int64) x 4, then
-# (pointer, pointer, int64) x 2, two pointers and two int32.
-_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQii")  # 4 pad bytes before the first pointer, as in C
+# (pointer, pointer, int64) x 2, two pointers and two int32, a pointer, two int64 and one int32.
+_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQiiQqqi4x")  # pad bytes where C aligns to 8
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
@@ -102,6 +106,7 @@ class _ConfigInfo(ctypes.Structure):
         ("epilogue_smem_bytes", ctypes.c_int32),
         ("swap_ab", ctypes.c_int32),
         ("preactivations", ctypes.c_int32),
+        ("block_scaled", ctypes.c_int32),
     ]
 
 
@@ -110,14 +115,15 @@ class ConfigInfo:
     """One compiled kernel configuration of the library.
 
     ``kernel`` is ``"packed"`` or ``"dual"``; ``dtype`` (x's and the weights') is ``"bf16"``, ``"fp16"``
-    or ``"e4m3"``, ``out_dtype`` y's (``"bf16"`` or ``"fp16"``); ``tile_n``
+    or ``"e4m3"``, ``out_dtype`` y's (``"bf16"``, ``"fp16"`` or ``"e4m3"``); ``tile_n``
     counts gate + up columns; ``schedule`` is ``"pingpong"`` or ``"cooperative"``; ``promote_k_tiles``
     is 0 when GMMA accumulates all of K, else the k-tiles per partial sum added into fp32;
     ``stages``: mainloop pipeline
     stages; ``smem_bytes``: shared memory per CTA in bytes, of which ``epilogue_smem_bytes`` for
     the collective epilogue (with the SwiGLU node's output buffers); ``swap_ab``: the GEMM takes the
     weights as GMMA's A operand (``tile_m`` weight rows by ``tile_n`` tokens; small M);
-    ``preactivations``: the training forward, which also writes the gate and up pre-activations.
+    ``preactivations``: the training forward, which also writes the gate and up pre-activations;
+    ``block_scaled``: e4m3 scales per 128-deep K block, applied in the mainloop.
     ``kernel`` ``"dswiglu"``: the backward's GEMM through the down projection (``tile_n`` counts
     output columns).
     """
@@ -139,6 +145,7 @@ class ConfigInfo:
     swap_ab: bool = False
     preactivations: bool = False
     out_dtype: str = ""
+    block_scaled: bool = False
 
 
 _SIGNATURES = {
@@ -339,6 +346,7 @@ class Library:
             swap_ab=bool(info.swap_ab),
             preactivations=bool(info.preactivations),
             out_dtype=DTYPE_NAMES.get(info.out_dtype, str(info.out_dtype)),
+            block_scaled=bool(info.block_scaled),
         )
 
     def run(
@@ -388,17 +396,20 @@ class Library:
     def launch(self, config_name: str, dtype: torch.dtype, device: int, m: int, n: int, k: int, x: int, ldx: int,
                w: int, ldw: int, w_up: int = 0, ldw_up: int = 0, y: int = 0, ldy: int = 0, g: int = 0, u: int = 0,
                ldgu: int = 0, dg: int = 0, du: int = 0, lddgu: int = 0, raster: int = 0, swizzle: int = 1,
-               x_scale: int = 0, w_scale: int = 0, x_scale_stride: int = 0, w_scale_stride: int = 0) -> None:
+               x_scale: int = 0, w_scale: int = 0, x_scale_stride: int = 0, w_scale_stride: int = 0,
+               y_scale: int = 0, y_scale_stride_m: int = 0, y_scale_stride_g: int = 0, y_scale_mode: int = 0) -> None:
         """:meth:`run` on raw operands: device addresses (ints, 0 for none) and row strides in elements,
         on the current stream of CUDA device ``device`` (its index; the caller makes it current).
         ``dtype`` ``torch.float8_e4m3fn`` takes the fp32 scales ``x_scale`` / ``w_scale`` (addresses)
-        with strides 0 (one value) or 1 (one per token / weight row). Raises as :meth:`run`."""
+        with strides 0 (one value) or 1 (one per token / weight row); a config with e4m3 y takes its fp32
+        scales ``y_scale`` (mode 1: one static scale read; 2: one per 1 x 128 group written at
+        ``m * y_scale_stride_m + g * y_scale_stride_g``). Raises as :meth:`run`."""
         config = self.ensure(config_name)
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
             self._problem_buf, 0, m, n, k, E4M3_CODE if dtype == torch.float8_e4m3fn else DTYPE_CODES[dtype],
             raster, swizzle, x, ldx, w, ldw, w_up, ldw_up, y, ldy, g, u, ldgu, dg, du, lddgu,
-            x_scale, w_scale, x_scale_stride, w_scale_stride,
+            x_scale, w_scale, x_scale_stride, w_scale_stride, y_scale, y_scale_stride_m, y_scale_stride_g, y_scale_mode,
         )
         problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace

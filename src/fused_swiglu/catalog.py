@@ -97,9 +97,30 @@ FP8_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 )
 
 
+# e4m3 inputs with e4m3 output (fused_swiglu.fp8, out_dtype=float8_e4m3fn): the epilogue quantizes y per
+# 1 x 128 group of output columns (or with a static scale). A group's 128 outputs are 256 accumulator
+# columns, so every tile is 256 wide; fast accumulation only (a second accumulator of 256 columns per
+# warpgroup would exceed the register file).
+FP8_OUT_DTYPES = ("e4m3_e4m3out",)
+
+FP8_OUT_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("packed_fp8", "pingpong", 64, 256, 128, 1, 1, 0),
+    ("packed_fp8", "cooperative", 128, 256, 128, 2, 1, 0),
+)
+
+
+# e4m3 inputs with block scaling (fused_swiglu.fp8, scaling="block"): one fp32 scale per 1 x 128 group of
+# each token and per 128 x 128 block of each weight, applied per 128-deep k-tile in CUTLASS's blockwise-
+# scaled FP8 mainloop (a partial accumulator beside the main one), y in bfloat16.
+FP8_BLOCKWISE_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("packed_fp8_blockwise", "pingpong", 64, 128, 128, 1, 1, 0),
+    ("packed_fp8_blockwise", "cooperative", 128, 192, 128, 2, 1, 0),
+)
+
+
 def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
             promote: int, dtype: str) -> str:
-    """The library's name of one entry in ``dtype`` ("bf16", "fp16" or "e4m3"), e.g.
+    """The library's name of one entry in ``dtype`` ("bf16", "fp16", "e4m3" or "e4m3_e4m3out"), e.g.
     ``packed_pingpong_128x192x64_2x1_bf16``."""
     acc = f"_promote{promote}" if promote else ""
     return f"{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}{acc}_{dtype}"
@@ -116,5 +137,15 @@ def training_names() -> list[str]:
 
 
 def fp8_names() -> list[str]:
-    """Every compiled e4m3 config name, entry by entry."""
+    """Every compiled e4m3 config name with bfloat16 output, entry by entry."""
     return [name_of(*entry, dtype) for entry in FP8_CONFIGS for dtype in FP8_DTYPES]
+
+
+def fp8_blockwise_names() -> list[str]:
+    """Every compiled block-scaled e4m3 config name, entry by entry."""
+    return [name_of(*entry, dtype) for entry in FP8_BLOCKWISE_CONFIGS for dtype in FP8_DTYPES]
+
+
+def fp8_out_names() -> list[str]:
+    """Every compiled e4m3 config name with e4m3 output, entry by entry."""
+    return [name_of(*entry, dtype) for entry in FP8_OUT_CONFIGS for dtype in FP8_OUT_DTYPES]

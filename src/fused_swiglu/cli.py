@@ -85,7 +85,7 @@ def _configs(value: str | None) -> str | None:
     known = _known_config_names()
     from . import catalog
 
-    e4m3 = [n for n in names if n in catalog.fp8_names()]
+    e4m3 = [n for n in names if n in catalog.fp8_names() + catalog.fp8_out_names()]
     if e4m3:
         raise ValueError(f"--config: {', '.join(map(repr, e4m3))} is an e4m3 config, which --config does not take "
                          "(bench --fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")
@@ -384,7 +384,7 @@ def _cmd_fp8(args, console) -> int:
             raise ValueError(f"{option} does not apply to --fp8" + (" (it always replays CUDA graphs)"
                                                                    if option == "--cuda-graph" else ""))
     if args.dtype != "bf16":
-        raise ValueError("--dtype does not apply to --fp8 (e4m3 inputs, bf16 output)")
+        raise ValueError("--dtype does not apply to --fp8 (e4m3 inputs; bf16 or e4m3 output by method)")
     try:
         found = fp8.find_shapes(_split(args.models, "--models") if args.models else None)
     except ValueError as e:

@@ -471,3 +471,39 @@ def test_c_abi_checks_every_e4m3_scale():
     assert lib._dll.fsw_can_implement(bf16, ctypes.byref(p)) == Status.INVALID_ARGUMENT
     assert "takes 16-bit inputs: x_scale and w_scale must be NULL" in lib._dll.fsw_last_error().decode()
 
+
+
+def test_c_abi_checks_e4m3_output_and_block_scales():
+    """fsw_can_implement refuses, naming the rule: an e4m3-output problem without y_scale or with another
+    mode, negative group strides or e4m3 rows not 16-byte aligned; y_scale on a 16-bit-output config; a
+    block-scaled problem whose scale strides are shorter than the rows or (x_scale) not a multiple of 4."""
+    from fused_swiglu import catalog
+    from fused_swiglu._lib import Library, Problem, Status
+    from fused_swiglu.build import ensure_built
+
+    lib = Library(ensure_built())
+
+    def refused(config, problem, needle):
+        status = lib._dll.fsw_can_implement(lib.ensure(config), ctypes.byref(Problem(**problem)))
+        assert status == Status.INVALID_ARGUMENT, (problem, status)
+        assert needle in lib._dll.fsw_last_error().decode(), (problem, lib._dll.fsw_last_error())
+
+    base = dict(m=16, n=256, k=128, dtype=2, raster=0, swizzle=1, x=0x10000, ldx=128, w=0x20000, ldw=128,
+                y=0x40000, ldy=256, x_scale=0x50000, w_scale=0x60000, x_scale_stride=1, w_scale_stride=1,
+                y_scale=0x70000, y_scale_stride_m=2, y_scale_stride_g=1, y_scale_mode=2)
+    out = catalog.fp8_out_names()[0]
+    for bad, needle in [(dict(y_scale=None), "y_scale must be a 4-byte aligned fp32 pointer"),
+                        (dict(y_scale=0x70002), "y_scale must be a 4-byte aligned fp32 pointer"),
+                        (dict(y_scale_mode=0), "y_scale_mode must be 1 (static) or 2 (per 1x128 group)"),
+                        (dict(y_scale_stride_g=-1), "y_scale_stride_m and y_scale_stride_g must be >= 0"),
+                        (dict(ldy=264), "row stride of y must be >= 256 and a multiple of 16")]:
+        refused(out, {**base, **bad}, needle)
+    refused("packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3", base, "writes 16-bit y: y_scale must be NULL")
+    block = catalog.fp8_blockwise_names()[0]
+    blocked = {**base, "y_scale": None, "y_scale_mode": 0, "x_scale_stride": 16, "w_scale_stride": 64}
+    for bad, needle in [(dict(x_scale_stride=18), "x_scale_stride (between K blocks) must be >= 16 and a multiple of 4"),
+                        (dict(x_scale_stride=12), "x_scale_stride (between K blocks) must be >= 16"),
+                        (dict(w_scale_stride=63), "w_scale_stride (between K blocks) must be >= 64")]:
+        refused(block, {**blocked, **bad}, needle)
+    status = lib._dll.fsw_can_implement(lib.ensure(block), ctypes.byref(Problem(**blocked)))
+    assert status != Status.INVALID_ARGUMENT, lib._dll.fsw_last_error()  # the strides above are the minimum

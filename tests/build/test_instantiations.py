@@ -56,10 +56,11 @@ def test_one_config_list_feeds_the_build_and_the_choice(generate):
     assert choosable - compiled == set(), "configs the choice can return but the build lacks"
     # the training kernels are called by name (fused_swiglu.mlp_ops), the e4m3 ones chosen by
     # fused_swiglu.fp8; neither by the 16-bit inference choice
-    assert compiled - choosable == set(catalog.training_names()) | set(catalog.fp8_names()), \
-        "compiled configs that nothing calls"
-    assert [c for c, _ in generate.CONFIGS] == list(catalog.CONFIGS + catalog.TRAINING_CONFIGS + catalog.FP8_CONFIGS)
-    assert set(generate.DTYPES) == set(catalog.DTYPES) | set(catalog.FP8_DTYPES)
+    e4m3 = set(catalog.fp8_names()) | set(catalog.fp8_out_names()) | set(catalog.fp8_blockwise_names())
+    assert compiled - choosable == set(catalog.training_names()) | e4m3, "compiled configs that nothing calls"
+    assert [c for c, _ in generate.CONFIGS] == list(catalog.CONFIGS + catalog.TRAINING_CONFIGS + catalog.FP8_CONFIGS
+                                                    + catalog.FP8_OUT_CONFIGS + catalog.FP8_BLOCKWISE_CONFIGS)
+    assert set(generate.DTYPES) == set(catalog.DTYPES) | set(catalog.FP8_DTYPES) | set(catalog.FP8_OUT_DTYPES)
 
 
 def test_every_fp8_config_is_chosen():
@@ -67,3 +68,5 @@ def test_every_fp8_config_is_chosen():
 
     chosen = {fp8.choose_config(M, acc) for M in (1, 17, 256, 384) for acc in fp8.ACCUMULATIONS}
     assert chosen == set(catalog.fp8_names())
+    assert {fp8.choose_out_config(M) for M in (1, 8192)} == set(catalog.fp8_out_names())
+    assert {fp8.choose_blockwise_config(M) for M in (1, 8192)} == set(catalog.fp8_blockwise_names())

@@ -22,7 +22,8 @@ enum class Schedule { Pingpong, Cooperative };
 // partial then added into a main fp32 accumulator (16-bit inputs:
 // collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp; e4m3 inputs: CUTLASS's sm90 FP8 mainloop,
 // whose promotion interval is counted in GMMA k-blocks of 32).
-// ElementOut: y's element; the 16-bit kernels write their input type, the e4m3 kernels bfloat16_t.
+// ElementOut: y's element; the 16-bit kernels write their input type, the e4m3 kernels bfloat16_t or
+// float_e4m3_t (quantized in the epilogue: epilogue/sm90_visitor_swiglu_store.hpp).
 template <class Element_, int TileM, int TileN, int TileK, int ClusterM, int ClusterN, Schedule Schedule_,
           int PromoteKTiles = 0, class ElementOut_ = Element_>
 struct SwiGLUConfig {
@@ -51,6 +52,9 @@ struct SwiGLUConfig {
   static constexpr int kTileM = TileM, kTileN = TileN, kTileK = TileK;
   static constexpr int kClusterM = ClusterM, kClusterN = ClusterN;
   static constexpr int kPromoteKTiles = PromoteKTiles;
+  // Block-scaled e4m3 (kernel/sm90_gemm_swiglu_packed_fp8_blockwise.hpp derives such a config): scales
+  // applied per 128-deep K block inside the mainloop instead of to the accumulators in the epilogue.
+  static constexpr bool kBlockScaled = false;
   // fp32 accumulator registers per consumer thread: a warpgroup (128 threads) holds the whole tile in
   // Pingpong and half of it in Cooperative; promoted accumulation adds a partial-sum fragment as large.
   static constexpr int kAccumulatorsPerThread =

@@ -52,7 +52,7 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
                 "N (intermediate size I) must be a positive multiple of 8 for 16-byte TMA rows; got N=%lld",
                 (long long)p.n);
   }
-  // Elements per 16 bytes of x and the weights: 8 (16-bit) or 16 (e4m3); y is 16-bit (8).
+  // Elements per 16 bytes of x and the weights: 8 (16-bit) or 16 (e4m3); the same for y (out_dtype).
   bool const fp8 = info.dtype == FSW_DTYPE_E4M3;
   int64_t const in_align = fp8 ? 16 : 8;
   if (p.k <= 0 || p.k % in_align != 0) {
@@ -61,8 +61,11 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
                 (long long)in_align, (long long)p.k);
   }
   if (fp8) {
-    struct Scale { const char* name; const float* ptr; int32_t stride; };
-    for (Scale const& s : {Scale{"x_scale", p.x_scale, p.x_scale_stride}, Scale{"w_scale", p.w_scale, p.w_scale_stride}}) {
+    struct Scale { const char* name; const float* ptr; int32_t stride; int64_t rows; int64_t align; };
+    // block scaling: M-major (rows, ceil(K / 128)) scales, stride between K blocks (x_scale: 16-byte rows)
+    Scale const scales[] = {Scale{"x_scale", p.x_scale, p.x_scale_stride, p.m, 4},
+                            Scale{"w_scale", p.w_scale, p.w_scale_stride, 2 * p.n / 8, 1}};
+    for (Scale const& s : scales) {
       if (s.ptr == nullptr) {
         return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes e4m3 inputs: %s must not be NULL", info.name, s.name);
       }
@@ -70,7 +73,13 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
         return fail(FSW_ERROR_INVALID_ARGUMENT, "%s must be 16-byte aligned; got address %p", s.name,
                     (const void*)s.ptr);
       }
-      if (s.stride != 0 && s.stride != 1) {
+      if (info.block_scaled) {
+        if (s.stride < s.rows || s.stride % s.align != 0) {
+          return fail(FSW_ERROR_INVALID_ARGUMENT,
+                      "config %s scales K blocks: %s_stride (between K blocks) must be >= %lld and a multiple of %lld;"
+                      " got %d", info.name, s.name, (long long)s.rows, (long long)s.align, s.stride);
+        }
+      } else if (s.stride != 0 && s.stride != 1) {
         return fail(FSW_ERROR_INVALID_ARGUMENT, "%s_stride must be 0 (one scale) or 1 (one per row); got %d", s.name,
                     s.stride);
       }
@@ -79,6 +88,26 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s takes 16-bit inputs: x_scale and w_scale must be NULL",
                 info.name);
   }
+  bool const fp8_out = info.out_dtype == FSW_DTYPE_E4M3;
+  if (fp8_out) {
+    if (p.y_scale_mode != FSW_Y_SCALE_STATIC && p.y_scale_mode != FSW_Y_SCALE_GROUP128) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT,
+                  "config %s writes e4m3 y: y_scale_mode must be %d (static) or %d (per 1x128 group); got %d",
+                  info.name, FSW_Y_SCALE_STATIC, FSW_Y_SCALE_GROUP128, p.y_scale_mode);
+    }
+    if (p.y_scale == nullptr || reinterpret_cast<uintptr_t>(p.y_scale) % 4 != 0) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s writes e4m3 y: y_scale must be a 4-byte aligned fp32 pointer",
+                  info.name);
+    }
+    if (p.y_scale_mode == FSW_Y_SCALE_GROUP128 && (p.y_scale_stride_m < 0 || p.y_scale_stride_g < 0)) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "y_scale_stride_m and y_scale_stride_g must be >= 0; got %lld and %lld",
+                  (long long)p.y_scale_stride_m, (long long)p.y_scale_stride_g);
+    }
+  } else if (p.y_scale != nullptr || p.y_scale_mode != 0) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s writes 16-bit y: y_scale must be NULL and y_scale_mode 0",
+                info.name);
+  }
+  int64_t const out_align = fp8_out ? 16 : 8;
   // CUTLASS's problem shape is int32; the packed GEMM has 2N columns.
   if (p.m > INT32_MAX || 2 * p.n > INT32_MAX || p.k > INT32_MAX) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "M, 2N and K must each be < 2^31; got M=%lld N=%lld K=%lld",
@@ -99,7 +128,7 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     ops[count++] = {"du", p.du, p.lddgu, p.n, 8};
   } else {
     ops[count++] = {"w", p.w, p.ldw, p.k, in_align};
-    ops[count++] = {"y", p.y, p.ldy, p.n, 8};
+    ops[count++] = {"y", p.y, p.ldy, p.n, out_align};
     // w_up is read by the dual kernels only (packed: unused, may be NULL)
     ops[count++] = {"w_up", dual ? p.w_up : p.w, dual ? p.ldw_up : p.ldw, p.k, in_align};
   }

@@ -32,11 +32,22 @@
 // each rounded once to Element, as two more (M, N/2) outputs at Y's coordinates: G[m, j] and U[m, j]
 // are the gate and up accumulators that Y[m, j] was computed from. They go through their own smem
 // buffers and TMA stores beside Y's (row-major forms only).
+//
+// With an e4m3 Element the node quantizes Y (row-major forms only): each output is v * (1 / s) rounded to
+// nearest e4m3 and saturated to +-448, v its fp32 SwiGLU value and s either one given scale (static) or
+// the scale of its 1 x 128 group, s = amax / 448 over the group's 128 fp32 values of one row (dynamic),
+// which the node also writes to an (M, ceil(N / 256)) fp32 tensor of the caller's strides. A group's 128 output
+// columns are 256 accumulator columns: the CTA tile must span them (CTA_N = 256) and EPI_M = CTA_M, so
+// the collective visits the group's subtiles one after another (its loop runs along M inside N). The node
+// keeps the group's fp32 values in registers over its 256 / EPI_N subtiles, then reduces each row's
+// amax over the four lanes that hold the row (GMMA's accumulator layout gives the row's columns to one
+// quad of a warp), and writes the quantized (EPI_M, 128) output tile with one TMA store.
 #pragma once
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/numeric_conversion.h"
+#include "cutlass/float8.h"
 #include "cutlass/epilogue/collective/builders/sm90_common.inl"
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 
@@ -70,6 +81,15 @@ CUTLASS_DEVICE float swiglu(float g, float u) {
   return g * r * u;
 }
 
+constexpr float kE4M3Max = 448.0f;  // largest finite e4m3 value
+
+// Two fp32 values rounded to nearest e4m3 and saturated to +-448 (NaN stays NaN), lo in the low byte.
+CUTLASS_DEVICE uint16_t to_e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 // For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
 // element are given by the static layout CrdLayout (fragment index -> (dm, dn)), list the gate elements
 // in fragment order with their up partner. Evaluated at compile time so that every register index in
@@ -80,6 +100,9 @@ struct PairTable {
   int up[F / 2];
   int out_m[F / 2];    // output-row offset of the pair (relative to the output row of the first element)
   int out_n[F / 2];    // output-column offset (relative to the output column of the first element)
+  int row_slot[F / 2]; // index of out_m[p] among the thread's distinct output rows
+  int row_off[F / 2];  // the distinct output-row offsets, in order of first appearance (rows of them)
+  int rows;
   bool ok;
 };
 
@@ -114,6 +137,12 @@ constexpr PairTable<F> make_pair_table() {
     ++pairs;
   }
   t.ok = t.ok && pairs == F / 2;
+  for (int p = 0; p < pairs; ++p) {
+    int slot = 0;
+    while (slot < t.rows && t.row_off[slot] != t.out_m[p]) ++slot;
+    if (slot == t.rows) t.row_off[t.rows++] = t.out_m[p];
+    t.row_slot[p] = slot;
+  }
   // Row-major results are written to shared memory two at a time (32-bit stores): pairs 2q and 2q+1
   // must be neighbouring output columns of one row, the first at an even column. (PairsAlongM: one
   // element at a time; its neighbours along the contiguous M belong to other threads.)
@@ -156,12 +185,21 @@ struct Sm90SwiGLUStore {
   static_assert(!(ShiftLastTokenTile && PairsAlongM), "the shifted token tile runs along M, the output's rows");
   static_assert(!(StorePreactivations && PairsAlongM), "pre-activations are written by the row-major forms only");
   static constexpr int kOutputs = StorePreactivations ? 3 : 1;   // Y, then G and U
+  // e4m3 Y: quantized per 1 x kGroupCols group of output columns (or with one static scale)
+  static constexpr bool kQuantized = cute::is_same_v<Element, cutlass::float_e4m3_t>;
+  static constexpr int kGroupCols = 128;
+  static constexpr int kSubtilesPerGroup = kQuantized ? 2 * kGroupCols / EpiN : 1;
+  static_assert(!kQuantized || (!PairsAlongM && !PairsAcrossSubtiles && !StorePreactivations && !ShiftLastTokenTile),
+                "e4m3 Y: row-major forms without pre-activations, tiles at the scheduler's coordinates");
+  static_assert(!kQuantized || (2 * kGroupCols) % EpiN == 0, "e4m3 Y: EPI_N must divide a group's 256 columns");
   static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<PairsAlongM ? 0 : 1>(StrideMNL{}))>, cute::_1>,
                 "Y must have unit stride along the paired dimension (row-major Y; its transpose with PairsAlongM)");
 
   // (EPI_M, EPI_N/2), or (EPI_M/2, EPI_N) with PairsAlongM
   // (EPI_M, EPI_N) with PairsAcrossSubtiles: each up subtile writes one whole output subtile
-  using OutTile = Shape<Int<PairsAlongM && !PairsAcrossSubtiles ? EpiM / 2 : EpiM>, Int<PairsAlongM ? EpiN : EpiN / 2>>;
+  // (EPI_M, 128) for e4m3 Y: one store per group
+  using OutTile = Shape<Int<PairsAlongM && !PairsAcrossSubtiles ? EpiM / 2 : EpiM>,
+                        Int<PairsAlongM ? EpiN : kQuantized ? kGroupCols : EpiN / 2>>;
   using OutStep = cute::conditional_t<PairsAlongM, Step<_2, _1>, Step<_1, _2>>;  // contiguous mode first
   using SmemLayoutAtom = decltype(cutlass::epilogue::collective::detail::
       sm90_get_epilogue_smem_swizzle_layout_atom<StrideMNL, Element, OutTile>());
@@ -181,6 +219,11 @@ struct Sm90SwiGLUStore {
     Element* ptr_gate = nullptr;  // StorePreactivations: G and U, (M, N/2, L) each, stride dPre
     Element* ptr_up = nullptr;
     StrideMNL dPre = {};
+    // e4m3 Y: its scales (fsw_problem.y_scale*): mode 1 reads ptr_scale[0]; mode 2 writes one per group
+    float* ptr_scale = nullptr;
+    int64_t scale_stride_m = 0;
+    int64_t scale_stride_g = 0;
+    int32_t scale_mode = 0;
   };
 
   struct Params {
@@ -191,6 +234,10 @@ struct Sm90SwiGLUStore {
     TMA_Out tma_store_out;
     TMA_Out tma_store_gate;   // StorePreactivations only (default-constructed otherwise)
     TMA_Out tma_store_up;
+    float* ptr_scale;         // e4m3 Y only (as Arguments)
+    int64_t scale_stride_m;
+    int64_t scale_stride_g;
+    int32_t scale_mode;
   };
 
   // problem_shape is the GEMM's (M, N, K[, L]) with N = 2 * I accumulator columns.
@@ -202,10 +249,13 @@ struct Sm90SwiGLUStore {
     auto tma = [&](Element* ptr, StrideMNL stride) {
       return make_tma_copy(SM90_TMA_STORE{}, make_tensor(ptr, make_layout(out_shape, stride)), SmemLayoutTma{});
     };
+    auto scale = [&](auto... tmas) {
+      return Params{tmas..., args.ptr_scale, args.scale_stride_m, args.scale_stride_g, args.scale_mode};
+    };
     if constexpr (StorePreactivations) {
-      return {tma(args.ptr_out, args.dOut), tma(args.ptr_gate, args.dPre), tma(args.ptr_up, args.dPre)};
+      return scale(tma(args.ptr_out, args.dOut), tma(args.ptr_gate, args.dPre), tma(args.ptr_up, args.dPre));
     } else {
-      return {tma(args.ptr_out, args.dOut), {}, {}};
+      return scale(tma(args.ptr_out, args.dOut), typename Params::TMA_Out{}, typename Params::TMA_Out{});
     }
   }
 
@@ -222,7 +272,8 @@ struct Sm90SwiGLUStore {
     };
     bool pre_ok = !StorePreactivations || (args.ptr_gate != nullptr && args.ptr_up != nullptr &&
                                            tma_ready(args.ptr_gate, args.dPre) && tma_ready(args.ptr_up, args.dPre));
-    return (PairsAlongM ? M : N) % 16 == 0 && tma_ready(args.ptr_out, args.dOut) && pre_ok;
+    bool scale_ok = !kQuantized || (args.ptr_scale != nullptr && (args.scale_mode == 1 || args.scale_mode == 2));
+    return (PairsAlongM ? M : N) % 16 == 0 && tma_ready(args.ptr_out, args.dOut) && pre_ok && scale_ok;
   }
 
   template <class ProblemShape>
@@ -261,11 +312,13 @@ struct Sm90SwiGLUStore {
     // PairsAcrossSubtiles: every element of the up subtile pairs with the same element of the gate subtile
     static constexpr int NumPairs = PairsAcrossSubtiles ? F : F / 2;
     static_assert(PairsAlongM || NumPairs % 2 == 0, "output elements are written two at a time");
+    static constexpr int S = kSubtilesPerGroup;
+    static constexpr int kRows = kQuantized ? pair_table().rows : 1;   // distinct output rows of a thread
 
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, STensor&& sGate,
                                           STensorS2G&& bSG_sGate, STensor&& sUp, STensorS2G&& bSG_sUp,
                                           GTensorS2G&& bSG_gOut, int thr_m_out, int thr_n_out,
-                                          Params const* params_ptr)
+                                          Params const* params_ptr, int row0, int M, int group0, float static_scale)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
           sGate(cute::forward<STensor>(sGate)),
@@ -273,7 +326,8 @@ struct Sm90SwiGLUStore {
           sUp(cute::forward<STensor>(sUp)),
           bSG_sUp(cute::forward<STensorS2G>(bSG_sUp)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
-          thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr) {}
+          thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr),
+          row0(row0), M(M), group0(group0), static_scale(static_scale) {}
 
     STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
@@ -285,11 +339,47 @@ struct Sm90SwiGLUStore {
     int thr_m_out;         // output row of this thread's first element inside the subtile
     int thr_n_out;         // output column of this thread's first element inside the subtile
     Params const* params_ptr;
+    int row0;              // e4m3 Y: output row (in Y) of this thread's first element
+    int M;                 // rows of Y
+    int group0;            // e4m3 Y: the tile's first 128-column group
+    float static_scale;    // e4m3 Y, scale mode 1: the given scale
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
     Array<Element, StorePreactivations ? NumPairs : 1> out_gate;   // and its g, u (StorePreactivations)
     Array<Element, StorePreactivations ? NumPairs : 1> out_up;
     Array<float, PairsAcrossSubtiles ? F : 1> gate;   // PairsAcrossSubtiles: the last gate subtile
     Array<float, F> acc;   // the subtile's accumulators, gathered when it arrives in several fragments
+    // e4m3 Y: the group's fp32 values over its S subtiles, each row's running amax, then the group
+    // quantized (pairs of neighbouring output columns, two e4m3 per element)
+    Array<float, kQuantized ? S * NumPairs : 1> group_values;
+    Array<float, kRows> row_amax = {};
+    Array<uint16_t, kQuantized ? S * NumPairs / 2 : 1> group_out;
+
+    // e4m3 Y: every row's group scale (the amax over the quad of lanes that holds the row), written
+    // for scale mode 2, then the group's values quantized with it.
+    CUTLASS_DEVICE void quantize_group(int group) {
+      constexpr auto t = pair_table();
+      int const lane = int(threadIdx.x % 32);
+      Array<float, kRows> inv;
+      cute::for_each(make_int_sequence<kRows>{}, [&](auto r) {
+        float a = row_amax[r];
+        a = fmaxf(a, __shfl_xor_sync(0xffffffff, a, 1));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffff, a, 2));
+        bool const dynamic = params_ptr->scale_mode == 2;
+        float const scale = dynamic ? __fdiv_rn(a, detail::kE4M3Max) : static_scale;
+        inv[r] = fminf(__frcp_rn(scale), FLT_MAX);   // scale 0: all values are 0 and stay 0
+        int const row = row0 + t.row_off[decltype(r)::value];
+        if (dynamic && lane % 4 == 0 && row < M) {
+          params_ptr->ptr_scale[row * params_ptr->scale_stride_m + (group0 + group) * params_ptr->scale_stride_g] =
+              scale;
+        }
+        row_amax[r] = 0.0f;
+      });
+      cute::for_each(make_int_sequence<S * NumPairs / 2>{}, [&](auto q) {
+        constexpr int i = 2 * decltype(q)::value;
+        constexpr int slot = t.row_slot[i % NumPairs];   // pairs 2q, 2q + 1 share a row
+        group_out[q] = detail::to_e4m3x2(group_values[i] * inv[slot], group_values[i + 1] * inv[slot]);
+      });
+    }
 
     // The collective hands over each subtile in F / FragmentSize fragments of consecutive elements
     // (epi_v = 0, 1, ...; its loop is unrolled, so every register index below is a constant). Most
@@ -322,6 +412,16 @@ struct Sm90SwiGLUStore {
         cute::for_each(make_int_sequence<F>{}, [&](auto i) {
           out[i] = static_cast<Element>(detail::swiglu(gate[i], value(i)));
         });
+      } else if constexpr (kQuantized) {
+        int const s = epi_n % S;   // a constant once the collective's subtile loop is unrolled
+        cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
+          constexpr auto t = pair_table();
+          float v = detail::swiglu(value(t.gate[decltype(p)::value]), value(t.up[decltype(p)::value]));
+          group_values[s * NumPairs + decltype(p)::value] = v;
+          float& a = row_amax[t.row_slot[decltype(p)::value]];
+          a = fmaxf(a, fabsf(v));
+        });
+        if (s == S - 1) quantize_group(epi_n / S);
       } else {
         cute::for_each(make_int_sequence<NumPairs>{}, [&](auto p) {
           constexpr auto t = pair_table();
@@ -345,6 +445,16 @@ struct Sm90SwiGLUStore {
         cute::for_each(make_int_sequence<F>{}, [&](auto i) {
           constexpr auto c = CrdLayout{}(decltype(i)::value);
           sOut(thr_m_out + int(get<0>(c)), thr_n_out + int(get<1>(c)), pipe) = out[i];
+        });
+      } else if constexpr (kQuantized) {
+        if (epi_n % S != S - 1) return;   // the group's last subtile writes the whole group
+        pipe = (store_iteration / S) % Stages;
+        cute::for_each(make_int_sequence<S * NumPairs / 2>{}, [&](auto q) {
+          constexpr int i = 2 * decltype(q)::value;
+          constexpr int p = i % NumPairs;
+          constexpr auto t = pair_table();
+          Element* dst = &sOut(thr_m_out + t.out_m[p], (i / NumPairs) * (EpiN / 2) + thr_n_out + t.out_n[p], pipe);
+          *reinterpret_cast<uint16_t*>(dst) = group_out[decltype(q)::value];
         });
       } else if constexpr (PairsAlongM) {
         cute::for_each(make_int_sequence<NumPairs>{}, [&](auto q) {
@@ -377,6 +487,11 @@ struct Sm90SwiGLUStore {
         if (issue_tma_store && epi_m % 2 == 1) {  // the up subtile writes output subtile epi_m / 2
           int pipe = store_iteration % Stages;
           copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m / 2, epi_n));
+        }
+      } else if constexpr (kQuantized) {
+        if (issue_tma_store && epi_n % S == S - 1) {   // the group's output tile
+          int pipe = (store_iteration / S) % Stages;
+          copy(params_ptr->tma_store_out, bSG_sOut(_, _, _, pipe), bSG_gOut(_, _, _, epi_m, epi_n / S));
         }
       } else if (issue_tma_store) {
         int pipe = store_iteration % Stages;
@@ -444,9 +559,16 @@ struct Sm90SwiGLUStore {
     int thr_m_out = PairsAlongM && !PairsAcrossSubtiles ? detail::paired_out(thr_m, PairStride) : thr_m;
     int thr_n_out = PairsAlongM ? thr_n : detail::paired_out(thr_n, PairStride);
 
+    // e4m3 Y: the subtile rows are the tile's (EPI_M = CTA_M), and the tile's N spans whole groups.
+    using CtaTile = cute::remove_cvref_t<decltype(args.tile_shape_mnk)>;
+    static_assert(!kQuantized || (int(size<0>(CtaTile{})) == EpiM && int(size<1>(CtaTile{})) % (2 * kGroupCols) == 0),
+                  "e4m3 Y: EPI_M == CTA_M and CTA_N a multiple of 256 accumulator columns (whole groups)");
+    int const group0 = n_tile * int(size<1>(args.tile_shape_mnk)) / (2 * kGroupCols);
+    float const static_scale = kQuantized && params_ptr->scale_mode == 1 ? *params_ptr->ptr_scale : 0.0f;
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
         cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(sGate_epi), cute::move(bSG_sGate),
-        cute::move(sUp_epi), cute::move(bSG_sUp), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr);
+        cute::move(sUp_epi), cute::move(bSG_sUp), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr,
+        m_start + thr_m_out, int(M), group0, static_scale);
   }
 };
 

@@ -41,6 +41,22 @@ inline StrideColMajor col_major(int64_t ld) { return cute::make_stride(cute::_1{
 template <class Mainloop>
 using UnchangedMainloop = Mainloop;
 
+// The CollectiveBuilder's layout tags of X (A) and the weights (B): plain row-major X and K-major
+// weights, or, for a config with block scaling (Config::kBlockScaled, kernel/sm90_gemm_swiglu_packed_
+// fp8_blockwise.hpp), each paired with the layout of its scales, which selects CUTLASS's blockwise-
+// scaled FP8 mainloop.
+template <class Config, class = void>
+struct OperandLayouts {
+  using A = cutlass::layout::RowMajor;
+  using B = cutlass::layout::ColumnMajor;
+};
+
+template <class Config>
+struct OperandLayouts<Config, cute::enable_if_t<Config::kBlockScaled>> {
+  using A = cute::tuple<cutlass::layout::RowMajor, typename Config::LayoutSFA>;
+  using B = cute::tuple<cutlass::layout::ColumnMajor, typename Config::LayoutSFB>;
+};
+
 // The CollectiveBuilder's epilogue visits each subtile as one fragment of EPI_M * EPI_N / 128 elements
 // per thread (Pingpong). That fragment must vectorize as one array over the register-to-smem copy's
 // layout, which holds only when EPI_N / 16 is a power of two; other full-width subtiles (EPI_N = 96,
@@ -84,6 +100,7 @@ struct SwiGLUGemmBase {
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // elements per 16 bytes
   static constexpr bool kSwapAB = SwapAB;
   static constexpr bool kStoresPreactivations = StorePreactivations;
+  static constexpr bool kBlockScaled = Config::kBlockScaled;
   using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
 
   static constexpr bool kShiftLastTokenTile = ShiftLastTokenTile;
@@ -110,8 +127,8 @@ struct SwiGLUGemmBase {
   // A = X (M, K) row-major: K-major.  B = weights (rows, K) row-major: K-major ("ColumnMajor" for B).
   using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, cutlass::layout::RowMajor, kAlignment,
-      Element, cutlass::layout::ColumnMajor, kAlignment,
+      Element, typename OperandLayouts<Config>::A, kAlignment,
+      Element, typename OperandLayouts<Config>::B, kAlignment,
       typename Config::ElementAccumulator,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
@@ -148,7 +165,8 @@ struct SwiGLUGemmBase {
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
         {{accumulators,
-          {static_cast<ElementOut*>(p.y), d_out, static_cast<ElementOut*>(p.g), static_cast<ElementOut*>(p.u), d_pre}},
+          {static_cast<ElementOut*>(p.y), d_out, static_cast<ElementOut*>(p.g), static_cast<ElementOut*>(p.u), d_pre,
+           p.y_scale, p.y_scale_stride_m, p.y_scale_stride_g, p.y_scale_mode}},
          nullptr, typename CollectiveEpilogue::StrideC{}, nullptr, typename CollectiveEpilogue::StrideD{}},
         hw_info};
     return args;

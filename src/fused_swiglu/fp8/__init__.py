@@ -1,0 +1,130 @@
+"""FP8 (e4m3) GEMM + SwiGLU: x and the packed gate/up weights in ``torch.float8_e4m3fn``, y in bf16 or e4m3.
+
+::
+
+    acc[m, r] = sum_k x[m, k] * W_packed[r, k]                     (FP8 tensor cores, fp32 accumulators)
+    g, u      = acc[m, r] * x_scale[m] * w_scale[r]                (fp32: the dequantization scales)
+    y[m, j]   = silu(g[m, j]) * u[m, j]                            (fp32, rounded once to bfloat16)
+
+Scales are fp32 and multiply the quantized values back: ``x ~ x_fp8 * x_scale`` (``quantize_e4m3``
+returns them so). Layouts, both contiguous on x's device:
+
+* ``x_scale``: ``(1,)`` one scale for all tokens (per tensor), or ``(M,)`` / ``(M, 1)`` one per token.
+* ``w_scale``: ``(1,)`` one scale for both weights, or ``(2I,)`` / ``(2I, 1)`` one per row of
+  ``W_packed``, i.e. per output channel of W_gate and W_up in the interleaved row order of
+  :func:`fused_swiglu.weights.pack_gate_up` (:func:`pack_weights` packs a gate/up pair with its scales).
+
+Block scaling (``scaling="block"``, the DeepSeek-V3 recipe, as transformers' fine-grained FP8): the
+scales multiply each 128-deep block kb of K's products while accumulating,
+``acc[m, r] = sum_kb x_scale[m, kb] * w_scale[r / 8, kb] * sum_{k in kb} x[m, k] W_packed[r, k]``:
+
+* ``x_scale``: ``(M, ceil(H / 128))``, one per 1 x 128 group of each token
+  (:func:`quantize_e4m3_groups`); any strides (the kernel reads them M-major, 16-byte aligned columns:
+  ``column_major_scales=True`` gives that layout, others are copied once).
+* ``w_scale``: ``(2I / 8, ceil(H / 128))`` from :func:`pack_weights_blockwise`, which takes each weight's
+  ``(ceil(I / 128), ceil(H / 128))`` block scales.
+
+e4m3 output (``out_dtype=torch.float8_e4m3fn``, the down projection's FP8 input): the epilogue turns
+each fp32 value v of y into ``v * (1 / s)`` for a scale s, rounded once to e4m3 and saturated at +-448:
+
+* dynamic (no ``out_scale``): one scale per 1 x 128 group of each row, ``s = amax / 448`` over the
+  group's 128 fp32 values (columns ``[128 g, 128 g + 128)``, the last group possibly shorter), returned
+  as a row-major fp32 ``(M, ceil(I / 128))`` tensor, so that ``y ~ y_e4m3 * s``: the layout of the
+  activation scales of transformers' fine-grained FP8 linear (``act_quant``) and of vLLM's per-token-
+  group quantization (row-major form). An all-zero group gets scale 0 and zeros.
+  :func:`quantize_e4m3_groups` is the same quantization of a given tensor.
+* static: ``s = out_scale``, a fp32 ``(1,)`` tensor, for every value.
+
+Accumulation: ``"fast"`` lets GMMA accumulate all of K (the tensor cores' FP8 accumulation keeps
+fewer mantissa bits than fp32); ``"promoted"`` adds each 128-deep k-tile's partial sum into an fp32
+accumulator (CUTLASS's FP8 mainloop). Block scaling always does the latter (each k-tile's partial sum
+is scaled before it is added). e4m3 y is computed with row scaling and fast accumulation (its 256-wide
+tiles leave no registers for a second accumulator). Measured accuracy and speed: ``docs/fp8.md``.
+
+Operators: ``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, config)``
+(``config``: ``""`` fast, ``"promoted"``, or an e4m3 config name of :data:`catalog.FP8_CONFIGS`);
+for e4m3 y ``swiglu_packed_fp8_e4m3out(x, w_packed, x_scale, w_scale, config) -> (y, y_scale)`` and
+``swiglu_packed_fp8_e4m3out_static(x, w_packed, x_scale, w_scale, out_scale, config) -> y`` (``config``:
+``""`` or a name of :data:`catalog.FP8_OUT_CONFIGS`); for block scaling
+``swiglu_packed_fp8_blockwise(x, w_packed, x_scale, w_scale, config)`` (:data:`catalog.FP8_BLOCKWISE_CONFIGS`).
+Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products of the
+dequantized operands, one rounding). None is differentiable.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._validate import check_choice
+from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, OUT_CONFIG_NAMES, SCALINGS,
+                     choose_blockwise_config, choose_config, choose_out_config)
+from .ops import (dequantized_swiglu, swiglu_packed_fp8_blockwise_op, swiglu_packed_fp8_e4m3out_op,
+                  swiglu_packed_fp8_e4m3out_static_op, swiglu_packed_fp8_op, tma_ready)
+from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
+                       quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
+
+__all__ = [
+    "swiglu_packed_fp8", "quantize_e4m3", "quantize_e4m3_groups", "quantize_e4m3_blocks", "pack_weights",
+    "pack_weights_blockwise", "dequantized_swiglu", "choose_config", "choose_out_config", "choose_blockwise_config",
+    "column_major",
+    "E4M3", "E4M3_MAX", "GROUP", "K_BLOCK", "ACCUMULATIONS", "SCALINGS", "CONFIG_NAMES", "OUT_CONFIG_NAMES",
+    "BLOCKWISE_CONFIG_NAMES", "swiglu_packed_fp8_op", "swiglu_packed_fp8_e4m3out_op",
+    "swiglu_packed_fp8_e4m3out_static_op", "swiglu_packed_fp8_blockwise_op", "tma_ready",
+]
+
+
+def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Tensor, w_scale: torch.Tensor, *,
+                      accumulation: str = "fast", config: str | None = None, out_dtype: torch.dtype = torch.bfloat16,
+                      out_scale: torch.Tensor | None = None,
+                      scaling: str = "row") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``silu(x W_gate^T) * (x W_up^T)`` from e4m3 operands and their fp32 scales, in bfloat16 or e4m3.
+
+    Args:
+        x: ``(M, H)`` ``float8_e4m3fn``, H a multiple of 16 (any strides; copied once where the
+            rows are not 16-byte aligned with unit column stride).
+        w_packed: ``(2I, H)`` ``float8_e4m3fn`` in the interleaved layout (:func:`pack_weights`).
+        x_scale: fp32 ``(1,)`` or ``(M,)`` / ``(M, 1)``; block scaling: ``(M, ceil(H / 128))`` (module
+            docstring).
+        w_scale: fp32 ``(1,)`` or ``(2I,)`` / ``(2I, 1)`` in the packed row order; block scaling:
+            ``(2I / 8, ceil(H / 128))`` (:func:`pack_weights_blockwise`).
+        accumulation: ``"fast"`` or ``"promoted"`` (module docstring); e4m3 y: ``"fast"`` only; block
+            scaling promotes every k-tile whichever is given.
+        config: an e4m3 config name to run instead of the choice by M (benchmarks, tests).
+        out_dtype: ``torch.bfloat16``, or ``torch.float8_e4m3fn`` (I then a multiple of 16).
+        out_scale: e4m3 y only: fp32 ``(1,)`` static scale; None: one scale per 1 x 128 group.
+        scaling: ``"row"`` (per tensor, token or weight row, in the epilogue) or ``"block"`` (1 x 128 /
+            128 x 128 blocks, in the mainloop; bfloat16 y).
+
+    Returns:
+        bfloat16 y: ``(M, I)`` contiguous tensor on x's device. e4m3 y: ``(y, y_scale)``, y ``(M, I)``
+        contiguous ``float8_e4m3fn`` and y_scale fp32, row-major ``(M, ceil(I / 128))`` (dynamic) or
+        ``out_scale`` itself (static), with ``y ~ y * y_scale`` (module docstring).
+
+    Raises:
+        TypeError: x or w_packed not e4m3, a scale not fp32, or an argument not a dense tensor.
+        ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, a scale's shape,
+            devices, an unknown accumulation or config; the library's own checks on CUDA.
+        BuildError: the config's library is not prebuilt and cannot be built here.
+        UnsupportedError: the kernel library lacks the config (a library built from other sources).
+        RuntimeError: a CUDA error at launch.
+    """
+    check_choice("accumulation", accumulation, ACCUMULATIONS)
+    check_choice("scaling", scaling, SCALINGS)
+    if out_dtype not in (torch.bfloat16, E4M3):
+        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float8_e4m3fn; got out_dtype={out_dtype}")
+    chosen = config if config is not None else ("promoted" if accumulation == "promoted" else "")
+    if scaling == "block":
+        if out_dtype != torch.bfloat16 or out_scale is not None:
+            raise ValueError("scaling='block' writes bfloat16 y (e4m3 y is computed with scaling='row'); got "
+                             f"out_dtype={out_dtype}" + (" and an out_scale" if out_scale is not None else ""))
+        return swiglu_packed_fp8_blockwise_op(x, w_packed, x_scale, w_scale, chosen)
+    if out_dtype == torch.bfloat16:
+        if out_scale is not None:
+            raise ValueError("out_scale is for e4m3 y (out_dtype=torch.float8_e4m3fn); got it with bfloat16 y")
+        return swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, chosen)
+    if accumulation != "fast":
+        raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
+                         f"registers for a second accumulator); got accumulation={accumulation!r}")
+    if out_scale is None:
+        return swiglu_packed_fp8_e4m3out_op(x, w_packed, x_scale, w_scale, chosen)
+    return swiglu_packed_fp8_e4m3out_static_op(x, w_packed, x_scale, w_scale, out_scale, chosen), out_scale

@@ -1,0 +1,244 @@
+"""The FP8 operators (``torch.ops.fused_swiglu.*``): argument checks, the launches through the kernel
+library, fake kernels (torch.compile, CUDA graphs) and CPU kernels (fp32 products of the dequantized
+operands, one rounding), and the dequantized reference they share. Public entry:
+:func:`fused_swiglu.fp8.swiglu_packed_fp8`."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _lib
+from .._validate import check_tensors
+from ..ops import _DEF
+from ..weights import BLOCK, unpack_gate_up
+from .choice import resolve
+from .quantize import E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, column_major, quantize_e4m3_groups
+
+
+def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
+           op: str = "fused_swiglu::swiglu_packed_fp8", block: bool = False) -> tuple[int, int, int]:
+    """Ranks, dtypes, sizes and devices; returns (M, I, H)."""
+    check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
+    for arg, t in (("x", x), ("w_packed", w_packed)):
+        if t.dtype != E4M3:
+            raise TypeError(f"{op}: {arg} must be torch.float8_e4m3fn (quantize with fused_swiglu.fp8.quantize_e4m3);"
+                            f" got {arg}.dtype={t.dtype}")
+        if t.dim() != 2:
+            raise ValueError(f"{op}: {arg} must be 2-D; got shape {tuple(t.shape)}")
+    M, H = x.shape
+    rows, Hw = w_packed.shape
+    if Hw != H:
+        raise ValueError(f"{op}: w_packed must have x's H={H} columns; got w_packed of shape {tuple(w_packed.shape)}")
+    if rows % (2 * BLOCK) != 0 or rows == 0:
+        raise ValueError(f"{op}: w_packed must have 2I rows with I a positive multiple of {BLOCK}; got {rows} rows")
+    if H % 16 != 0 or H == 0:
+        raise ValueError(f"{op}: H (x.shape[1]) must be a positive multiple of 16 (16-byte e4m3 rows for TMA); got H={H}")
+    kb = -(-H // K_BLOCK)
+    for arg, s, n, what in (("x_scale", x_scale, M, "M (per token)"), ("w_scale", w_scale, rows, "2I (per weight row)")):
+        if s.dtype != torch.float32:
+            raise TypeError(f"{op}: {arg} must be torch.float32; got {arg}.dtype={s.dtype}")
+        if block:
+            shape = (M if arg == "x_scale" else rows // PACKED_ROWS, kb)
+            if tuple(s.shape) != shape:
+                what = ("(M, ceil(H / 128)), one per 1 x 128 group of each token" if arg == "x_scale" else
+                        "(2I / 8, ceil(H / 128)) from fused_swiglu.fp8.pack_weights_blockwise")
+                raise ValueError(f"{op}: {arg} must have shape {shape} = {what}; got shape {tuple(s.shape)}")
+        elif s.numel() not in (1, n) or s.dim() > 2 or (s.dim() == 2 and s.shape[1] != 1):
+            raise ValueError(f"{op}: {arg} must have shape (1,) (per tensor) or ({n},) / ({n}, 1), {what}; "
+                             f"got shape {tuple(s.shape)}")
+    for arg, t in (("w_packed", w_packed), ("x_scale", x_scale), ("w_scale", w_scale)):
+        if t.device != x.device:
+            raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
+    if e4m3_out and rows % 32 != 0:
+        raise ValueError(f"{op}: e4m3 y needs I a multiple of 16 (16-byte e4m3 rows for TMA); got I={rows // 2}")
+    resolve(config, M, e4m3_out, block)
+    return M, rows // 2, H
+
+
+def tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """t itself if its rows are 16-byte aligned with unit column stride, else a fresh contiguous copy
+    (``contiguous()`` would return a misaligned tensor, or a one-row one with any row stride, as it is)."""
+    ok = t.stride(1) == 1 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 and t.stride(0) >= t.shape[1]
+    return t if ok else t.clone(memory_format=torch.contiguous_format)
+
+
+def _scale_ready(s: torch.Tensor) -> torch.Tensor:
+    s = s.reshape(-1)
+    return s if s.is_contiguous() and s.data_ptr() % 16 == 0 else s.clone()
+
+
+_DEF.define("swiglu_packed_fp8(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config) -> Tensor")
+swiglu_packed_fp8_op = torch.ops.fused_swiglu.swiglu_packed_fp8.default
+
+
+@torch.library.register_fake("fused_swiglu::swiglu_packed_fp8")
+def _fake(x, w_packed, x_scale, w_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config)
+    return x.new_empty((M, I), dtype=torch.bfloat16)
+
+
+def _cuda(x, w_packed, x_scale, w_scale, config):
+    M, I, H = _check(x, w_packed, x_scale, w_scale, config)
+    y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
+    if M == 0:
+        return y
+    x, w_packed = tma_ready(x), tma_ready(w_packed)
+    xs, ws = _scale_ready(x_scale), _scale_ready(w_scale)
+    device = x.get_device()
+    with torch.cuda.device(device):
+        _lib.library().launch(
+            resolve(config, M), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
+            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
+            x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),  # M = 1: one scale either way
+        )
+    return y
+
+
+def dequantized_swiglu(x, w_packed, x_scale, w_scale, dtype: torch.dtype = torch.float32,
+                       scaling: str = "row") -> torch.Tensor:
+    """SwiGLU of the dequantized operands in ``dtype`` (float32 or float64), unrounded: the reference
+    the kernels are checked against. Same arguments as :func:`fused_swiglu.fp8.swiglu_packed_fp8`."""
+    if scaling == "block":
+        H = x.shape[1]
+        xd = x.to(dtype) * x_scale.to(dtype).repeat_interleave(K_BLOCK, dim=1)[:, :H]
+        ws = w_scale.to(dtype).repeat_interleave(PACKED_ROWS, dim=0).repeat_interleave(K_BLOCK, dim=1)[:, :H]
+        wd = w_packed.to(dtype) * ws
+    else:
+        xd = x.to(dtype) * x_scale.reshape(-1, 1).to(dtype)
+        wd = w_packed.to(dtype) * w_scale.reshape(-1, 1).to(dtype)
+    acc = xd @ wd.T  # (M, 2I), packed column order
+    g, u = (t.T for t in unpack_gate_up(acc.T, layout="interleaved"))
+    return torch.nn.functional.silu(g) * u
+
+
+def _cpu(x, w_packed, x_scale, w_scale, config):
+    _check(x, w_packed, x_scale, w_scale, config)
+    return dequantized_swiglu(x, w_packed, x_scale, w_scale).to(torch.bfloat16).contiguous()
+
+
+_DEF.impl("swiglu_packed_fp8", _cuda, "CUDA")
+_DEF.impl("swiglu_packed_fp8", _cpu, "CPU")
+
+# e4m3 y: per-group scales written by the kernel, or one static scale read by it
+_OUT_OP = "fused_swiglu::swiglu_packed_fp8_e4m3out"
+_STATIC_OP = "fused_swiglu::swiglu_packed_fp8_e4m3out_static"
+_DEF.define("swiglu_packed_fp8_e4m3out(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
+            " -> (Tensor, Tensor)")
+_DEF.define("swiglu_packed_fp8_e4m3out_static(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, "
+            "Tensor out_scale, str config) -> Tensor")
+swiglu_packed_fp8_e4m3out_op = torch.ops.fused_swiglu.swiglu_packed_fp8_e4m3out.default
+swiglu_packed_fp8_e4m3out_static_op = torch.ops.fused_swiglu.swiglu_packed_fp8_e4m3out_static.default
+
+
+def _check_out_scale(x, out_scale) -> None:
+    check_tensors(out_scale=out_scale)
+    if out_scale.dtype != torch.float32 or out_scale.numel() != 1:
+        raise ValueError(f"{_STATIC_OP}: out_scale must be one fp32 value of shape (1,); got dtype {out_scale.dtype}, "
+                         f"shape {tuple(out_scale.shape)}")
+    if out_scale.device != x.device:
+        raise ValueError(f"{_STATIC_OP}: out_scale must be on x's device {x.device}; got out_scale on {out_scale.device}")
+
+
+@torch.library.register_fake(_OUT_OP)
+def _fake_out(x, w_packed, x_scale, w_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    return x.new_empty((M, I), dtype=E4M3), x.new_empty((M, -(-I // GROUP)), dtype=torch.float32)
+
+
+@torch.library.register_fake(_STATIC_OP)
+def _fake_static(x, w_packed, x_scale, w_scale, out_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    _check_out_scale(x, out_scale)
+    return x.new_empty((M, I), dtype=E4M3)
+
+
+def _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, mode) -> None:
+    M, I, H = x.shape[0], y.shape[1], x.shape[1]
+    x, w_packed = tma_ready(x), tma_ready(w_packed)
+    xs, ws = _scale_ready(x_scale), _scale_ready(w_scale)
+    device = x.get_device()
+    with torch.cuda.device(device):
+        _lib.library().launch(
+            resolve(config, M, True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
+            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
+            x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),
+            y_scale=y_scale.data_ptr(), y_scale_stride_m=y_scale.stride(0) if mode == 2 else 0,
+            y_scale_stride_g=1 if mode == 2 else 0, y_scale_mode=mode,
+        )
+
+
+def _cuda_out(x, w_packed, x_scale, w_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    y = torch.empty((M, I), dtype=E4M3, device=x.device)
+    y_scale = torch.empty((M, -(-I // GROUP)), dtype=torch.float32, device=x.device)
+    if M > 0:
+        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, 2)
+    return y, y_scale
+
+
+def _cuda_static(x, w_packed, x_scale, w_scale, out_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    _check_out_scale(x, out_scale)
+    y = torch.empty((M, I), dtype=E4M3, device=x.device)
+    if M > 0:
+        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, _scale_ready(out_scale), 1)
+    return y
+
+
+def _cpu_out(x, w_packed, x_scale, w_scale, config):
+    _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    return quantize_e4m3_groups(dequantized_swiglu(x, w_packed, x_scale, w_scale))
+
+
+def _cpu_static(x, w_packed, x_scale, w_scale, out_scale, config):
+    _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    _check_out_scale(x, out_scale)
+    v = dequantized_swiglu(x, w_packed, x_scale, w_scale)
+    inv = torch.reciprocal(out_scale.reshape(1, 1).float()).clamp(max=torch.finfo(torch.float32).max)
+    return (v * inv).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous()
+
+
+_DEF.impl("swiglu_packed_fp8_e4m3out", _cuda_out, "CUDA")
+_DEF.impl("swiglu_packed_fp8_e4m3out", _cpu_out, "CPU")
+_DEF.impl("swiglu_packed_fp8_e4m3out_static", _cuda_static, "CUDA")
+_DEF.impl("swiglu_packed_fp8_e4m3out_static", _cpu_static, "CPU")
+
+
+# block scaling: 1 x 128 token-group scales of x, 128 x 128 block scales of the weights (expanded to
+# the packed rows' 8-row groups), applied per k-tile in the mainloop; bf16 y
+_BLOCK_OP = "fused_swiglu::swiglu_packed_fp8_blockwise"
+_DEF.define("swiglu_packed_fp8_blockwise(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
+            " -> Tensor")
+swiglu_packed_fp8_blockwise_op = torch.ops.fused_swiglu.swiglu_packed_fp8_blockwise.default
+
+
+@torch.library.register_fake(_BLOCK_OP)
+def _fake_block(x, w_packed, x_scale, w_scale, config):
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    return x.new_empty((M, I), dtype=torch.bfloat16)
+
+
+def _cuda_block(x, w_packed, x_scale, w_scale, config):
+    M, I, H = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
+    if M == 0:
+        return y
+    x, w_packed = tma_ready(x), tma_ready(w_packed)
+    xs, ws = column_major(x_scale), column_major(w_scale)  # M-major, 16-byte aligned columns
+    device = x.get_device()
+    with torch.cuda.device(device):
+        _lib.library().launch(
+            resolve(config, M, block=True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
+            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
+            x_scale_stride=xs.stride(1), w_scale_stride=ws.stride(1),
+        )
+    return y
+
+
+def _cpu_block(x, w_packed, x_scale, w_scale, config):
+    _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    return dequantized_swiglu(x, w_packed, x_scale, w_scale, scaling="block").to(torch.bfloat16).contiguous()
+
+
+_DEF.impl("swiglu_packed_fp8_blockwise", _cuda_block, "CUDA")
+_DEF.impl("swiglu_packed_fp8_blockwise", _cpu_block, "CPU")

@@ -1,0 +1,200 @@
+"""e4m3 quantization and weight packing for the FP8 kernels (scales multiply back: ``t ~ q * scale``)."""
+
+from __future__ import annotations
+
+import torch
+
+from .._validate import check_tensors
+from ..weights import pack_gate_up
+
+E4M3 = torch.float8_e4m3fn
+E4M3_MAX = 448.0  # largest finite e4m3 value
+GROUP = 128  # columns per scale of a 1 x 128 group (token groups of x, output groups of an e4m3 y)
+K_BLOCK = 128  # K per block scale (1 x 128 token groups, 128 x 128 weight blocks)
+PACKED_ROWS = 8  # the packed layout's run of gate rows, then of up rows (weights.pack_gate_up)
+
+
+def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``t`` to e4m3 with fp32 scales ``amax / 448`` (so that ``t ~ q * scale``).
+
+    Args:
+        t: 2-D floating-point tensor ``(rows, cols)``.
+        per_row: one scale per row (``(rows,)``) if True, else one for the tensor (``(1,)``).
+
+    Returns:
+        ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` contiguous fp32.
+        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1.
+
+    Raises:
+        TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D.
+    """
+    check_tensors(t=t)
+    if not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point tensor; got t.dtype={t.dtype}")
+    if t.dim() != 2:
+        raise ValueError(f"t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
+    t32 = t.float()
+    if t32.numel() == 0:
+        return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
+    amax = t32.abs().amax(dim=1) if per_row else t32.abs().amax().reshape(1)
+    scale = amax / E4M3_MAX
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # zero rows, and amax so small that amax / 448 is 0
+    q = (t32 / (scale[:, None] if per_row else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
+    return q.contiguous(), scale.contiguous()
+
+
+def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
+                         column_major_scales: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``t`` to e4m3 per 1 x ``group`` group of each row, as the e4m3-output kernels do.
+
+    ``scale = amax / 448`` (fp32) over each group of ``group`` consecutive columns of a row (the last
+    one possibly shorter); each value becomes ``t * (1 / scale)`` (fp32) rounded to nearest e4m3 and
+    saturated at +-448; an all-zero group gets scale 0 and zeros.
+
+    Args:
+        t: 2-D floating-point tensor ``(rows, cols)``, computed with in fp32.
+        group: columns per scale (positive).
+        column_major_scales: return the scales row-contiguous along ``rows`` (stride ``(1, ld)``, ld
+            the row count rounded up to 4): the layout the block-scaled kernels read x's scales in
+            (``scaling="block"``), as DeepGEMM's and vLLM's column-major option.
+
+    Returns:
+        ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` fp32
+        ``(rows, ceil(cols / group))``, row-major (or as ``column_major_scales``), so that
+        ``t ~ q * scale`` repeated over each group.
+
+    Raises:
+        TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D or ``group`` < 1.
+    """
+    check_tensors(t=t)
+    if not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point tensor; got t.dtype={t.dtype}")
+    if t.dim() != 2:
+        raise ValueError(f"t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
+    if not isinstance(group, int) or group < 1:
+        raise ValueError(f"group must be a positive int; got group={group!r}")
+    rows, cols = t.shape
+    groups = -(-cols // group)
+    t32 = torch.nn.functional.pad(t.float(), (0, groups * group - cols)).reshape(rows, groups, group)
+    scale = t32.abs().amax(dim=2) / E4M3_MAX if groups else t32.new_zeros(rows, 0)
+    inv = torch.reciprocal(scale).clamp(max=torch.finfo(torch.float32).max)  # scale 0: values are 0
+    q = (t32 * inv[:, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).reshape(rows, groups * group)[:, :cols]
+    return q.contiguous(), column_major(scale) if column_major_scales else scale.contiguous()
+
+
+def column_major(scale: torch.Tensor) -> torch.Tensor:
+    """``scale`` (rows, blocks) copied to storage contiguous along rows, each column starting on a
+    16-byte boundary (stride ``(1, ld)``, ld = rows rounded up to 4): x's scales as the block-scaled
+    kernels read them. A tensor already so laid out is returned as is."""
+    rows, blocks = scale.shape
+    if scale.stride(0) == 1 and scale.stride(1) % 4 == 0 and scale.stride(1) >= rows and scale.data_ptr() % 16 == 0:
+        return scale
+    ld = -(-rows // 4) * 4
+    out = torch.zeros((blocks, ld), dtype=torch.float32, device=scale.device)  # rows past `rows` read as 0
+    out[:, :rows] = scale.T
+    return out[:, :rows].T
+
+
+def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Tensor,
+                 up_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pack e4m3 gate and up weights with their scales for :func:`swiglu_packed_fp8`.
+
+    Args:
+        w_gate, w_up: ``(I, H)`` ``float8_e4m3fn``, I a multiple of 8.
+        gate_scale, up_scale: fp32, ``(1,)`` per tensor or ``(I,)`` / ``(I, 1)`` per output channel.
+
+    Returns:
+        ``(w_packed, w_scale)``: ``(2I, H)`` e4m3 in the interleaved layout of
+        :func:`fused_swiglu.weights.pack_gate_up`, and fp32 ``(1,)`` when both scales are one equal
+        value, else ``(2I,)`` in the same row order.
+
+    Raises:
+        TypeError: a weight is not e4m3 or a scale not fp32. ValueError: shapes (as
+        :func:`~fused_swiglu.weights.pack_gate_up`) or a scale's size is neither 1 nor I.
+    """
+    check_tensors(w_gate=w_gate, w_up=w_up, gate_scale=gate_scale, up_scale=up_scale)
+    for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
+        if t.dtype != E4M3:
+            raise TypeError(f"{arg} must be torch.float8_e4m3fn; got {arg}.dtype={t.dtype}")
+    packed = pack_gate_up(w_gate.view(torch.uint8), w_up.view(torch.uint8)).view(E4M3)
+    I = w_gate.shape[0]
+    scales = []
+    for arg, s in (("gate_scale", gate_scale), ("up_scale", up_scale)):
+        if s.dtype != torch.float32:
+            raise TypeError(f"{arg} must be torch.float32; got {arg}.dtype={s.dtype}")
+        if s.numel() not in (1, I):
+            raise ValueError(f"{arg} must hold 1 (per tensor) or I={I} (per channel) scales; got shape {tuple(s.shape)}")
+        scales.append(s.reshape(-1).to(w_gate.device))
+    if scales[0].numel() == 1 and scales[1].numel() == 1 and bool((scales[0] == scales[1]).all()):
+        return packed, scales[0].clone().contiguous()
+    g, u = (s.expand(I).reshape(I, 1) for s in scales)
+    return packed, pack_gate_up(g, u).reshape(2 * I)
+
+
+def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize a weight ``w`` to e4m3 per ``block`` x ``block`` block (the fine-grained FP8 checkpoints'
+    recipe): ``scale = amax / 448`` per block (the last row and column of blocks possibly partial),
+    values ``w / scale`` rounded to nearest e4m3; an all-zero block gets scale 1.
+
+    Args:
+        w: 2-D floating-point tensor ``(rows, cols)``.
+        block: rows and columns per block (positive).
+
+    Returns:
+        ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of w's shape, ``scale`` contiguous fp32
+        ``(ceil(rows / block), ceil(cols / block))`` with ``w ~ q * scale`` over each block.
+
+    Raises:
+        TypeError: ``w`` is not a floating-point tensor. ValueError: ``w`` is not 2-D or ``block`` < 1.
+    """
+    check_tensors(w=w)
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor; got w.dtype={w.dtype}")
+    if w.dim() != 2:
+        raise ValueError(f"w must be 2-D (rows, cols); got shape {tuple(w.shape)}")
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int; got block={block!r}")
+    rows, cols = w.shape
+    br, bc = -(-rows // block), -(-cols // block)
+    padded = torch.nn.functional.pad(w.float(), (0, bc * block - cols, 0, br * block - rows))
+    blocks = padded.reshape(br, block, bc, block)
+    scale = blocks.abs().amax(dim=(1, 3)) / E4M3_MAX
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
+    return q.reshape(br * block, bc * block)[:rows, :cols].contiguous(), scale.contiguous()
+
+
+def pack_weights_blockwise(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Tensor,
+                           up_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pack e4m3 gate and up weights with their 128 x 128 block scales for ``scaling="block"``.
+
+    Args:
+        w_gate, w_up: ``(I, H)`` ``float8_e4m3fn``, I a multiple of 8.
+        gate_scale, up_scale: fp32 ``(ceil(I / 128), ceil(H / 128))``: the scale of each 128 x 128 block
+            (the last row and column of blocks possibly partial), multiplying back as transformers'
+            fine-grained FP8 ``weight_scale_inv`` does.
+
+    Returns:
+        ``(w_packed, w_scale)``: ``(2I, H)`` e4m3 in the interleaved layout of
+        :func:`fused_swiglu.weights.pack_gate_up`, and fp32 ``(2I / 8, ceil(H / 128))`` with stride
+        ``(1, ld)``: one scale per 8 packed rows (each block scale repeated over the 8-row groups of its
+        rows) per K block, the layout the block-scaled kernels read.
+
+    Raises:
+        TypeError: a weight is not e4m3 or a scale not fp32. ValueError: shapes (as
+        :func:`~fused_swiglu.weights.pack_gate_up`) or a scale's shape.
+    """
+    packed, _ = pack_weights(w_gate, w_up, torch.ones(1, device=w_gate.device), torch.ones(1, device=w_gate.device))
+    I, H = w_gate.shape
+    blocks = (-(-I // K_BLOCK), -(-H // K_BLOCK))
+    for arg, s in (("gate_scale", gate_scale), ("up_scale", up_scale)):
+        check_tensors(**{arg: s})
+        if s.dtype != torch.float32:
+            raise TypeError(f"{arg} must be torch.float32; got {arg}.dtype={s.dtype}")
+        if tuple(s.shape) != blocks:
+            raise ValueError(f"{arg} must have shape (ceil(I / 128), ceil(H / 128)) = {blocks}; got {tuple(s.shape)}")
+    rows = torch.arange(I, device=w_gate.device)[::PACKED_ROWS] // K_BLOCK  # block row of each 8-row group
+    g, u = (s.to(w_gate.device)[rows] for s in (gate_scale, up_scale))  # (I / 8, KB)
+    groups = torch.stack([g, u], dim=1).reshape(2 * I // PACKED_ROWS, blocks[1])  # gate group, its up group, ...
+    return packed, column_major(groups)
+

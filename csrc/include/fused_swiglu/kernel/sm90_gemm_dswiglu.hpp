@@ -33,6 +33,7 @@ struct DSwiGLUGemm {
   using Element = typename Config::Element;
   static constexpr bool kSwapAB = false;
   static constexpr bool kStoresPreactivations = false;
+  static constexpr bool kBlockScaled = false;
   static_assert(Config::kPromoteKTiles == 0, "the dSwiGLU GEMM accumulates all of K in GMMA's accumulators");
 
   // (64, 32) subtiles: the DAG holds several fp32 fragments per subtile beside the tile's accumulators.

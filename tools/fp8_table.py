@@ -19,16 +19,27 @@ def main(bench_path: str, accuracy_path: str) -> None:
     tokens = sorted({m for _, m in ms})
     models = list(dict.fromkeys(model for model, _ in ms))
     short = lambda m: m.removeprefix("Qwen2.5-")  # noqa: E731
+    def ratio(model: str, m: int, num: str, den: str) -> str:
+        cell = ms[(model, m)]
+        return f"{cell[num] / cell[den]:.2f}" if num in cell and den in cell else "–"  # a method not timed there
+
     for title, num, den in (("bf16 packed kernel time / fused e4m3 time (fast accumulation)", "fused_packed", "fp8_fused"),
                             ("unfused e4m3 path time / fused e4m3 time (fast accumulation)", "fp8_unfused", "fp8_fused"),
                             ("bf16 packed kernel time / fused e4m3 time (promoted accumulation)", "fused_packed",
-                             "fp8_fused_promoted")):
+                             "fp8_fused_promoted"),
+                            ("bf16 packed kernel time / fused e4m3-output time", "fused_packed", "fp8_fused_e4m3out"),
+                            ("unfused e4m3-output path time / fused e4m3-output time", "fp8_unfused_e4m3out",
+                             "fp8_fused_e4m3out"),
+                            ("bf16 packed kernel time / fused block-scaled time", "fused_packed", "fp8_fused_blockwise"),
+                            ("cuBLAS block-scaled path time / fused block-scaled time", "fp8_unfused_blockwise",
+                             "fp8_fused_blockwise")):
+        if not any(den in cell for cell in ms.values()):
+            continue
         print(f"{title}, by M:\n")
         print("| model | " + " | ".join(str(m) for m in tokens) + " |")
         print("|---|" + "---|" * len(tokens))
         for model in models:
-            print(f"| {short(model)} | " + " | ".join(f"{ms[(model, m)][num] / ms[(model, m)][den]:.2f}"
-                                                    for m in tokens) + " |")
+            print(f"| {short(model)} | " + " | ".join(ratio(model, m, num, den) for m in tokens) + " |")
         print()
     print("Fused e4m3 (fast) median ms and TFLOP/s at M = 8192:\n")
     hi = {r["model"]: (r["hidden_size"], r["intermediate_size"]) for r in bench["rows"]}

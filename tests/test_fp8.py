@@ -191,18 +191,37 @@ def test_group_quantization_refuses_bad_input():
     assert q.shape == (0, 256) and s.shape == (0, 2)
 
 
-def test_cpu_kernel_for_e4m3_output_is_the_group_quantized_swiglu():
+def _e4m3_ulp(a: torch.Tensor) -> torch.Tensor:
+    _, e = torch.frexp(a.abs().clamp(min=2.0**-6))
+    return torch.ldexp(torch.ones_like(a), e - 4)
+
+
+def test_cpu_kernel_for_e4m3_output_is_within_one_e4m3_ulp_of_float64():
     x, xs, gq, gs, uq, us = _operands(M=6, H=64, I=144)
     wp, ws = fp8.pack_weights(gq, uq, gs, us)
     q, s = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3)
-    eq, es = fp8.quantize_e4m3_groups(fp8.dequantized_swiglu(x, wp, xs, ws))
-    assert s.shape == (6, 2) and torch.equal(s, es) and torch.equal(q.view(torch.uint8), eq.view(torch.uint8))
-    v = fp8.dequantized_swiglu(x, wp, xs, ws)
-    static = (v.abs().max() / 448 / 2).reshape(1)  # the largest half saturates
+    ref = fp8.dequantized_swiglu(x, wp, xs, ws, torch.float64)
+    groups = torch.nn.functional.pad(ref.abs(), (0, 256 - 144)).reshape(6, 2, 128).amax(2)
+    assert s.shape == (6, 2) and torch.allclose(s.double(), groups / 448, rtol=1e-6, atol=0)
+    exact = ref / s.double().repeat_interleave(128, 1)[:, :144]
+    assert ((q.double() - exact).abs() <= _e4m3_ulp(exact)).all()
+    assert (q.double().abs().reshape(6, -1).amax(1) == 448).all()  # each row's largest value is the top of the range
+    static = (ref.abs().max() / 448 / 2).float().reshape(1)  # the largest half saturates
     qs, same = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, out_scale=static)
     assert same is static
-    assert torch.equal(qs.float(), (v * (1 / static)).clamp(-448, 448).to(E4M3).float())
-    assert (qs.float().abs() == 448).any()
+    exact = ref / static.double()
+    inside = exact.abs() <= 448
+    assert ((qs.double() - exact).abs() <= _e4m3_ulp(exact))[inside].all()
+    assert (qs.double()[~inside] == 448 * exact[~inside].sign()).all() and (~inside).any()
+
+
+def test_nan_and_degenerate_scales_follow_the_kernels_rules():
+    t = torch.tensor([[1.0, float("nan"), -2.0] + [0.0] * 125, [float("nan")] * 128])
+    q, s = fp8.quantize_e4m3_groups(t)
+    assert s[0, 0] == torch.tensor(2.0) / 448 and s[1, 0] == 0  # NaN left out of the amax
+    assert torch.isnan(q.float()[0, 1]) and q.float()[0, 2] == -448 and torch.isnan(q.float()[1]).all()
+    fmax = torch.finfo(torch.float32).max
+    assert torch.equal(fp8.quantize.reciprocal(torch.tensor([0.0, float("nan"), 0.5])), torch.tensor([fmax, fmax, 2.0]))
 
 
 def test_e4m3_output_checks_its_arguments():

@@ -32,10 +32,11 @@ def _operands(M, H, I, per_token=True, per_channel=True):
 
 def _poison(M, I):
     """Fill the allocator's next blocks of y's and y_scale's sizes with NaN, so that an element the
-    kernel does not write stays NaN."""
-    torch.full((M, I), 0x7F, device="cuda", dtype=torch.uint8)  # 0x7F: e4m3 NaN
-    torch.full((M, -(-I // fp8.GROUP)), float("nan"), device="cuda")
+    kernel does not write stays NaN (both held until both are filled, so neither reuses the other's)."""
+    y = torch.full((M, I), 0x7F, device="cuda", dtype=torch.uint8)  # 0x7F: e4m3 NaN
+    scale = torch.full((M, -(-I // fp8.GROUP)), float("nan"), device="cuda")
     torch.cuda.synchronize()
+    del y, scale
 
 
 def _gemm_error(x, wp, xs, ws, ref):

@@ -32,6 +32,7 @@ ABI_VERSION = 10  # must equal FSW_ABI_VERSION of the library
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
 E4M3_CODE = 2  # fsw_dtype of float8_e4m3fn inputs (fused_swiglu.fp8)
+Y_SCALE_STATIC, Y_SCALE_GROUP128 = 1, 2  # fsw_problem.y_scale_mode: FSW_Y_SCALE_STATIC, FSW_Y_SCALE_GROUP128
 KERNEL_NAMES = {0: "packed", 1: "dual", 2: "dswiglu"}  # fsw_kernel_kind
 
 
@@ -71,8 +72,8 @@ class Problem(ctypes.Structure):
         ("lddgu", ctypes.c_int64),
         ("x_scale", ctypes.c_void_p),  # e4m3: fp32 (M,) or (1,) token scales
         ("w_scale", ctypes.c_void_p),  # e4m3: fp32 (2N,) or (1,) weight-row scales
-        ("x_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per token
-        ("w_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per weight row
+        ("x_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per token; block-scaled: between K blocks
+        ("w_scale_stride", ctypes.c_int32),  # 0: one scale, 1: one per weight row; block-scaled: between K blocks
         ("y_scale", ctypes.c_void_p),  # e4m3 y: fp32 scale(s) read (static) or written (per 1 x 128 group)
         ("y_scale_stride_m", ctypes.c_int64),
         ("y_scale_stride_g", ctypes.c_int64),
@@ -80,7 +81,7 @@ class Problem(ctypes.Structure):
     ]
 
 
-# The same layout as Problem / fsw_problem: three int64, four int32, (pointer, int64) x 4, then
+# The same layout as Problem / fsw_problem: three int64, three int32 and padding, (pointer, int64) x 4, then
 # (pointer, pointer, int64) x 2, two pointers and two int32, a pointer, two int64 and one int32.
 _PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQiiQqqi4x")  # pad bytes where C aligns to 8
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"

@@ -94,8 +94,8 @@ class BlockSet:
 
     x: torch.Tensor          # (M, H) e4m3
     x_scale: torch.Tensor    # (M, ceil(H / 128)) fp32, M-major
-    w_packed: torch.Tensor   # (2I, H) e4m3, packed by 32 rows
-    w_scale: torch.Tensor    # (2I / 32, ceil(H / 128)) fp32
+    w_packed: torch.Tensor   # (2I, H) e4m3, interleaved
+    w_scale: torch.Tensor    # (2I / 8, ceil(H / 128)) fp32, one per 8 packed rows
     w_cat: torch.Tensor      # (2I, H) e4m3, [W_gate; W_up]
     w_cat_scale: torch.Tensor  # (ceil(H / 128), 2I / 128) fp32: the (2I / 128, ceil(H / 128)) block scales, transposed
     x_scale_mm: torch.Tensor   # x_scale M-major with row stride M, as torch._scaled_mm takes it

@@ -33,7 +33,12 @@ each fp32 value v of y into ``v * (1 / s)`` for a scale s, rounded once to e4m3 
   activation scales of transformers' fine-grained FP8 linear (``act_quant``) and of vLLM's per-token-
   group quantization (row-major form). An all-zero group gets scale 0 and zeros.
   :func:`quantize_e4m3_groups` is the same quantization of a given tensor.
-* static: ``s = out_scale``, a fp32 ``(1,)`` tensor, for every value.
+* static: ``s = out_scale``, a fp32 ``(1,)`` tensor, for every value; it should be positive and finite
+  (the kernel does not read it back to check: a zero or NaN scale saturates every nonzero value).
+
+A NaN in y stays NaN (e4m3 NaN) and does not count towards its group's amax. A group whose amax is
+below 448 * 2^-126 gets a subnormal scale whose reciprocal is clamped to FLT_MAX, so its values
+quantize far below 448 (relative error up to the whole value; absolute error below 2^-118).
 
 Accumulation: ``"fast"`` lets GMMA accumulate all of K (the tensor cores' FP8 accumulation keeps
 fewer mantissa bits than fp32); ``"promoted"`` adds each 128-deep k-tile's partial sum into an fp32
@@ -101,9 +106,10 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         ``out_scale`` itself (static), with ``y ~ y * y_scale`` (module docstring).
 
     Raises:
-        TypeError: x or w_packed not e4m3, a scale not fp32, or an argument not a dense tensor.
-        ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, a scale's shape,
-            devices, an unknown accumulation or config; the library's own checks on CUDA.
+        TypeError: x or w_packed not e4m3, x_scale or w_scale not fp32, or an argument not a dense tensor.
+        ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8 (16 for e4m3 y), a
+            scale's shape, an ``out_scale`` that is not one fp32 value, devices, an unknown
+            accumulation, scaling, out_dtype or config; the library's own checks on CUDA.
         BuildError: the config's library is not prebuilt and cannot be built here.
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.

@@ -12,7 +12,7 @@ from .._validate import check_tensors
 from ..ops import _DEF
 from ..weights import BLOCK, unpack_gate_up
 from .choice import resolve
-from .quantize import E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, column_major, quantize_e4m3_groups
+from .quantize import E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, column_major, quantize_e4m3_groups, reciprocal
 
 
 def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
@@ -162,8 +162,8 @@ def _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, mode) -> 
             resolve(config, M, True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
             w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
             x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),
-            y_scale=y_scale.data_ptr(), y_scale_stride_m=y_scale.stride(0) if mode == 2 else 0,
-            y_scale_stride_g=1 if mode == 2 else 0, y_scale_mode=mode,
+            y_scale=y_scale.data_ptr(), y_scale_stride_m=y_scale.stride(0) if mode == _lib.Y_SCALE_GROUP128 else 0,
+            y_scale_stride_g=1 if mode == _lib.Y_SCALE_GROUP128 else 0, y_scale_mode=mode,
         )
 
 
@@ -172,7 +172,7 @@ def _cuda_out(x, w_packed, x_scale, w_scale, config):
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     y_scale = torch.empty((M, -(-I // GROUP)), dtype=torch.float32, device=x.device)
     if M > 0:
-        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, 2)
+        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, _lib.Y_SCALE_GROUP128)
     return y, y_scale
 
 
@@ -181,7 +181,7 @@ def _cuda_static(x, w_packed, x_scale, w_scale, out_scale, config):
     _check_out_scale(x, out_scale)
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     if M > 0:
-        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, _scale_ready(out_scale), 1)
+        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, _scale_ready(out_scale), _lib.Y_SCALE_STATIC)
     return y
 
 
@@ -194,8 +194,7 @@ def _cpu_static(x, w_packed, x_scale, w_scale, out_scale, config):
     _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
     _check_out_scale(x, out_scale)
     v = dequantized_swiglu(x, w_packed, x_scale, w_scale)
-    inv = torch.reciprocal(out_scale.reshape(1, 1).float()).clamp(max=torch.finfo(torch.float32).max)
-    return (v * inv).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous()
+    return (v * reciprocal(out_scale.reshape(1, 1))).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous()
 
 
 _DEF.impl("swiglu_packed_fp8_e4m3out", _cuda_out, "CUDA")

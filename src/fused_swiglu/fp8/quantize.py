@@ -49,7 +49,8 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
 
     ``scale = amax / 448`` (fp32) over each group of ``group`` consecutive columns of a row (the last
     one possibly shorter); each value becomes ``t * (1 / scale)`` (fp32) rounded to nearest e4m3 and
-    saturated at +-448; an all-zero group gets scale 0 and zeros.
+    saturated at +-448; an all-zero group gets scale 0 and zeros. A NaN stays NaN and does not count
+    towards its group's amax (as in the kernels, whose amax is ``fmaxf``).
 
     Args:
         t: 2-D floating-point tensor ``(rows, cols)``, computed with in fp32.
@@ -76,10 +77,18 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     rows, cols = t.shape
     groups = -(-cols // group)
     t32 = torch.nn.functional.pad(t.float(), (0, groups * group - cols)).reshape(rows, groups, group)
-    scale = t32.abs().amax(dim=2) / E4M3_MAX if groups else t32.new_zeros(rows, 0)
-    inv = torch.reciprocal(scale).clamp(max=torch.finfo(torch.float32).max)  # scale 0: values are 0
+    magnitude = t32.abs().nan_to_num(nan=0.0, posinf=float("inf"))  # NaN left out of the amax
+    scale = magnitude.amax(dim=2) / E4M3_MAX if groups else t32.new_zeros(rows, 0)
+    inv = reciprocal(scale)
     q = (t32 * inv[:, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).reshape(rows, groups * group)[:, :cols]
     return q.contiguous(), column_major(scale) if column_major_scales else scale.contiguous()
+
+
+def reciprocal(scale: torch.Tensor) -> torch.Tensor:
+    """``1 / scale`` in fp32 as the e4m3-output epilogue takes it: ``fminf(rcp(scale), FLT_MAX)``, so a
+    zero or NaN scale gives FLT_MAX (zeros stay zero, every other value saturates at +-448)."""
+    fmax = torch.finfo(torch.float32).max
+    return torch.reciprocal(scale.float()).nan_to_num(nan=fmax, posinf=fmax).clamp(max=fmax)
 
 
 def column_major(scale: torch.Tensor) -> torch.Tensor:

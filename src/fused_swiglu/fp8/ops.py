@@ -67,6 +67,26 @@ def _scale_ready(s: torch.Tensor) -> torch.Tensor:
     return s if s.is_contiguous() and s.data_ptr() % 16 == 0 else s.clone()
 
 
+def _row_scales(x_scale, w_scale) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Row scaling's scales as the kernel reads them, with their fsw_problem strides (0: one scale,
+    1: one per row; M = 1 reads one scale either way)."""
+    xs, ws = _scale_ready(x_scale), _scale_ready(w_scale)
+    return xs, ws, int(xs.numel() > 1), int(ws.numel() > 1)
+
+
+def _launch(config_name: str, x, w_packed, y, xs, ws, x_scale_stride: int, w_scale_stride: int, **y_scale) -> None:
+    """One kernel launch on x's device for M = x.shape[0] > 0: x and w_packed copied where TMA cannot read
+    them, the scales ``xs`` / ``ws`` already in the config's layout; ``y_scale*`` for an e4m3 y."""
+    x, w_packed = tma_ready(x), tma_ready(w_packed)
+    device = x.get_device()
+    with torch.cuda.device(device):
+        _lib.library().launch(
+            config_name, E4M3, device, x.shape[0], y.shape[1], x.shape[1], x.data_ptr(), x.stride(0),
+            w_packed.data_ptr(), w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(),
+            w_scale=ws.data_ptr(), x_scale_stride=x_scale_stride, w_scale_stride=w_scale_stride, **y_scale,
+        )
+
+
 _DEF.define("swiglu_packed_fp8(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config) -> Tensor")
 swiglu_packed_fp8_op = torch.ops.fused_swiglu.swiglu_packed_fp8.default
 
@@ -78,19 +98,10 @@ def _fake(x, w_packed, x_scale, w_scale, config):
 
 
 def _cuda(x, w_packed, x_scale, w_scale, config):
-    M, I, H = _check(x, w_packed, x_scale, w_scale, config)
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config)
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
-    if M == 0:
-        return y
-    x, w_packed = tma_ready(x), tma_ready(w_packed)
-    xs, ws = _scale_ready(x_scale), _scale_ready(w_scale)
-    device = x.get_device()
-    with torch.cuda.device(device):
-        _lib.library().launch(
-            resolve(config, M), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
-            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
-            x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),  # M = 1: one scale either way
-        )
+    if M > 0:
+        _launch(resolve(config, M), x, w_packed, y, *_row_scales(x_scale, w_scale))
     return y
 
 
@@ -152,27 +163,13 @@ def _fake_static(x, w_packed, x_scale, w_scale, out_scale, config):
     return x.new_empty((M, I), dtype=E4M3)
 
 
-def _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, mode) -> None:
-    M, I, H = x.shape[0], y.shape[1], x.shape[1]
-    x, w_packed = tma_ready(x), tma_ready(w_packed)
-    xs, ws = _scale_ready(x_scale), _scale_ready(w_scale)
-    device = x.get_device()
-    with torch.cuda.device(device):
-        _lib.library().launch(
-            resolve(config, M, True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
-            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
-            x_scale_stride=int(xs.numel() > 1), w_scale_stride=int(ws.numel() > 1),
-            y_scale=y_scale.data_ptr(), y_scale_stride_m=y_scale.stride(0) if mode == _lib.Y_SCALE_GROUP128 else 0,
-            y_scale_stride_g=1 if mode == _lib.Y_SCALE_GROUP128 else 0, y_scale_mode=mode,
-        )
-
-
 def _cuda_out(x, w_packed, x_scale, w_scale, config):
     M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     y_scale = torch.empty((M, -(-I // GROUP)), dtype=torch.float32, device=x.device)
     if M > 0:
-        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, y_scale, _lib.Y_SCALE_GROUP128)
+        _launch(resolve(config, M, True), x, w_packed, y, *_row_scales(x_scale, w_scale), y_scale=y_scale.data_ptr(),
+                y_scale_stride_m=y_scale.stride(0), y_scale_stride_g=1, y_scale_mode=_lib.Y_SCALE_GROUP128)
     return y, y_scale
 
 
@@ -181,7 +178,8 @@ def _cuda_static(x, w_packed, x_scale, w_scale, out_scale, config):
     _check_out_scale(x, out_scale)
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     if M > 0:
-        _launch_e4m3out(x, w_packed, x_scale, w_scale, config, y, _scale_ready(out_scale), _lib.Y_SCALE_STATIC)
+        _launch(resolve(config, M, True), x, w_packed, y, *_row_scales(x_scale, w_scale),
+                y_scale=_scale_ready(out_scale).data_ptr(), y_scale_mode=_lib.Y_SCALE_STATIC)
     return y
 
 
@@ -218,19 +216,11 @@ def _fake_block(x, w_packed, x_scale, w_scale, config):
 
 
 def _cuda_block(x, w_packed, x_scale, w_scale, config):
-    M, I, H = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
-    if M == 0:
-        return y
-    x, w_packed = tma_ready(x), tma_ready(w_packed)
-    xs, ws = column_major(x_scale), column_major(w_scale)  # M-major, 16-byte aligned columns
-    device = x.get_device()
-    with torch.cuda.device(device):
-        _lib.library().launch(
-            resolve(config, M, block=True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_packed.data_ptr(),
-            w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(), w_scale=ws.data_ptr(),
-            x_scale_stride=xs.stride(1), w_scale_stride=ws.stride(1),
-        )
+    if M > 0:
+        xs, ws = column_major(x_scale), column_major(w_scale)  # M-major, 16-byte aligned columns
+        _launch(resolve(config, M, block=True), x, w_packed, y, xs, ws, xs.stride(1), ws.stride(1))
     return y
 
 

@@ -14,6 +14,19 @@ K_BLOCK = 128  # K per block scale (1 x 128 token groups, 128 x 128 weight block
 PACKED_ROWS = 8  # the packed layout's run of gate rows, then of up rows (weights.pack_gate_up)
 
 
+def _check_matrix(arg: str, t: torch.Tensor) -> None:
+    check_tensors(**{arg: t})
+    if not t.is_floating_point():
+        raise TypeError(f"{arg} must be a floating-point tensor; got {arg}.dtype={t.dtype}")
+    if t.dim() != 2:
+        raise ValueError(f"{arg} must be 2-D (rows, cols); got shape {tuple(t.shape)}")
+
+
+def _check_positive_int(arg: str, value: object) -> None:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{arg} must be a positive int; got {arg}={value!r}")
+
+
 def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``t`` to e4m3 with fp32 scales ``amax / 448`` (so that ``t ~ q * scale``).
 
@@ -28,11 +41,7 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
     Raises:
         TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D.
     """
-    check_tensors(t=t)
-    if not t.is_floating_point():
-        raise TypeError(f"t must be a floating-point tensor; got t.dtype={t.dtype}")
-    if t.dim() != 2:
-        raise ValueError(f"t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
+    _check_matrix("t", t)
     t32 = t.float()
     if t32.numel() == 0:
         return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
@@ -67,13 +76,8 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     Raises:
         TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D or ``group`` < 1.
     """
-    check_tensors(t=t)
-    if not t.is_floating_point():
-        raise TypeError(f"t must be a floating-point tensor; got t.dtype={t.dtype}")
-    if t.dim() != 2:
-        raise ValueError(f"t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
-    if not isinstance(group, int) or group < 1:
-        raise ValueError(f"group must be a positive int; got group={group!r}")
+    _check_matrix("t", t)
+    _check_positive_int("group", group)
     rows, cols = t.shape
     groups = -(-cols // group)
     t32 = torch.nn.functional.pad(t.float(), (0, groups * group - cols)).reshape(rows, groups, group)
@@ -156,13 +160,8 @@ def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.T
     Raises:
         TypeError: ``w`` is not a floating-point tensor. ValueError: ``w`` is not 2-D or ``block`` < 1.
     """
-    check_tensors(w=w)
-    if not w.is_floating_point():
-        raise TypeError(f"w must be a floating-point tensor; got w.dtype={w.dtype}")
-    if w.dim() != 2:
-        raise ValueError(f"w must be 2-D (rows, cols); got shape {tuple(w.shape)}")
-    if not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be a positive int; got block={block!r}")
+    _check_matrix("w", w)
+    _check_positive_int("block", block)
     rows, cols = w.shape
     br, bc = -(-rows // block), -(-cols // block)
     padded = torch.nn.functional.pad(w.float(), (0, bc * block - cols, 0, br * block - rows))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from fp8_common import e4m3_ulp
 from fused_swiglu import catalog, fp8
 from fused_swiglu.weights import pack_gate_up
 
@@ -191,11 +192,6 @@ def test_group_quantization_refuses_bad_input():
     assert q.shape == (0, 256) and s.shape == (0, 2)
 
 
-def _e4m3_ulp(a: torch.Tensor) -> torch.Tensor:
-    _, e = torch.frexp(a.abs().clamp(min=2.0**-6))
-    return torch.ldexp(torch.ones_like(a), e - 4)
-
-
 def test_cpu_kernel_for_e4m3_output_is_within_one_e4m3_ulp_of_float64():
     x, xs, gq, gs, uq, us = _operands(M=6, H=64, I=144)
     wp, ws = fp8.pack_weights(gq, uq, gs, us)
@@ -204,14 +200,14 @@ def test_cpu_kernel_for_e4m3_output_is_within_one_e4m3_ulp_of_float64():
     groups = torch.nn.functional.pad(ref.abs(), (0, 256 - 144)).reshape(6, 2, 128).amax(2)
     assert s.shape == (6, 2) and torch.allclose(s.double(), groups / 448, rtol=1e-6, atol=0)
     exact = ref / s.double().repeat_interleave(128, 1)[:, :144]
-    assert ((q.double() - exact).abs() <= _e4m3_ulp(exact)).all()
+    assert ((q.double() - exact).abs() <= e4m3_ulp(exact)).all()
     assert (q.double().abs().reshape(6, -1).amax(1) == 448).all()  # each row's largest value is the top of the range
     static = (ref.abs().max() / 448 / 2).float().reshape(1)  # the largest half saturates
     qs, same = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=E4M3, out_scale=static)
     assert same is static
     exact = ref / static.double()
     inside = exact.abs() <= 448
-    assert ((qs.double() - exact).abs() <= _e4m3_ulp(exact))[inside].all()
+    assert ((qs.double() - exact).abs() <= e4m3_ulp(exact))[inside].all()
     assert (qs.double()[~inside] == 448 * exact[~inside].sign()).all() and (~inside).any()
 
 

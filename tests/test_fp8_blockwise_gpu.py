@@ -14,9 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fp8_common import assert_like_peer
 from fused_swiglu import fp8, unpack_gate_up
-from fused_swiglu.accuracy import compare, ulp_at
-from numerics import allowed_mismatches
 
 pytestmark = pytest.mark.gpu
 
@@ -61,13 +60,7 @@ def _check(y, x, wp, xs, ws, what):
     if y.numel() == 0:
         return
     ref = fp8.dequantized_swiglu(x, wp, xs, ws, torch.float64, scaling="block")
-    peer = _cublas(x, wp, xs, ws)
-    ours, theirs = compare(y, ref), compare(peer, ref)
-    bound = 2 * (peer.double() - ref).abs().max() + ulp_at(ref, torch.bfloat16)
-    bad = ((y.double() - ref).abs() > bound).sum().item()
-    mismatches = round(ours.mismatch * ours.counted)
-    allowed = 1.5 * round(theirs.mismatch * theirs.counted) + allowed_mismatches(ours.counted)
-    assert bad == 0 and mismatches <= allowed, f"{what}: {bad} elements over the bound; ours {ours}, cuBLAS {theirs}"
+    assert_like_peer(y, ref, _cublas(x, wp, xs, ws), what)
 
 
 @pytest.mark.parametrize("M", [1, 127, 2048])

@@ -15,19 +15,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fp8_common import e4m3_ulp, row_operands
 from fused_swiglu import fp8, unpack_gate_up
 
 pytestmark = pytest.mark.gpu
 
 QWEN = {"0.5B": (896, 4864), "7B": (3584, 18944), "72B": (8192, 29568)}
-
-
-def _operands(M, H, I, per_token=True, per_channel=True):
-    x, xs = fp8.quantize_e4m3(torch.randn(M, H, device="cuda"), per_row=per_token)
-    gq, gs = fp8.quantize_e4m3(torch.randn(I, H, device="cuda") * H**-0.5, per_row=per_channel)
-    uq, us = fp8.quantize_e4m3(torch.randn(I, H, device="cuda") * H**-0.5, per_row=per_channel)
-    wp, ws = fp8.pack_weights(gq, uq, gs, us)
-    return x, wp, xs, ws
 
 
 def _poison(M, I):
@@ -48,12 +41,6 @@ def _gemm_error(x, wp, xs, ws, ref):
     g, u = (t.T for t in unpack_gate_up(acc.T, layout="interleaved"))
     peer = torch.nn.functional.silu(g.double()) * u.double()
     return 2 * (peer - ref).abs().max().item() + 1e-30
-
-
-def e4m3_ulp(a: torch.Tensor) -> torch.Tensor:
-    """Spacing of e4m3 values at |a| (float64): 2^(floor(log2|a|) - 3), and 2^-9 below 2^-6."""
-    _, e = torch.frexp(a.abs().clamp(min=2.0**-6))
-    return torch.ldexp(torch.ones_like(a), e - 4)
 
 
 def _groups(t: torch.Tensor) -> torch.Tensor:
@@ -104,7 +91,7 @@ def _check_dynamic(q, scale, x, wp, xs, ws, what):
 @pytest.mark.parametrize("model", list(QWEN))
 def test_qwen_shapes(model, M, seed):
     H, I = QWEN[model]
-    x, wp, xs, ws = _operands(M, H, I)
+    x, wp, xs, ws = row_operands(M, H, I)
     _poison(M, I)
     q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3)
     _check_dynamic(q, scale, x, wp, xs, ws, f"{model} M={M} seed={seed}")
@@ -113,7 +100,7 @@ def test_qwen_shapes(model, M, seed):
 @pytest.mark.parametrize("M", [1, 3, 64, 127, 129, 513, 4097])
 def test_awkward_token_counts_write_every_element_and_scale(M, seed):
     H, I = QWEN["0.5B"]
-    x, wp, xs, ws = _operands(M, H, I)
+    x, wp, xs, ws = row_operands(M, H, I)
     for name in fp8.OUT_CONFIG_NAMES:
         _poison(M, I)
         q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=name)
@@ -123,7 +110,7 @@ def test_awkward_token_counts_write_every_element_and_scale(M, seed):
 @pytest.mark.parametrize("name", fp8.OUT_CONFIG_NAMES)
 @pytest.mark.parametrize("per_token,per_channel", [(True, True), (False, False), (True, False), (False, True)])
 def test_every_config_and_input_scale_mode(name, per_token, per_channel, seed):
-    x, wp, xs, ws = _operands(300, 3584, 2048, per_token, per_channel)
+    x, wp, xs, ws = row_operands(300, 3584, 2048, per_token, per_channel)
     _poison(300, 2048)
     q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=name)
     _check_dynamic(q, scale, x, wp, xs, ws, f"{name} per_token={per_token} per_channel={per_channel} seed={seed}")
@@ -131,7 +118,7 @@ def test_every_config_and_input_scale_mode(name, per_token, per_channel, seed):
 
 @pytest.mark.parametrize("H,I", [(1040, 1040), (4112, 4880), (512, 16)])  # K % 128 != 0; I % 128 != 0
 def test_partial_k_tiles_and_partial_last_group(H, I, seed):
-    x, wp, xs, ws = _operands(200, H, I)
+    x, wp, xs, ws = row_operands(200, H, I)
     for name in fp8.OUT_CONFIG_NAMES:
         _poison(200, I)
         q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=name)
@@ -139,7 +126,7 @@ def test_partial_k_tiles_and_partial_last_group(H, I, seed):
 
 
 def test_zero_groups_get_scale_zero_and_zeros(seed):
-    x, wp, xs, ws = _operands(70, 512, 512)
+    x, wp, xs, ws = row_operands(70, 512, 512)
     wp = wp.clone()
     wp.view(torch.uint8)[256:512] = 0  # weight rows 256..511: output columns 128..255 (group 1) are 0
     q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3)
@@ -149,7 +136,7 @@ def test_zero_groups_get_scale_zero_and_zeros(seed):
 
 @pytest.mark.parametrize("M", [1, 300])
 def test_static_scale_saturates_where_the_value_exceeds_448(M, seed):
-    x, wp, xs, ws = _operands(M, 896, 4864)
+    x, wp, xs, ws = row_operands(M, 896, 4864)
     ref = fp8.dequantized_swiglu(x, wp, xs, ws, torch.float64)
     out_scale = (ref.abs().max() / fp8.E4M3_MAX / 4).float().reshape(1)  # the top quarter saturates
     for name in fp8.OUT_CONFIG_NAMES:
@@ -161,7 +148,7 @@ def test_static_scale_saturates_where_the_value_exceeds_448(M, seed):
 
 
 def test_cuda_graph_torch_compile_and_m_zero(seed):
-    x, wp, xs, ws = _operands(200, 896, 4864)
+    x, wp, xs, ws = row_operands(200, 896, 4864)
     eager = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fp8_common import assert_like_peer, row_operands
 from fused_swiglu import fp8, unpack_gate_up
-from fused_swiglu.accuracy import compare, ulp_at
 from fused_swiglu.bench.shapes import MODELS
-from numerics import allowed_mismatches
 
 pytestmark = pytest.mark.gpu
 
@@ -21,14 +20,6 @@ QWEN = {m.model.removeprefix("Qwen2.5-"): (m.hidden_size, m.intermediate_size) f
 # default for "promoted"), fp32 output, silu * up in fp32 rounded once, as numerics.py's rule for the
 # 16-bit kernels: elementwise at most twice its largest error plus one ulp, and at most 1.5 times its
 # mismatches plus the 16-bit bound. A wrong scale, layout or tile errs by about the output's RMS.
-
-
-def _operands(M, H, I, per_token=True, per_channel=True):
-    x, xs = fp8.quantize_e4m3(torch.randn(M, H, device="cuda"), per_row=per_token)
-    gq, gs = fp8.quantize_e4m3(torch.randn(I, H, device="cuda") * H**-0.5, per_row=per_channel)
-    uq, us = fp8.quantize_e4m3(torch.randn(I, H, device="cuda") * H**-0.5, per_row=per_channel)
-    wp, ws = fp8.pack_weights(gq, uq, gs, us)
-    return x, wp, xs, ws
 
 
 def _poisoned_run(x, wp, xs, ws, **kw):
@@ -54,13 +45,7 @@ def _check(y, x, wp, xs, ws, accumulation, what):
     if y.numel() == 0:
         return
     ref = fp8.dequantized_swiglu(x, wp, xs, ws, torch.float64)
-    peer = _cublas(x, wp, xs, ws, accumulation)
-    ours, theirs = compare(y, ref), compare(peer, ref)
-    bound = 2 * (peer.double() - ref).abs().max() + ulp_at(ref, torch.bfloat16)
-    bad = ((y.double() - ref).abs() > bound).sum().item()
-    mismatches = round(ours.mismatch * ours.counted)
-    allowed = 1.5 * round(theirs.mismatch * theirs.counted) + allowed_mismatches(ours.counted)
-    assert bad == 0 and mismatches <= allowed, f"{what}: {bad} elements over the bound; ours {ours}, cuBLAS {theirs}"
+    assert_like_peer(y, ref, _cublas(x, wp, xs, ws, accumulation), what)
 
 
 @pytest.mark.parametrize("accumulation", fp8.ACCUMULATIONS)
@@ -68,7 +53,7 @@ def _check(y, x, wp, xs, ws, accumulation, what):
 @pytest.mark.parametrize("model", list(QWEN))
 def test_qwen_shapes(model, M, accumulation, seed):
     H, I = QWEN[model]
-    x, wp, xs, ws = _operands(M, H, I)
+    x, wp, xs, ws = row_operands(M, H, I)
     y = _poisoned_run(x, wp, xs, ws, accumulation=accumulation)
     _check(y, x, wp, xs, ws, accumulation, f"{model} M={M} {accumulation} seed={seed}")
 
@@ -76,7 +61,7 @@ def test_qwen_shapes(model, M, accumulation, seed):
 @pytest.mark.parametrize("M", [1, 3, 64, 127, 128, 129, 256, 257, 4097])
 def test_awkward_token_counts_write_every_element(M, seed):
     H, I = QWEN["0.5B"]
-    x, wp, xs, ws = _operands(M, H, I)
+    x, wp, xs, ws = row_operands(M, H, I)
     for accumulation in fp8.ACCUMULATIONS:
         y = _poisoned_run(x, wp, xs, ws, accumulation=accumulation)
         _check(y, x, wp, xs, ws, accumulation, f"M={M} {accumulation} seed={seed}")
@@ -86,7 +71,7 @@ def test_awkward_token_counts_write_every_element(M, seed):
 @pytest.mark.parametrize("per_token,per_channel", [(True, True), (False, False), (True, False), (False, True)])
 def test_every_config_and_scale_mode(name, per_token, per_channel, seed):
     H, I = QWEN["7B"]
-    x, wp, xs, ws = _operands(300, H, I, per_token, per_channel)
+    x, wp, xs, ws = row_operands(300, H, I, per_token, per_channel)
     y = _poisoned_run(x, wp, xs, ws, config=name)
     acc = "promoted" if "promote" in name else "fast"
     _check(y, x, wp, xs, ws, acc, f"{name} per_token={per_token} per_channel={per_channel} seed={seed}")
@@ -94,7 +79,7 @@ def test_every_config_and_scale_mode(name, per_token, per_channel, seed):
 
 @pytest.mark.parametrize("H", [1040, 4112])  # K = H not a multiple of the 128-deep k-tile
 def test_k_not_a_multiple_of_the_k_tile(H, seed):
-    x, wp, xs, ws = _operands(200, H, 1024)
+    x, wp, xs, ws = row_operands(200, H, 1024)
     for accumulation in fp8.ACCUMULATIONS:
         y = _poisoned_run(x, wp, xs, ws, accumulation=accumulation)
         _check(y, x, wp, xs, ws, accumulation, f"H={H} {accumulation} seed={seed}")
@@ -103,7 +88,7 @@ def test_k_not_a_multiple_of_the_k_tile(H, seed):
 @pytest.mark.parametrize("M", [1, 64])  # one row: PyTorch calls the misaligned view contiguous
 def test_strided_operands_and_unaligned_scales_are_copied(M, seed):
     H, I = 512, 1024
-    x, wp, xs, ws = _operands(M, H, I)
+    x, wp, xs, ws = row_operands(M, H, I)
     wide = torch.empty(M, H + 16, device="cuda", dtype=torch.uint8).view(fp8.E4M3)[:, 8:H + 8]
     wide.copy_(x)  # rows 8 bytes off 16-byte alignment
     xs_off = torch.empty(M + 1, device="cuda")[1:]
@@ -113,15 +98,15 @@ def test_strided_operands_and_unaligned_scales_are_copied(M, seed):
 
 
 def test_m_zero_and_cpu_scales_on_cuda():
-    x, wp, xs, ws = _operands(0, 256, 256)
+    x, wp, xs, ws = row_operands(0, 256, 256)
     assert fp8.swiglu_packed_fp8(x, wp, torch.ones(1, device="cuda"), ws).shape == (0, 256)
-    x, wp, xs, ws = _operands(4, 256, 256)
+    x, wp, xs, ws = row_operands(4, 256, 256)
     with pytest.raises(ValueError, match="x_scale must be on x's device"):
         fp8.swiglu_packed_fp8(x, wp, xs.cpu(), ws)
 
 
 def test_cuda_graph_and_torch_compile(seed):
-    x, wp, xs, ws = _operands(200, 896, 4864)
+    x, wp, xs, ws = row_operands(200, 896, 4864)
     eager = fp8.swiglu_packed_fp8(x, wp, xs, ws)
     graph = torch.cuda.CUDAGraph()
     fp8.swiglu_packed_fp8(x, wp, xs, ws)  # loads the config before capture

@@ -77,7 +77,8 @@ typedef struct fsw_problem {
   // (per tensor), 1 one per token (x_scale, M values) or weight row (w_scale, 2N values).
   // Block-scaled configs (fsw_config_info.block_scaled) instead multiply each 128-deep K block kb's
   // products, in the mainloop, by x_scale[m + kb * x_scale_stride] (one per 1 x 128 group of a token
-  // row; x_scale_stride >= M, a multiple of 4) and w_scale[r / 8 + kb * w_scale_stride] (one per 8
+  // row; x_scale_stride >= M, a multiple of 4: the kernel reads ceil(M / 4) * 4 scales of each K block, so
+  // the buffer holds ceil(K / 128) * x_scale_stride floats) and w_scale[r / 8 + kb * w_scale_stride] (one per 8
   // packed weight rows; w_scale_stride >= 2N / 8): each 128 x 128 block scale of W_gate and W_up
   // repeated over the 8-row groups of the packed layout that its rows fall into.
   // 16-bit dtypes: NULL, strides 0.
@@ -91,7 +92,9 @@ typedef struct fsw_problem {
   //   y_scale_mode 2 (dynamic, per 1 x 128 group): for every row m < M and group g of output columns
   //     [128 g, min(128 g + 128, N)), writes y_scale[m * y_scale_stride_m + g * y_scale_stride_g] = the
   //     group's amax / 448 (fp32 division, rounded once); an all-zero group gets scale 0 and zeros.
-  //     Strides >= 0 in elements: (ceil(N / 128), 1) is the row-major (M, ceil(N / 128)) layout.
+  //     Strides in elements, row-major (y_scale_stride_m >= ceil(N / 128) * y_scale_stride_g >= 1, e.g.
+  //     (ceil(N / 128), 1)) or column-major (y_scale_stride_g >= M * y_scale_stride_m >= 1); the stride of a
+  //     dimension of size 1 is free.
   // Other configs: NULL, strides and mode 0.
   float* y_scale;
   int64_t y_scale_stride_m;

@@ -475,7 +475,8 @@ def test_c_abi_checks_every_e4m3_scale():
 
 def test_c_abi_checks_e4m3_output_and_block_scales():
     """fsw_can_implement refuses, naming the rule: an e4m3-output problem without y_scale or with another
-    mode, negative group strides or e4m3 rows not 16-byte aligned; y_scale on a 16-bit-output config; a
+    mode, group strides that do not give every scale its own address (and accepts row-major, column-major
+    and unit-dimension strides) or e4m3 rows not 16-byte aligned; y_scale on a 16-bit-output config; a
     block-scaled problem whose scale strides are shorter than the rows or (x_scale) not a multiple of 4."""
     from fused_swiglu import catalog
     from fused_swiglu._lib import Library, Problem, Status
@@ -495,9 +496,16 @@ def test_c_abi_checks_e4m3_output_and_block_scales():
     for bad, needle in [(dict(y_scale=None), "y_scale must be a 4-byte aligned fp32 pointer"),
                         (dict(y_scale=0x70002), "y_scale must be a 4-byte aligned fp32 pointer"),
                         (dict(y_scale_mode=0), "y_scale_mode must be 1 (static) or 2 (per 1x128 group)"),
-                        (dict(y_scale_stride_g=-1), "y_scale_stride_m and y_scale_stride_g must be >= 0"),
+                        (dict(y_scale_stride_g=-1), "must give every (row, group) scale its own address"),
+                        (dict(y_scale_stride_g=0), "must give every (row, group) scale its own address"),
+                        (dict(y_scale_stride_m=1), "must give every (row, group) scale its own address"),
+                        (dict(y_scale_stride_m=1, y_scale_stride_g=15), "must give every (row, group) scale"),
                         (dict(ldy=264), "row stride of y must be >= 256 and a multiple of 16")]:
         refused(out, {**base, **bad}, needle)
+    for good in [dict(), dict(y_scale_stride_m=1, y_scale_stride_g=16), dict(m=1, y_scale_stride_m=0),
+                 dict(n=128, ldy=128, y_scale_stride_g=0)]:  # row-major, column-major, a unit dimension
+        status = lib._dll.fsw_can_implement(lib.ensure(out), ctypes.byref(Problem(**{**base, **good})))
+        assert status != Status.INVALID_ARGUMENT, (good, lib._dll.fsw_last_error())
     refused("packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3", base, "writes 16-bit y: y_scale must be NULL")
     block = catalog.fp8_blockwise_names()[0]
     blocked = {**base, "y_scale": None, "y_scale_mode": 0, "x_scale_stride": 16, "w_scale_stride": 64}

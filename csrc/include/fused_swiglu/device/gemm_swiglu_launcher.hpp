@@ -99,9 +99,21 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
       return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s writes e4m3 y: y_scale must be a 4-byte aligned fp32 pointer",
                   info.name);
     }
-    if (p.y_scale_mode == FSW_Y_SCALE_GROUP128 && (p.y_scale_stride_m < 0 || p.y_scale_stride_g < 0)) {
-      return fail(FSW_ERROR_INVALID_ARGUMENT, "y_scale_stride_m and y_scale_stride_g must be >= 0; got %lld and %lld",
-                  (long long)p.y_scale_stride_m, (long long)p.y_scale_stride_g);
+    if (p.y_scale_mode == FSW_Y_SCALE_GROUP128) {
+      // every (row, group) scale at its own address: row-major or column-major strides (a unit dimension's
+      // stride is free)
+      int64_t const groups = (p.n + 127) / 128, sm = p.y_scale_stride_m, sg = p.y_scale_stride_g;
+      bool const distinct = p.m <= 1   ? (groups <= 1 || sg >= 1)
+                            : groups <= 1 ? sm >= 1
+                                          : (sg >= 1 && sm >= groups * sg) || (sm >= 1 && sg >= p.m * sm);
+      if (!distinct) {
+        return fail(FSW_ERROR_INVALID_ARGUMENT,
+                    "y_scale_stride_m and y_scale_stride_g must give every (row, group) scale its own address:"
+                    " y_scale_stride_m >= %lld * y_scale_stride_g >= %lld (row-major) or y_scale_stride_g >="
+                    " %lld * y_scale_stride_m >= %lld (column-major); got %lld and %lld",
+                    (long long)groups, (long long)(groups > 1 ? 1 : 0), (long long)p.m,
+                    (long long)(p.m > 1 ? 1 : 0), (long long)sm, (long long)sg);
+      }
     }
   } else if (p.y_scale != nullptr || p.y_scale_mode != 0) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s writes 16-bit y: y_scale must be NULL and y_scale_mode 0",

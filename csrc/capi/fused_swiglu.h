@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 10
+#define FSW_ABI_VERSION 11
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -145,6 +145,19 @@ fsw_status fsw_workspace_size(int config, const fsw_problem* problem, size_t* by
 // Launches on `stream` (a cudaStream_t). Asynchronous; never synchronizes. M == 0 is a no-op.
 fsw_status fsw_run(int config, const fsw_problem* problem, void* workspace, size_t workspace_bytes,
                    void* stream);
+
+// Quantizes x (M, K), dtype FSW_DTYPE_BF16 or FSW_DTYPE_FP16, row stride ldx elements, to e4m3 per 1 x 128
+// group of each row, as the e4m3-output epilogue quantizes y: over the group's columns [128 g, min(128 g + 128,
+// K)), scale = amax / 448 (fp32 division, rounded once; a NaN does not count), and each value becomes
+// v * fminf(1 / scale, FLT_MAX) rounded to nearest e4m3 and saturated to +-448 (an all-zero group: scale 0 and
+// zeros). Writes q (M, K) e4m3 with row stride ldq and scale[m * scale_stride_m + g * scale_stride_g] for rows
+// m < scale_rows (>= M): rows in [M, scale_rows) get 0, the padding that block-scaled configs read x_scale
+// with (x_scale_stride = scale_stride_g, scale_stride_m = 1, scale_rows = ceil(M / 4) * 4). Scale strides as
+// fsw_problem.y_scale's (row- or column-major). No alignment rule beyond the element types'. Launches on
+// `stream` (a cudaStream_t); asynchronous.
+fsw_status fsw_quantize_e4m3_groups(int32_t dtype, int64_t m, int64_t k, const void* x, int64_t ldx, void* q,
+                                    int64_t ldq, float* scale, int64_t scale_stride_m, int64_t scale_stride_g,
+                                    int64_t scale_rows, void* stream);
 
 #ifdef __cplusplus
 }

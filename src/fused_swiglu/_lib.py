@@ -27,7 +27,7 @@ import torch
 
 from .errors import BuildError, UnsupportedError
 
-ABI_VERSION = 10  # must equal FSW_ABI_VERSION of the library
+ABI_VERSION = 11  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
@@ -161,6 +161,9 @@ _SIGNATURES = {
     "fsw_can_implement": ([ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
     "fsw_workspace_size": ([ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
     "fsw_run": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int),
+    "fsw_quantize_e4m3_groups": ([ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                  ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                  ctypes.c_int64, ctypes.c_void_p], ctypes.c_int),
 }
 
 
@@ -430,6 +433,24 @@ class Library:
         )
         if status != Status.SUCCESS:
             self.check(status, f"{config_name}: fsw_run")
+
+
+    def quantize_e4m3_groups(self, x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, scale_rows: int) -> None:
+        """``fsw_quantize_e4m3_groups`` on the current stream of x's device: x ``(M, K)`` bf16/fp16 with
+        unit column stride into q ``(M, K)`` e4m3 (unit column stride) and the fp32 scales ``scale``
+        (``(scale_rows, ceil(K / 128))``, any strides the library accepts; rows past M get 0).
+
+        Raises:
+            ValueError: the library rejects a shape, stride, pointer or dtype.
+            RuntimeError: a CUDA error at launch.
+        """
+        if x.dtype not in DTYPE_CODES:
+            raise TypeError(f"x must be torch.bfloat16 or torch.float16; got x.dtype={x.dtype}")
+        device = x.get_device()
+        status = self._dll.fsw_quantize_e4m3_groups(
+            DTYPE_CODES[x.dtype], x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), q.data_ptr(), q.stride(0),
+            scale.data_ptr(), scale.stride(0), scale.stride(1), scale_rows, _current_stream(device))
+        self.check(status, "fsw_quantize_e4m3_groups")
 
 
 def _current_stream(device: int) -> int:

@@ -11,6 +11,8 @@ TREE = {
     "capi/fused_swiglu.h": "// abi\n",
     "capi/status.hpp": '#include "fused_swiglu.h"\n',
     "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n#include "status.hpp"\n#include <cuda.h>\n',
+    "capi/quantize_e4m3.cu": '#include "fused_swiglu.h"\n#include "scale_layout.hpp"\n',
+    "capi/scale_layout.hpp": "#pragma once\n",
     "capi/registry.inc": "#define FSW_CONFIG_LIST \\\n  FSW_CONFIG(a) \\\n  FSW_CONFIG(b) \\\n\n",
     "capi/driver_entry_points.cu": "#include <cuda.h>\n",
     "include/lib/kernel.hpp": '#pragma once\n#include "detail.hpp"\n#include "cutlass/gemm.h"\n',
@@ -35,7 +37,8 @@ def test_dependencies_follow_includes_transitively_within_csrc(tmp_path, write_t
     assert units.dependencies(csrc, units.config("b")) == [
         "capi/driver_entry_points.cu", "capi/fused_swiglu.h", "capi/status.hpp", "instantiations/b.cu",
     ]
-    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/status.hpp"]
+    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/quantize_e4m3.cu",
+                                                      "capi/scale_layout.hpp", "capi/status.hpp"]
 
 
 def test_a_missing_source_is_an_error(tmp_path, write_tree):

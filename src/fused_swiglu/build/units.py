@@ -1,7 +1,7 @@
 """What the build makes: the core library and one shared object per kernel config.
 
 * ``core``: ``libfused_swiglu.so`` from ``capi/fused_swiglu.cpp`` (the C ABI, the config registry
-  and dispatch; no kernels, no CUDA runtime).
+  and dispatch) and ``capi/quantize_e4m3.cu`` (the per-token-group e4m3 quantization kernel).
 * one per config ``<name>`` of ``capi/registry.inc``: ``libfsw_<name>.so`` from
   ``instantiations/<name>.cu`` and ``capi/driver_entry_points.cu``; the core library loads it on
   first use of that config (``fsw_load_config``).
@@ -20,7 +20,7 @@ from ..errors import BuildError
 
 CORE = "core"
 CORE_LIBRARY = "libfused_swiglu.so"
-CORE_SOURCES = ("capi/fused_swiglu.cpp",)
+CORE_SOURCES = ("capi/fused_swiglu.cpp", "capi/quantize_e4m3.cu")
 CONFIG_SUPPORT_SOURCES = ("capi/driver_entry_points.cu",)
 REGISTRY = "capi/registry.inc"
 INCLUDE_DIRS = ("include", "capi")  # the -I folders under csrc, in nvcc's search order
@@ -54,8 +54,7 @@ def config_library(name: str) -> str:
 
 
 def core() -> Unit:
-    # host C++ without kernels or CUDA runtime calls: the CUDA runtime is not linked in
-    return Unit(CORE, CORE_SOURCES, ("-cudart=none",))
+    return Unit(CORE, CORE_SOURCES)
 
 
 def config(name: str) -> Unit:

@@ -21,6 +21,7 @@
 #include "fused_swiglu.h"
 #include "status.hpp"
 #include "registry.hpp"
+#include "scale_layout.hpp"
 
 namespace fused_swiglu::device {
 
@@ -100,13 +101,8 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
                   info.name);
     }
     if (p.y_scale_mode == FSW_Y_SCALE_GROUP128) {
-      // every (row, group) scale at its own address: row-major or column-major strides (a unit dimension's
-      // stride is free)
       int64_t const groups = (p.n + 127) / 128, sm = p.y_scale_stride_m, sg = p.y_scale_stride_g;
-      bool const distinct = p.m <= 1   ? (groups <= 1 || sg >= 1)
-                            : groups <= 1 ? sm >= 1
-                                          : (sg >= 1 && sm >= groups * sg) || (sm >= 1 && sg >= p.m * sm);
-      if (!distinct) {
+      if (!capi::distinct_scale_strides(p.m, groups, sm, sg)) {
         return fail(FSW_ERROR_INVALID_ARGUMENT,
                     "y_scale_stride_m and y_scale_stride_g must give every (row, group) scale its own address:"
                     " y_scale_stride_m >= %lld * y_scale_stride_g >= %lld (row-major) or y_scale_stride_g >="

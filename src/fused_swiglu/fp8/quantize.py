@@ -71,7 +71,9 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     Returns:
         ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` fp32
         ``(rows, ceil(cols / group))``, row-major (or as ``column_major_scales``), so that
-        ``t ~ q * scale`` repeated over each group.
+        ``t ~ q * scale`` repeated over each group. A bf16/fp16 ``t`` on a Hopper GPU with 128-column
+        groups is quantized by one kernel of the library (``fsw_quantize_e4m3_groups``), with the same
+        result bit for bit (a NaN's sign aside); other inputs by PyTorch operations.
 
     Raises:
         TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D or ``group`` < 1.
@@ -79,6 +81,8 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     _check_matrix("t", t)
     _check_positive_int("group", group)
     rows, cols = t.shape
+    if _kernel_quantizes(t, group):
+        return _quantize_groups_cuda(t, column_major_scales)
     groups = -(-cols // group)
     t32 = torch.nn.functional.pad(t.float(), (0, groups * group - cols)).reshape(rows, groups, group)
     magnitude = t32.abs().nan_to_num(nan=0.0, posinf=float("inf"))  # NaN left out of the amax
@@ -86,6 +90,37 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     inv = reciprocal(scale)
     q = (t32 * inv[:, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).reshape(rows, groups * group)[:, :cols]
     return q.contiguous(), column_major(scale) if column_major_scales else scale.contiguous()
+
+
+def _kernel_quantizes(t: torch.Tensor, group: int) -> bool:
+    """Whether the kernel library's quantization kernel takes ``t``: a non-empty bf16/fp16 tensor on a
+    Hopper GPU, 128-column groups."""
+    from .._validate import hopper_status
+
+    return (t.is_cuda and t.dtype in (torch.bfloat16, torch.float16) and group == GROUP and t.numel() > 0
+            and hopper_status(t.device) is None)
+
+
+def _quantize_groups_cuda(t: torch.Tensor, column_major_scales: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quantize_e4m3_groups` by ``fsw_quantize_e4m3_groups`` (one launch; the PyTorch path's
+    result, a NaN's sign aside)."""
+    from .. import _lib
+
+    rows, cols = t.shape
+    groups = -(-cols // GROUP)
+    if t.stride(1) != 1:
+        t = t.contiguous()
+    q = torch.empty((rows, cols), dtype=E4M3, device=t.device)
+    if column_major_scales:
+        ld = -(-rows // 4) * 4
+        padded = torch.empty((groups, ld), dtype=torch.float32, device=t.device).T  # (ld, groups), rows past M zeroed
+        scale, scale_rows = padded[:rows], ld
+    else:
+        padded = scale = torch.empty((rows, groups), dtype=torch.float32, device=t.device)
+        scale_rows = rows
+    with torch.cuda.device(t.device):
+        _lib.library().quantize_e4m3_groups(t, q, padded, scale_rows)
+    return q, scale
 
 
 def reciprocal(scale: torch.Tensor) -> torch.Tensor:

@@ -70,10 +70,17 @@ def test_kernel_writes_every_element():
 
 
 def test_strided_input_and_library_checks():
+    """Column-major and broadcast inputs are copied to rows the kernel reads; the library names the
+    broken rule for overlapping scale strides, too few scale rows and a non-16-bit x."""
     t = _input(64, 512, torch.bfloat16, 3)
     q, s = fp8.quantize_e4m3_groups(t.cuda().T.contiguous().T)  # column-major x: copied
     qr, sr = fp8.quantize_e4m3_groups(t)
     _same(q.cpu(), qr)
+    for view in (t.cuda()[:1].expand(5, -1), t.cuda()[:1, 0:1].expand(1, 512)):  # broadcast rows or columns
+        q, s = fp8.quantize_e4m3_groups(view)
+        qr, sr = fp8.quantize_e4m3_groups(view.cpu().contiguous())
+        _same(q.cpu(), qr)
+        _same(s.cpu(), sr)
     lib = _lib.library()
     x = t.cuda()
     q = torch.empty(64, 512, dtype=fp8.E4M3, device="cuda")

@@ -108,8 +108,8 @@ def _quantize_groups_cuda(t: torch.Tensor, column_major_scales: bool) -> tuple[t
 
     rows, cols = t.shape
     groups = -(-cols // GROUP)
-    if t.stride(1) != 1:
-        t = t.contiguous()
+    if t.stride(1) != 1 or t.stride(0) < cols:  # the kernel reads rows of unit column stride, ldx >= K
+        t = t.clone(memory_format=torch.contiguous_format)
     q = torch.empty((rows, cols), dtype=E4M3, device=t.device)
     if column_major_scales:
         ld = -(-rows // 4) * 4

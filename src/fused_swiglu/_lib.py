@@ -434,13 +434,13 @@ class Library:
         if status != Status.SUCCESS:
             self.check(status, f"{config_name}: fsw_run")
 
-
     def quantize_e4m3_groups(self, x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, scale_rows: int) -> None:
         """``fsw_quantize_e4m3_groups`` on the current stream of x's device: x ``(M, K)`` bf16/fp16 with
         unit column stride into q ``(M, K)`` e4m3 (unit column stride) and the fp32 scales ``scale``
         (``(scale_rows, ceil(K / 128))``, any strides the library accepts; rows past M get 0).
 
         Raises:
+            TypeError: x is not bf16 or fp16.
             ValueError: the library rejects a shape, stride, pointer or dtype.
             RuntimeError: a CUDA error at launch.
         """

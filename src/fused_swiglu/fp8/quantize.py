@@ -112,9 +112,8 @@ def _quantize_groups_cuda(t: torch.Tensor, column_major_scales: bool) -> tuple[t
         t = t.clone(memory_format=torch.contiguous_format)
     q = torch.empty((rows, cols), dtype=E4M3, device=t.device)
     if column_major_scales:
-        ld = -(-rows // 4) * 4
-        padded = torch.empty((groups, ld), dtype=torch.float32, device=t.device).T  # (ld, groups), rows past M zeroed
-        scale, scale_rows = padded[:rows], ld
+        padded = _m_major(rows, groups, t.device, zeroed=False)  # the kernel zeroes the rows past M
+        scale, scale_rows = padded[:rows], padded.shape[0]
     else:
         padded = scale = torch.empty((rows, groups), dtype=torch.float32, device=t.device)
         scale_rows = rows
@@ -137,10 +136,16 @@ def column_major(scale: torch.Tensor) -> torch.Tensor:
     rows, blocks = scale.shape
     if scale.stride(0) == 1 and scale.stride(1) % 4 == 0 and scale.stride(1) >= rows and scale.data_ptr() % 16 == 0:
         return scale
+    padded = _m_major(rows, blocks, scale.device, zeroed=True)  # rows past `rows` read as 0
+    padded[:rows] = scale
+    return padded[:rows]
+
+
+def _m_major(rows: int, blocks: int, device: torch.device, zeroed: bool) -> torch.Tensor:
+    """A fresh fp32 ``(ceil(rows / 4) * 4, blocks)`` tensor of stride ``(1, ld)``: the block-scaled kernels'
+    layout of x's scales, with the padding rows they read (zero-filled if ``zeroed``)."""
     ld = -(-rows // 4) * 4
-    out = torch.zeros((blocks, ld), dtype=torch.float32, device=scale.device)  # rows past `rows` read as 0
-    out[:, :rows] = scale.T
-    return out[:, :rows].T
+    return (torch.zeros if zeroed else torch.empty)((blocks, ld), dtype=torch.float32, device=device).T
 
 
 def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Tensor,

@@ -24,6 +24,7 @@ from torch.nn.modules import module as _module
 from . import _validate as v
 from . import mlp_ops, ops
 from .configs import ACCUMULATIONS
+from .fp8 import modules as fp8_modules
 from .functional import _AUTO, _run_op, swiglu
 from .mlp import _apply
 
@@ -222,9 +223,9 @@ class FusedSwiGLUForward:
         return False
 
 
-def _patch(module: nn.Module) -> FusedSwiGLUForward | None:
+def _patch(module: nn.Module) -> FusedSwiGLUForward | fp8_modules.FusedFP8SwiGLUForward | None:
     f = vars(module).get("forward")
-    return f if isinstance(f, FusedSwiGLUForward) else None
+    return f if isinstance(f, (FusedSwiGLUForward, fp8_modules.FusedFP8SwiGLUForward)) else None
 
 
 def fuse_swiglu_mlps(
@@ -264,6 +265,14 @@ def fuse_swiglu_mlps(
     recomputes the gate and up products (see :func:`swiglu`). A patched model stays patched through ``torch.save`` /
     ``torch.load`` of the whole model and ``copy.deepcopy``.
 
+    Blocks quantized with transformers' fine-grained FP8 (gate_proj and up_proj ``FP8Linear`` with e4m3
+    weights, fp32 128 x 128 block scales ``weight_scale_inv`` and dynamic activation scales, no bias)
+    are patched too (:mod:`fused_swiglu.fp8.modules`): x is quantized once per 1 x 128 group and gate
+    and up run as one block-scaled FP8 GEMM with SwiGLU in its epilogue (bf16 y), then ``down_proj``
+    (the model's own FP8 layer). The block keeps a packed copy of its gate/up weights (2 I H bytes),
+    remade when they change. ``kernel``, ``accumulation`` and ``recompute`` do not apply to them; a
+    call with x not bf16, on a GPU other than Hopper, or recorded by autograd runs the original forward.
+
     Args:
         model: any ``nn.Module``; it is modified in place (instance ``forward`` attributes).
         kernel: ``"dual"`` (default; reads the weights as they are), ``"auto"`` (the same) or
@@ -300,14 +309,19 @@ def fuse_swiglu_mlps(
             continue
         if not _has_projections(module):
             continue
-        reason = _skip_reason(module)
+        fp8 = fp8_modules.is_fp8_block(module)
+        reason = fp8_modules.skip_reason(module, _is_silu, _has_hooks) if fp8 else _skip_reason(module)
         if reason is None and hasattr(module, "_hf_hook"):
             reason = "it carries an accelerate hook (_hf_hook)"
         if reason is not None:
             skipped.append((name, reason))
             continue
         previous = vars(module).get("forward")  # an instance forward set by someone else, or None
-        module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
+        if fp8:
+            module.forward = fp8_modules.FusedFP8SwiGLUForward(module, backend, _is_silu, _has_hooks, _global_hooks,
+                                                               previous)
+        else:
+            module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
         patched.append(name)
     if not patched and not already:
         if skipped:

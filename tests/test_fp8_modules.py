@@ -1,0 +1,230 @@
+"""fuse_swiglu_mlps on MLP blocks quantized with transformers' fine-grained FP8 (fused_swiglu.fp8.modules),
+on the CPU (the block-scaled operator's CPU kernel)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from fused_swiglu import fp8, fuse_swiglu_mlps, unfuse_swiglu_mlps
+from fused_swiglu.fp8 import modules as fp8_modules
+
+from fp8_models import FP8Linear, FP8MLP, dequantize_blocks, fp8_linear, reference_forward
+
+
+@pytest.fixture(autouse=True)
+def reference_fp8_linear(monkeypatch):
+    """FP8Linear's own forward needs kernels from the Hugging Face Hub: the tests run a reference."""
+    monkeypatch.setattr(FP8Linear, "forward", reference_forward)
+
+
+class Model(nn.Module):
+    def __init__(self, n=2, **kw):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.ModuleDict({"mlp": FP8MLP(**kw)}) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer["mlp"](x)
+        return x
+
+
+def _expected(mlp: FP8MLP, x: torch.Tensor) -> torch.Tensor:
+    """down_proj(y) with y from float64 products of the dequantized operands, rounded once to bf16."""
+    H = x.shape[-1]
+    xq, xs = fp8.quantize_e4m3_groups(x.reshape(-1, H))
+    xd = (xq.double() * xs.double().repeat_interleave(128, 1)[:, :H])
+    g = xd @ dequantize_blocks(mlp.gate_proj.weight, mlp.gate_proj.weight_scale_inv).double().T
+    u = xd @ dequantize_blocks(mlp.up_proj.weight, mlp.up_proj.weight_scale_inv).double().T
+    y = (torch.nn.functional.silu(g) * u).to(torch.bfloat16)
+    return mlp.down_proj(y).view(*x.shape[:-1], H)
+
+
+def _float64_model(model: Model, x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
+    for layer in model.layers:
+        mlp = layer["mlp"]
+        w = [dequantize_blocks(p.weight, p.weight_scale_inv).double() for p in (mlp.gate_proj, mlp.up_proj,
+                                                                                mlp.down_proj)]
+        x = x + (torch.nn.functional.silu(x @ w[0].T) * (x @ w[1].T)) @ w[2].T
+    return x
+
+
+def _calls(monkeypatch):
+    """Calls of the fused path: the shape of x as the operator got it."""
+    calls = []
+    real = fp8_modules.swiglu_packed_fp8_dynamic_op
+
+    def counting(x, *args):
+        calls.append(tuple(x.shape))
+        return real(x, *args)
+
+    monkeypatch.setattr(fp8_modules, "swiglu_packed_fp8_dynamic_op", counting)
+    return calls
+
+
+def test_fp8_blocks_are_patched_and_match_the_fused_reference(monkeypatch):
+    torch.manual_seed(0)
+    model = Model()
+    x = torch.randn(2, 5, 256, dtype=torch.bfloat16)
+    stock = model(x)
+    calls = _calls(monkeypatch)
+    assert fuse_swiglu_mlps(model) == ["layers.0.mlp", "layers.1.mlp"]
+    mlp = model.layers[0]["mlp"]
+    assert isinstance(vars(mlp)["forward"], fp8_modules.FusedFP8SwiGLUForward)
+    torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
+    assert calls == [(10, 256)]
+    # against the model in float64 (dequantized weights, x not quantized), the patched model errs no
+    # more than the unpatched FP8 model does
+    ref = _float64_model(model, x)
+    err_stock, err_fused = ((out.double() - ref).norm() / ref.norm() for out in (stock, model(x)))
+    assert err_fused <= 1.05 * err_stock, (err_fused, err_stock)
+    assert unfuse_swiglu_mlps(model) == ["layers.0.mlp", "layers.1.mlp"]
+    assert "forward" not in vars(mlp)
+    torch.testing.assert_close(model(x), stock, rtol=0, atol=0)
+
+
+def test_the_packed_copy_holds_the_weights_and_scales():
+    torch.manual_seed(1)
+    mlp = FP8MLP(H=272, I=136)  # partial last blocks along both I and H
+    fuse_swiglu_mlps(mlp)
+    patch = vars(mlp)["forward"]
+    w, s = fp8.pack_weights_blockwise(mlp.gate_proj.weight, mlp.up_proj.weight, mlp.gate_proj.weight_scale_inv,
+                                      mlp.up_proj.weight_scale_inv)
+    assert torch.equal(patch.w_packed.view(torch.uint8), w.view(torch.uint8))
+    assert torch.equal(patch.w_scale, s)
+    x = torch.randn(3, 272, dtype=torch.bfloat16)
+    torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("change", ["in_place", "replaced_weight", "replaced_scale", "replaced_layer"])
+def test_weights_changed_after_patching_are_repacked(change):
+    torch.manual_seed(2)
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp)
+    x = torch.randn(4, 256, dtype=torch.bfloat16)
+    before = mlp(x)
+    other = fp8_linear(torch.randn(384, 256, dtype=torch.bfloat16) / 16)
+    if change == "in_place":
+        with torch.no_grad():
+            mlp.up_proj.weight.copy_(other.weight)
+            mlp.up_proj.weight_scale_inv.copy_(other.weight_scale_inv)
+    elif change == "replaced_weight":
+        mlp.up_proj.weight = other.weight
+        mlp.up_proj.weight_scale_inv = other.weight_scale_inv
+    elif change == "replaced_scale":
+        mlp.up_proj.weight_scale_inv = nn.Parameter(other.weight_scale_inv * 2, requires_grad=False)
+    else:
+        mlp.up_proj = other
+    after = mlp(x)
+    assert not torch.equal(after, before)
+    torch.testing.assert_close(after, _expected(mlp, x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("change, says", [
+    ("per_tensor", "block_size is None"),
+    ("static", "activation_scheme is 'static'"),
+    ("bias", "gate_proj has a bias"),
+    ("gelu", "act_fn is GELU"),
+    ("odd_H", "H of 16"),
+    ("hook", "hooks"),
+])
+def test_blocks_the_kernel_cannot_run_are_left_with_the_reason(change, says):
+    torch.manual_seed(3)
+    H = 264 if change == "odd_H" else 256
+    mlp = FP8MLP(H=H)
+    if change == "per_tensor":
+        mlp.gate_proj = fp8_linear(torch.randn(384, 256), block_size=None)
+        mlp.gate_proj.weight_scale_inv = nn.Parameter(torch.ones(()), requires_grad=False)
+    elif change == "static":
+        mlp.up_proj = fp8_linear(torch.randn(384, 256), activation_scheme="static")
+    elif change == "bias":
+        mlp.gate_proj.bias = nn.Parameter(torch.zeros(384))
+    elif change == "gelu":
+        mlp.act_fn = nn.GELU()
+    elif change == "hook":
+        mlp.up_proj.register_forward_hook(lambda *a: None)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert fuse_swiglu_mlps(mlp) == []
+    assert says in str(w[0].message)
+
+
+def test_a_block_changed_after_patching_runs_its_original_forward(monkeypatch):
+    torch.manual_seed(4)
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp)
+    x = torch.randn(4, 256, dtype=torch.bfloat16)
+    calls = _calls(monkeypatch)
+    mlp(x)
+    assert len(calls) == 1
+    mlp.act_fn = nn.GELU()
+    stock = FP8MLP.forward(mlp, x)
+    torch.testing.assert_close(mlp(x), stock, rtol=0, atol=0)
+    assert len(calls) == 1
+    mlp.act_fn = nn.SiLU()
+    mlp.gate_proj.register_forward_pre_hook(lambda *a: None)
+    mlp(x)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.half(),                        # the FP8 kernel writes bf16 y
+    lambda x: x.requires_grad_(),              # autograd records: the kernel has no backward
+])
+def test_inputs_the_fused_path_does_not_take_run_the_original_forward(make, monkeypatch):
+    torch.manual_seed(5)
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp)
+    calls = _calls(monkeypatch)
+    x = make(torch.randn(4, 256, dtype=torch.bfloat16))
+    torch.testing.assert_close(mlp(x), FP8MLP.forward(mlp, x), rtol=0, atol=0)
+    assert calls == []
+
+
+def test_backend_cutlass_on_the_cpu_runs_the_original_forward(monkeypatch):
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp, backend="cutlass")
+    calls = _calls(monkeypatch)
+    mlp(torch.randn(2, 256, dtype=torch.bfloat16))
+    assert calls == []
+
+
+@pytest.mark.parametrize("how", ["save_load", "deepcopy"])
+def test_a_patched_fp8_model_stays_patched_without_pickling_the_packed_copy(how):
+    torch.manual_seed(6)
+    model = Model(n=1)
+    fuse_swiglu_mlps(model)
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+    want = model(x)
+    if how == "save_load":
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        size = buffer.tell()
+        unfuse_swiglu_mlps(model)
+        plain = io.BytesIO()
+        torch.save(model, plain)
+        assert size < plain.tell() + 4096  # no packed copy in the file
+        buffer.seek(0)
+        copied = torch.load(buffer, weights_only=False)
+    else:
+        copied = copy.deepcopy(model)
+    patch = vars(copied.layers[0]["mlp"])["forward"]
+    assert isinstance(patch, fp8_modules.FusedFP8SwiGLUForward) and patch.module is copied.layers[0]["mlp"]
+    torch.testing.assert_close(copied(x), want, rtol=0, atol=0)
+    assert patch.w_packed is not None
+
+
+def test_a_patched_fp8_block_compiles_fullgraph():
+    torch.manual_seed(7)
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp)
+    x = torch.randn(2, 3, 256, dtype=torch.bfloat16)
+    want = mlp(x)
+    compiled = torch.compile(mlp, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x), want, rtol=0, atol=0)

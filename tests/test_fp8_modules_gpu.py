@@ -92,10 +92,13 @@ def test_qwen3_fp8_model_patched_agrees_with_the_unpatched_fp8_model(tmp_path):
         assert fuse_swiglu_mlps(model) == [f"model.layers.{i}.mlp" for i in range(4)]
         fused = model(input_ids=ids).logits
         fused_tokens = model.generate(ids[:, :16], max_new_tokens=16, do_sample=False)
-    # the FP8 model's error against its bf16 original bounds the patched one's
+    # the FP8 model's own error against its bf16 original bounds the patched one's: in the logits, and in
+    # how often the arg-max token is the bf16 model's (random weights put the top logits close together)
     assert _rel(fused, ref) <= 1.05 * _rel(stock, ref), (_rel(fused, ref), _rel(stock, ref))
-    agree = (fused.argmax(-1) == stock.argmax(-1)).double().mean().item()
-    assert agree >= 0.9, agree
-    print(f"logits rel err vs bf16: stock {_rel(stock, ref):.4f} fused {_rel(fused, ref):.4f}; top-1 agreement "
-          f"{agree:.3f}; greedy tokens equal {(stock_tokens == fused_tokens).double().mean().item():.3f}")
+    top1 = {name: (out.argmax(-1) == ref.argmax(-1)).double().mean().item() for name, out in
+            (("stock", stock), ("fused", fused))}
+    assert top1["fused"] >= top1["stock"] - 0.05, top1
+    print(f"logits rel err vs bf16: stock {_rel(stock, ref):.4f} fused {_rel(fused, ref):.4f}; top-1 = bf16's: {top1};"
+          f" top-1 fused = stock {(fused.argmax(-1) == stock.argmax(-1)).double().mean().item():.3f}; greedy tokens"
+          f" equal {(stock_tokens == fused_tokens)[0, 16:].double().mean().item():.3f}")
     assert unfuse_swiglu_mlps(model) == [f"model.layers.{i}.mlp" for i in range(4)]

@@ -20,7 +20,8 @@ catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)
 CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFIGS] + [
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS] + [(e, catalog.FP8_OUT_DTYPES) for e in catalog.FP8_OUT_CONFIGS] + [
-    (e, catalog.FP8_DTYPES) for e in catalog.FP8_BLOCKWISE_CONFIGS]
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_BLOCKWISE_CONFIGS] + [
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_DUAL_CONFIGS]
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
 # MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
@@ -75,6 +76,11 @@ KERNELS = {
                              "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8_blockwise.hpp"),
     "packed_fp8_swapab": ("::fused_swiglu::kernel::PackedSwapABFP8SwiGLUGemm", "FSW_KERNEL_PACKED",
                           "fused_swiglu/kernel/sm90_gemm_swiglu_packed_fp8.hpp"),
+    # the dual kernel on e4m3 x, W_gate and W_up with row scales, and its swap-AB form; bfloat16 output
+    "dual_fp8": ("::fused_swiglu::kernel::DualFP8SwiGLUGemm", "FSW_KERNEL_DUAL",
+                 "fused_swiglu/kernel/sm90_gemm_swiglu_dual_fp8.hpp"),
+    "dual_fp8_swapab": ("::fused_swiglu::kernel::DualSwapABFP8SwiGLUGemm", "FSW_KERNEL_DUAL",
+                        "fused_swiglu/kernel/sm90_gemm_swiglu_dual_fp8.hpp"),
 }
 
 

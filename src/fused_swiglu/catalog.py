@@ -9,7 +9,7 @@ An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, p
 
 * kernel: ``packed`` (the packed kernel: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
   ``dual`` (the dual kernel: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
-  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes).
+  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes); ``*_fp8*``: their e4m3 forms.
 * schedule: ``pingpong`` (two consumer warpgroups on alternate tiles, one owning a whole tile) or
   ``cooperative`` (two warpgroups split one tile along M).
 * tile_m, tile_n, tile_k: the CTA TileShape in elements; tile_n counts gate + up accumulator
@@ -118,6 +118,17 @@ FP8_BLOCKWISE_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...]
 )
 
 
+# The dual kernel in e4m3 (fused_swiglu.fp8.swiglu_fp8): x, W_gate and W_up in float8_e4m3fn as stored, fp32
+# scales per tensor, token or output channel, y in bfloat16, fast accumulation. Its epilogue subtile spans
+# the whole tile width (each gate column meets its up column), so a 128-token Pingpong tile is at most
+# 128 x 128 (the 16-bit dual 128 x 192 already spills).
+FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("dual_fp8", "pingpong", 128, 128, 128, 2, 1, 0),        # large M
+    ("dual_fp8", "pingpong", 64, 128, 128, 1, 1, 0),         # middle M: the most CTAs streaming the weights
+    ("dual_fp8_swapab", "pingpong", 128, 16, 128, 1, 1, 0),  # decode: 64 gate + 64 up rows x 16 tokens
+)
+
+
 def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
             promote: int, dtype: str) -> str:
     """The library's name of one entry in ``dtype`` ("bf16", "fp16", "e4m3" or "e4m3_e4m3out"), e.g.
@@ -144,6 +155,11 @@ def fp8_names() -> list[str]:
 def fp8_blockwise_names() -> list[str]:
     """Every compiled block-scaled e4m3 config name, entry by entry."""
     return [name_of(*entry, dtype) for entry in FP8_BLOCKWISE_CONFIGS for dtype in FP8_DTYPES]
+
+
+def fp8_dual_names() -> list[str]:
+    """Every compiled dual-kernel e4m3 config name, entry by entry."""
+    return [name_of(*entry, dtype) for entry in FP8_DUAL_CONFIGS for dtype in FP8_DTYPES]
 
 
 def fp8_out_names() -> list[str]:

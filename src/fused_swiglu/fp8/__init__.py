@@ -46,12 +46,21 @@ accumulator (CUTLASS's FP8 mainloop). Block scaling always does the latter (each
 is scaled before it is added). e4m3 y is computed with row scaling and fast accumulation (its 256-wide
 tiles leave no registers for a second accumulator). Measured accuracy and speed: ``docs/fp8.md``.
 
+The dual kernel (:func:`swiglu_fp8`) reads W_gate and W_up as stored, ``(I, H)`` each, with their own
+scales: ``g = acc_gate[m, i] * x_scale[m] * gate_scale[i]``, ``u = acc_up[m, i] * x_scale[m] * up_scale[i]``,
+``gate_scale`` and ``up_scale`` both ``(1,)`` or both ``(I,)`` / ``(I, 1)``; bf16 y, fast accumulation.
+The kernel reads the two weight scales as one vector, the gate scales then the up scales
+(``fsw_problem.w_scale``); they are concatenated per call unless they already are views of one such
+vector (``s[:I]`` and ``s[I:]`` of a 16-byte aligned ``s``, or ``s[:1]``, ``s[1:]`` per tensor).
+
 Operators: ``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, config)``
 (``config``: ``""`` fast, ``"promoted"``, or an e4m3 config name of :data:`catalog.FP8_CONFIGS`);
 for e4m3 y ``swiglu_packed_fp8_e4m3out(x, w_packed, x_scale, w_scale, config) -> (y, y_scale)`` and
 ``swiglu_packed_fp8_e4m3out_static(x, w_packed, x_scale, w_scale, out_scale, config) -> y`` (``config``:
 ``""`` or a name of :data:`catalog.FP8_OUT_CONFIGS`); for block scaling
-``swiglu_packed_fp8_blockwise(x, w_packed, x_scale, w_scale, config)`` (:data:`catalog.FP8_BLOCKWISE_CONFIGS`).
+``swiglu_packed_fp8_blockwise(x, w_packed, x_scale, w_scale, config)`` (:data:`catalog.FP8_BLOCKWISE_CONFIGS`);
+for the dual kernel ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)``
+(:data:`catalog.FP8_DUAL_CONFIGS`).
 Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products of the
 dequantized operands, one rounding). None is differentiable.
 """
@@ -61,10 +70,10 @@ from __future__ import annotations
 import torch
 
 from .._validate import check_choice
-from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, OUT_CONFIG_NAMES, SCALINGS,
-                     choose_blockwise_config, choose_config, choose_out_config)
-from .ops import (dequantized_swiglu, swiglu_packed_fp8_blockwise_op, swiglu_packed_fp8_e4m3out_op,
-                  swiglu_packed_fp8_e4m3out_static_op, swiglu_packed_fp8_op, tma_ready)
+from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
+                     SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
+from .ops import (dequantized_swiglu, dequantized_swiglu_dual, swiglu_dual_fp8_op, swiglu_packed_fp8_blockwise_op,
+                  swiglu_packed_fp8_e4m3out_op, swiglu_packed_fp8_e4m3out_static_op, swiglu_packed_fp8_op, tma_ready)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
                        quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
 
@@ -75,6 +84,7 @@ __all__ = [
     "E4M3", "E4M3_MAX", "GROUP", "K_BLOCK", "ACCUMULATIONS", "SCALINGS", "CONFIG_NAMES", "OUT_CONFIG_NAMES",
     "BLOCKWISE_CONFIG_NAMES", "swiglu_packed_fp8_op", "swiglu_packed_fp8_e4m3out_op",
     "swiglu_packed_fp8_e4m3out_static_op", "swiglu_packed_fp8_blockwise_op", "tma_ready",
+    "swiglu_fp8", "swiglu_dual_fp8_op", "dequantized_swiglu_dual", "choose_dual_config", "DUAL_CONFIG_NAMES",
 ]
 
 
@@ -134,3 +144,37 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if out_scale is None:
         return swiglu_packed_fp8_e4m3out_op(x, w_packed, x_scale, w_scale, chosen)
     return swiglu_packed_fp8_e4m3out_static_op(x, w_packed, x_scale, w_scale, out_scale, chosen), out_scale
+
+
+def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scale: torch.Tensor,
+               gate_scale: torch.Tensor, up_scale: torch.Tensor, *, config: str = "") -> torch.Tensor:
+    """``silu(x W_gate^T) * (x W_up^T)`` from e4m3 operands and their fp32 scales, in bfloat16: the dual
+    kernel, which reads W_gate and W_up as stored (no packing), with fast accumulation.
+
+    Args:
+        x: ``(M, H)`` ``float8_e4m3fn``, H a multiple of 16 (any strides; copied once where the rows
+            are not 16-byte aligned with unit column stride, as the weights).
+        w_gate, w_up: ``(I, H)`` ``float8_e4m3fn`` each (e.g. a checkpoint's ``gate_proj`` /
+            ``up_proj`` weights), I a multiple of 8.
+        x_scale: fp32 ``(1,)`` (per tensor) or ``(M,)`` / ``(M, 1)`` (per token).
+        gate_scale, up_scale: fp32, both ``(1,)`` (per tensor) or both ``(I,)`` / ``(I, 1)`` (per
+            output channel), so that ``W_gate ~ w_gate * gate_scale`` row by row (likewise W_up).
+            Concatenated into the kernel's one weight-scale vector per call unless they are views
+            ``s[:I]``, ``s[I:]`` of one 16-byte aligned fp32 vector (module docstring).
+        config: ``""`` (the choice by M, :func:`choose_dual_config`) or a name of
+            :data:`DUAL_CONFIG_NAMES` (benchmarks, tests).
+
+    Returns:
+        y ``(M, I)`` contiguous bfloat16 on x's device: ``silu(g) * u`` in fp32, rounded once, with
+        ``g = (x @ w_gate^T)[m, i] * x_scale[m] * gate_scale[i]`` and ``u`` alike.
+
+    Raises:
+        TypeError: x, w_gate or w_up not e4m3, a scale not fp32, or an argument not a dense tensor.
+        ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, w_up's shape
+            not w_gate's, a scale's shape, gate_scale and up_scale of different kinds (one per tensor,
+            one per channel), devices, an unknown config; the library's own checks on CUDA.
+        BuildError: the config's library is not prebuilt and cannot be built here.
+        UnsupportedError: the kernel library lacks the config (a library built from other sources).
+        RuntimeError: a CUDA error at launch.
+    """
+    return swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

@@ -1,6 +1,6 @@
 """Which e4m3 config serves a problem: by M, for each family (row scaling with bf16 y, e4m3 y, block
-scaling). The configs are catalog.FP8_CONFIGS, FP8_OUT_CONFIGS and FP8_BLOCKWISE_CONFIGS; the rules
-follow the measurements in docs/fp8.md."""
+scaling, the dual kernel). The configs are catalog.FP8_CONFIGS, FP8_OUT_CONFIGS, FP8_BLOCKWISE_CONFIGS
+and FP8_DUAL_CONFIGS; the rules follow the measurements in docs/fp8.md."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ SCALINGS = ("row", "block")
 CONFIG_NAMES = tuple(catalog.fp8_names())
 OUT_CONFIG_NAMES = tuple(catalog.fp8_out_names())
 BLOCKWISE_CONFIG_NAMES = tuple(catalog.fp8_blockwise_names())
+DUAL_CONFIG_NAMES = tuple(catalog.fp8_dual_names())
 
 
 def choose_config(M: int, accumulation: str = "fast") -> str:
@@ -49,13 +50,32 @@ def choose_blockwise_config(M: int) -> str:
     return catalog.name_of("packed_fp8_blockwise", "cooperative", 128, 192, 128, 2, 1, 0, "e4m3")
 
 
-def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False) -> str:
+def choose_dual_config(M: int) -> str:
+    """The dual-kernel e4m3 config for M tokens (fast accumulation, bf16 y), as the packed family's rule:
+    up to 16 tokens the swap-AB form (64 gate + 64 up weight rows by 16 tokens), up to 128 tokens 64 x 128
+    tiles, then 128 x 128 Pingpong tiles with a 2 x 1 cluster (the widest 128-token tile whose full-width
+    epilogue subtile fits the registers beside the accumulators)."""
+    if M <= 16:
+        return catalog.name_of("dual_fp8_swapab", "pingpong", 128, 16, 128, 1, 1, 0, "e4m3")
+    if M <= 128:
+        return catalog.name_of("dual_fp8", "pingpong", 64, 128, 128, 1, 1, 0, "e4m3")
+    return catalog.name_of("dual_fp8", "pingpong", 128, 128, 128, 2, 1, 0, "e4m3")
+
+
+def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, dual: bool = False) -> str:
     """The config name an operator's ``config`` argument stands for at M tokens ("" or an accumulation:
-    the choice by M; else a name of the family, checked).
+    the choice by M; else a name of the family, checked). ``dual``: the dual kernel's family (fast only).
 
     Raises:
         ValueError: a name outside the family.
     """
+    if dual:
+        if config in ("", "fast"):
+            return choose_dual_config(M)
+        if config not in DUAL_CONFIG_NAMES:
+            raise ValueError(f"config must be '' or one of {', '.join(DUAL_CONFIG_NAMES)} for the dual e4m3 kernel "
+                             f"(fast accumulation only); got config={config!r}")
+        return config
     if block:
         if config in ("", "fast", "promoted"):
             return choose_blockwise_config(M)

@@ -1,7 +1,8 @@
 """The FP8 operators (``torch.ops.fused_swiglu.*``): argument checks, the launches through the kernel
 library, fake kernels (torch.compile, CUDA graphs) and CPU kernels (fp32 products of the dequantized
-operands, one rounding), and the dequantized reference they share. Public entry:
-:func:`fused_swiglu.fp8.swiglu_packed_fp8`."""
+operands, one rounding), and the dequantized references they share. Public entries:
+:func:`fused_swiglu.fp8.swiglu_packed_fp8` (the packed kernel) and :func:`fused_swiglu.fp8.swiglu_fp8`
+(the dual kernel)."""
 
 from __future__ import annotations
 
@@ -231,3 +232,112 @@ def _cpu_block(x, w_packed, x_scale, w_scale, config):
 
 _DEF.impl("swiglu_packed_fp8_blockwise", _cuda_block, "CUDA")
 _DEF.impl("swiglu_packed_fp8_blockwise", _cpu_block, "CPU")
+
+
+# The dual kernel: W_gate and W_up as stored (no packing), row scales; bf16 y, fast accumulation
+_DUAL_OP = "fused_swiglu::swiglu_dual_fp8"
+_DEF.define("swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, "
+            "Tensor up_scale, str config) -> Tensor")
+swiglu_dual_fp8_op = torch.ops.fused_swiglu.swiglu_dual_fp8.default
+
+
+def _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> tuple[int, int, int]:
+    """The dual operator's ranks, dtypes, sizes and devices; returns (M, I, H)."""
+    op = _DUAL_OP
+    check_tensors(x=x, w_gate=w_gate, w_up=w_up, x_scale=x_scale, gate_scale=gate_scale, up_scale=up_scale)
+    for arg, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up)):
+        if t.dtype != E4M3:
+            raise TypeError(f"{op}: {arg} must be torch.float8_e4m3fn (quantize with fused_swiglu.fp8.quantize_e4m3);"
+                            f" got {arg}.dtype={t.dtype}")
+        if t.dim() != 2:
+            raise ValueError(f"{op}: {arg} must be 2-D; got shape {tuple(t.shape)}")
+    M, H = x.shape
+    I = w_gate.shape[0]
+    for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
+        if t.shape[1] != H:
+            raise ValueError(f"{op}: {arg} must have x's H={H} columns; got {arg} of shape {tuple(t.shape)}")
+    if w_up.shape[0] != I:
+        raise ValueError(f"{op}: w_up must have w_gate's I={I} rows; got w_up of shape {tuple(w_up.shape)}")
+    if I % BLOCK != 0 or I == 0:
+        raise ValueError(f"{op}: I (w_gate.shape[0]) must be a positive multiple of {BLOCK} (16-byte y rows for TMA);"
+                         f" got I={I}")
+    if H % 16 != 0 or H == 0:
+        raise ValueError(f"{op}: H (x.shape[1]) must be a positive multiple of 16 (16-byte e4m3 rows for TMA);"
+                         f" got H={H}")
+    per_channel = "I (per output channel)"
+    for arg, s, n, what in (("x_scale", x_scale, M, "M (per token)"), ("gate_scale", gate_scale, I, per_channel),
+                            ("up_scale", up_scale, I, per_channel)):
+        if s.dtype != torch.float32:
+            raise TypeError(f"{op}: {arg} must be torch.float32; got {arg}.dtype={s.dtype}")
+        if s.numel() not in (1, n) or s.dim() > 2 or (s.dim() == 2 and s.shape[1] != 1):
+            raise ValueError(f"{op}: {arg} must have shape (1,) (per tensor) or ({n},) / ({n}, 1), {what}; "
+                             f"got shape {tuple(s.shape)}")
+    if gate_scale.numel() != up_scale.numel():
+        raise ValueError(f"{op}: gate_scale and up_scale must be of one kind, both per tensor (1,) or both per output "
+                         f"channel ({I},); got shapes {tuple(gate_scale.shape)} and {tuple(up_scale.shape)}")
+    for arg, t in (("w_gate", w_gate), ("w_up", w_up), ("x_scale", x_scale), ("gate_scale", gate_scale),
+                   ("up_scale", up_scale)):
+        if t.device != x.device:
+            raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
+    resolve(config, M, dual=True)
+    return M, I, H
+
+
+def _dual_weight_scales(gate_scale: torch.Tensor, up_scale: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The weight scales as the dual kernel reads them (fsw_problem.w_scale): the gate scales, then the up
+    scales, in one 16-byte aligned fp32 vector, with its stride (0: (gate, up) per tensor; 1: (2I,) per
+    output channel). Views of one such vector (``s[:I]``, ``s[I:]``) are read in place; other scales
+    are concatenated (one small copy per call)."""
+    g, u = gate_scale.reshape(-1), up_scale.reshape(-1)
+    n = g.numel()
+    if (g.is_contiguous() and u.is_contiguous() and g.data_ptr() % 16 == 0
+            and u.untyped_storage().data_ptr() == g.untyped_storage().data_ptr()
+            and u.data_ptr() == g.data_ptr() + 4 * n):
+        ws = g.as_strided((2 * n,), (1,))
+    else:
+        ws = torch.cat([g, u])
+    return ws, int(n > 1)
+
+
+@torch.library.register_fake(_DUAL_OP)
+def _fake_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
+    M, I, _ = _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
+    return x.new_empty((M, I), dtype=torch.bfloat16)
+
+
+def _cuda_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
+    M, I, H = _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
+    y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
+    if M > 0:
+        x, w_gate, w_up = tma_ready(x), tma_ready(w_gate), tma_ready(w_up)
+        xs = _scale_ready(x_scale)
+        ws, w_stride = _dual_weight_scales(gate_scale, up_scale)
+        device = x.get_device()
+        with torch.cuda.device(device):
+            _lib.library().launch(
+                resolve(config, M, dual=True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_gate.data_ptr(),
+                w_gate.stride(0), w_up.data_ptr(), w_up.stride(0), y=y.data_ptr(), ldy=y.stride(0),
+                x_scale=xs.data_ptr(), w_scale=ws.data_ptr(), x_scale_stride=int(xs.numel() > 1),
+                w_scale_stride=w_stride,
+            )
+    return y
+
+
+def dequantized_swiglu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale,
+                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """SwiGLU of the dequantized operands in ``dtype`` (float32 or float64), unrounded: the reference the
+    dual kernel is checked against. Same arguments as :func:`fused_swiglu.fp8.swiglu_fp8`; equal to
+    :func:`dequantized_swiglu` on the packed form of the same operands (:func:`~fused_swiglu.fp8.pack_weights`)."""
+    xd = x.to(dtype) * x_scale.reshape(-1, 1).to(dtype)
+    g = xd @ (w_gate.to(dtype) * gate_scale.reshape(-1, 1).to(dtype)).T
+    u = xd @ (w_up.to(dtype) * up_scale.reshape(-1, 1).to(dtype)).T
+    return torch.nn.functional.silu(g) * u
+
+
+def _cpu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
+    _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
+    return dequantized_swiglu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale).to(torch.bfloat16).contiguous()
+
+
+_DEF.impl("swiglu_dual_fp8", _cuda_dual, "CUDA")
+_DEF.impl("swiglu_dual_fp8", _cpu_dual, "CPU")

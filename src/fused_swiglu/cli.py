@@ -85,7 +85,8 @@ def _configs(value: str | None) -> str | None:
     known = _known_config_names()
     from . import catalog
 
-    e4m3 = [n for n in names if n in catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()]
+    e4m3 = [n for n in names if n in catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
+            + catalog.fp8_dual_names()]
     if e4m3:
         raise ValueError(f"--config: {', '.join(map(repr, e4m3))} is an e4m3 config, which --config does not take "
                          "(bench --fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")

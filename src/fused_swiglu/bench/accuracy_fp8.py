@@ -12,7 +12,7 @@ import torch
 from .. import fp8
 from ..accuracy import compare
 from . import report
-from .fp8 import find_shapes, make_sets, silu_and_mul, unfused, unfused_blockwise
+from .fp8 import dual_operands, find_shapes, make_sets, silu_and_mul, unfused, unfused_blockwise
 
 M_TOKENS = 2048
 
@@ -20,6 +20,7 @@ M_TOKENS = 2048
 # method -> (its output from one input set, whether it reads the block-quantized operands)
 METHODS = {
     "fp8_fused": (lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale), False),
+    "fp8_fused_dual": (lambda s: fp8.swiglu_fp8(*dual_operands(s)), False),
     "fp8_fused_promoted": (lambda s: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale,
                                                            accumulation="promoted"), False),
     "fp8_unfused": (lambda s: unfused(s, silu_and_mul), False),

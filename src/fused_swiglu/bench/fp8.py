@@ -6,6 +6,9 @@ each method computes y (M, I) in bfloat16 from them:
 
 * ``fp8_fused`` / ``fp8_fused_promoted``: :func:`fused_swiglu.fp8.swiglu_packed_fp8` with fast /
   promoted accumulation;
+* ``fp8_fused_dual``: :func:`fused_swiglu.fp8.swiglu_fp8`, the dual kernel on the same operands with
+  W_gate and W_up as stored (fast accumulation; the weight scales passed as views of one vector, so no
+  per-call concatenation);
 * ``fp8_unfused``: the path serving stacks run today: ``torch._scaled_mm`` (cuBLAS's FP8 GEMM, row-wise
   scales, fast accumulation) over the concatenated ``[W_gate; W_up]`` into a bf16 ``(M, 2I)``
   intermediate, then ``silu(g) * u`` as one ``torch.compile``'d elementwise kernel, compiled for each
@@ -45,8 +48,8 @@ from ..weights import pack_gate_up
 from . import report, shapes, timing
 from .shapes import MODELS, MlpShape
 
-METHODS = ("fp8_fused", "fp8_fused_promoted", "fp8_unfused", "fp8_fused_e4m3out", "fp8_unfused_e4m3out",
-           "fp8_fused_blockwise", "fp8_unfused_blockwise", "fused_packed")
+METHODS = ("fp8_fused", "fp8_fused_dual", "fp8_fused_promoted", "fp8_unfused", "fp8_fused_e4m3out",
+           "fp8_unfused_e4m3out", "fp8_fused_blockwise", "fp8_unfused_blockwise", "fused_packed")
 TOKENS = (1, 16, 128, 512, 2048, 8192)
 # FP8 checkpoints' MLP shapes beside the Qwen2.5 ones (public config.json: hidden_size, intermediate_size)
 FP8_MODELS: tuple[MlpShape, ...] = (
@@ -131,6 +134,15 @@ def make_sets(M: int, H: int, I: int, device: torch.device, l2_bytes: int, block
     return sets
 
 
+def dual_operands(s: Fp8Set) -> tuple[torch.Tensor, ...]:
+    """The ``fp8_fused_dual`` method's arguments from one set: ``(x, w_gate, w_up, x_scale, gate_scale,
+    up_scale)``, the weights and their scales as views of ``[W_gate; W_up]`` and its scale vector (the
+    per-channel scales of one vector, which the kernel reads in place)."""
+    I = s.w_cat.shape[0] // 2
+    scales = s.w_cat_scale.reshape(-1)
+    return s.x, s.w_cat[:I], s.w_cat[I:], s.x_scale, scales[:I], scales[I:]
+
+
 def silu_and_mul(gu: torch.Tensor) -> torch.Tensor:
     """``silu(g) * u`` of a ``(M, 2I)`` ``[g, u]`` intermediate, in its dtype."""
     g, u = gu.chunk(2, dim=-1)
@@ -171,6 +183,7 @@ def calls_for(sets: Sequence[Fp8Set], methods: Sequence[str]) -> dict[str, list[
     quantizing = torch.compile(silu_and_mul_quantize, dynamic=False) if "fp8_unfused_e4m3out" in methods else None
     make = {
         "fp8_fused": lambda s: lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale),
+        "fp8_fused_dual": lambda s: (lambda args: lambda: fp8.swiglu_fp8(*args))(dual_operands(s)),
         "fp8_fused_promoted": lambda s: lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale,
                                                                       accumulation="promoted"),
         "fp8_unfused": lambda s: lambda: unfused(s, compiled),

@@ -4,7 +4,7 @@
 """
 
 from ._version import __version__
-from .fp8 import swiglu_packed_fp8
+from .fp8 import swiglu_fp8, swiglu_packed_fp8
 from .functional import swiglu, swiglu_packed
 from .mlp import swiglu_mlp, swiglu_mlp_packed
 from .modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
@@ -12,5 +12,5 @@ from .weights import pack_gate_up, unpack_gate_up
 
 __all__ = [
     "__version__", "swiglu", "swiglu_packed", "swiglu_mlp", "swiglu_mlp_packed", "pack_gate_up", "unpack_gate_up",
-    "fuse_swiglu_mlps", "unfuse_swiglu_mlps", "swiglu_packed_fp8",
+    "fuse_swiglu_mlps", "unfuse_swiglu_mlps", "swiglu_packed_fp8", "swiglu_fp8",
 ]

@@ -60,7 +60,10 @@ for e4m3 y ``swiglu_packed_fp8_e4m3out(x, w_packed, x_scale, w_scale, config) ->
 ``""`` or a name of :data:`catalog.FP8_OUT_CONFIGS`); for block scaling
 ``swiglu_packed_fp8_blockwise(x, w_packed, x_scale, w_scale, config)`` (:data:`catalog.FP8_BLOCKWISE_CONFIGS`);
 for the dual kernel ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)``
-(:data:`catalog.FP8_DUAL_CONFIGS`).
+(:data:`catalog.FP8_DUAL_CONFIGS`); for bf16/fp16 x quantized per 1 x 128 group inside, then the
+block-scaled kernel, ``swiglu_packed_fp8_dynamic(x, w_packed, w_scale, config)``
+(:func:`swiglu_packed_fp8_dynamic`; the path of :func:`fused_swiglu.fuse_swiglu_mlps` for transformers'
+fine-grained FP8 models).
 Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products of the
 dequantized operands, one rounding). None is differentiable.
 """
@@ -72,6 +75,7 @@ import torch
 from .._validate import check_choice
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
+from .dynamic import swiglu_packed_fp8_dynamic, swiglu_packed_fp8_dynamic_op
 from .ops import (dequantized_swiglu, dequantized_swiglu_dual, swiglu_dual_fp8_op, swiglu_packed_fp8_blockwise_op,
                   swiglu_packed_fp8_e4m3out_op, swiglu_packed_fp8_e4m3out_static_op, swiglu_packed_fp8_op, tma_ready)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
@@ -84,7 +88,7 @@ __all__ = [
     "E4M3", "E4M3_MAX", "GROUP", "K_BLOCK", "ACCUMULATIONS", "SCALINGS", "CONFIG_NAMES", "OUT_CONFIG_NAMES",
     "BLOCKWISE_CONFIG_NAMES", "swiglu_packed_fp8_op", "swiglu_packed_fp8_e4m3out_op",
     "swiglu_packed_fp8_e4m3out_static_op", "swiglu_packed_fp8_blockwise_op", "tma_ready",
-    "swiglu_fp8", "swiglu_dual_fp8_op", "dequantized_swiglu_dual", "choose_dual_config", "DUAL_CONFIG_NAMES",
+    "swiglu_fp8", "swiglu_packed_fp8_dynamic", "swiglu_packed_fp8_dynamic_op", "swiglu_dual_fp8_op", "dequantized_swiglu_dual", "choose_dual_config", "DUAL_CONFIG_NAMES",
 ]
 
 

@@ -25,6 +25,9 @@ def main(bench_path: str, accuracy_path: str) -> None:
 
     for title, num, den in (("bf16 packed kernel time / fused e4m3 time (fast accumulation)", "fused_packed", "fp8_fused"),
                             ("unfused e4m3 path time / fused e4m3 time (fast accumulation)", "fp8_unfused", "fp8_fused"),
+                            ("fused e4m3 packed kernel time / fused e4m3 dual kernel time (fast accumulation)",
+                             "fp8_fused", "fp8_fused_dual"),
+                            ("unfused e4m3 path time / fused e4m3 dual kernel time", "fp8_unfused", "fp8_fused_dual"),
                             ("bf16 packed kernel time / fused e4m3 time (promoted accumulation)", "fused_packed",
                              "fp8_fused_promoted"),
                             ("bf16 packed kernel time / fused e4m3-output time", "fused_packed", "fp8_fused_e4m3out"),

@@ -55,3 +55,32 @@ def test_unknown_config_is_named():
     w, ws = _weights()
     with pytest.raises(ValueError, match="config"):
         swiglu_packed_fp8_dynamic(torch.randn(3, 272, dtype=torch.bfloat16), w, ws, config="nope")
+
+
+def test_every_fp8_operator_refuses_a_backward():
+    torch.manual_seed(1)
+    wb, wbs = _weights()
+    gq, gs = fp8.quantize_e4m3(torch.randn(64, 256), per_row=True)
+    uq, us = fp8.quantize_e4m3(torch.randn(64, 256), per_row=True)
+    w, ws = fp8.pack_weights(gq, uq, gs, us)
+    xq, xs = fp8.quantize_e4m3(torch.randn(3, 256), per_row=True)
+    xbq, xbs = fp8.quantize_e4m3_groups(torch.randn(3, 272))
+    g = lambda t: t.clone().requires_grad_()  # noqa: E731
+    outputs = {
+        "swiglu_packed_fp8": fp8.swiglu_packed_fp8(xq, w, g(xs), ws),
+        "swiglu_packed_fp8_e4m3out": fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn)[1],
+        "swiglu_packed_fp8_e4m3out_static": fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn,
+                                                                  out_scale=torch.ones(1))[0].float(),
+        "swiglu_packed_fp8_blockwise": fp8.swiglu_packed_fp8(xbq, wb, g(xbs), wbs, scaling="block"),
+        "swiglu_dual_fp8": fp8.swiglu_fp8(xq, gq, uq, g(xs), gs, us),
+        "swiglu_packed_fp8_dynamic": swiglu_packed_fp8_dynamic(g(torch.randn(3, 272, dtype=torch.bfloat16)), wb, wbs),
+    }
+    for name, out in outputs.items():
+        with pytest.raises(RuntimeError, match=f"fused_swiglu::{name} has no backward"):
+            out.float().sum().backward()
+
+
+def test_a_non_tensor_argument_is_a_type_error():
+    w, ws = _weights()
+    with pytest.raises(TypeError, match="w_scale must be a torch.Tensor"):
+        swiglu_packed_fp8_dynamic(torch.randn(3, 272, dtype=torch.bfloat16), w, 1.0)

@@ -463,3 +463,19 @@ def test_the_whole_block_needs_a_plain_down_proj(change, want, monkeypatch):
     calls = _count_calls(monkeypatch)
     mlp(x).float().sum().backward()
     assert calls == want
+
+
+def test_hooks_on_act_fn_run_the_original_forward(monkeypatch):
+    model = nn.Sequential(Block())
+    model.to(torch.bfloat16)
+    seen = []
+    model[0].mlp.act_fn.register_forward_hook(lambda *a: seen.append(1))
+    with pytest.warns(UserWarning, match="act_fn has hooks"):
+        assert fuse_swiglu_mlps(model, backend="torch") == []
+    model[0].mlp.act_fn._forward_hooks.clear()
+    assert fuse_swiglu_mlps(model, backend="torch") == ["0.mlp"]
+    x = torch.randn(2, 64, dtype=torch.bfloat16)
+    model(x)  # arms the fast path
+    model[0].mlp.act_fn.register_forward_hook(lambda *a: seen.append(1))
+    model(x)
+    assert seen == [1]

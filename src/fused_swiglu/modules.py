@@ -77,7 +77,7 @@ def _skip_reason(module: nn.Module) -> str | None:
     """Why ``module`` is not a SwiGLU MLP block the fused forward can run (None: it is one):
     gate_proj/up_proj/down_proj bias-free nn.Linear layers (gate and up plain ``nn.Linear`` or
     subclasses that keep its forward), gate and up of one shape, a SiLU act_fn, and no hooks on
-    gate_proj or up_proj (the fused forward reads their weights without calling them, so their
+    gate_proj, up_proj or act_fn (the fused forward reads their weights without calling them, so their
     hooks would not run)."""
     if not _has_projections(module):
         return "it has no gate_proj, up_proj and down_proj"
@@ -95,6 +95,8 @@ def _skip_reason(module: nn.Module) -> str | None:
         return f"act_fn is {_act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
     if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
         return "gate_proj or up_proj has hooks"
+    if _has_hooks(act):
+        return "act_fn has hooks"
     return None
 
 
@@ -156,7 +158,7 @@ class FusedSwiGLUForward:
             g is self.gate and u is self.up and g.weight is self.w_gate and u.weight is self.w_up
             and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
             and g.bias is None and u.bias is None and m.act_fn is self.act
-            and not (_has_hooks(g) or _has_hooks(u) or _global_hooks())
+            and not (_has_hooks(g) or _has_hooks(u) or _has_hooks(self.act) or _global_hooks())
         ):
             return self._armed(x)
         return self._checked(x)
@@ -248,13 +250,13 @@ def fuse_swiglu_mlps(
     Blocks already patched are left as they are, and so are blocks carrying an accelerate hook
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
     between devices, blocks whose ``gate_proj`` or ``up_proj`` overrides ``nn.Linear.forward`` (an
-    adapter or quantized wrapper), and blocks whose ``gate_proj`` or ``up_proj`` has forward,
-    forward-pre, backward or backward-pre hooks: the fused forward reads their weights without
-    calling them, so such hooks would not run (while hooks for every module are registered, a
+    adapter or quantized wrapper), and blocks whose ``gate_proj``, ``up_proj`` or ``act_fn`` has forward,
+    forward-pre, backward or backward-pre hooks: the fused forward does not call them, so such hooks
+    would not run (while hooks for every module are registered, a
     patched block runs its original forward);
     ``down_proj`` is still called as a module. Whether a block qualifies is decided when patching; a
     call then checks in one branch that nothing it relies on changed (:class:`FusedSwiGLUForward`):
-    a block changed after patching (hooks on ``gate_proj`` / ``up_proj``, a bias, another
+    a block changed after patching (hooks on ``gate_proj`` / ``up_proj`` / ``act_fn``, a bias, another
     ``act_fn``, a replaced layer or weight) runs its original forward; weights updated in place are
     read at every call. The result is differentiable. When autograd records a call (grad mode on and
     x or a weight requiring grad) and ``down_proj`` is a plain bias-free ``nn.Linear`` without hooks
@@ -270,8 +272,10 @@ def fuse_swiglu_mlps(
     are patched too (:mod:`fused_swiglu.fp8.modules`): x is quantized once per 1 x 128 group and gate
     and up run as one block-scaled FP8 GEMM with SwiGLU in its epilogue (bf16 y), then ``down_proj``
     (the model's own FP8 layer). The block keeps a packed copy of its gate/up weights (2 I H bytes),
-    remade when they change. ``kernel``, ``accumulation`` and ``recompute`` do not apply to them; a
-    call with x not bf16, on a GPU other than Hopper, or recorded by autograd runs the original forward.
+    kept in step with them as :class:`fused_swiglu.fp8.modules.FusedFP8SwiGLUForward` says (writes
+    through ``.data`` are not seen). ``kernel``, ``accumulation`` and ``recompute`` do not apply to
+    them; a call with x not bf16, on a GPU other than Hopper (``backend="cutlass"``: an error), or
+    recorded by autograd runs the original forward, and so does a block changed after patching.
 
     Args:
         model: any ``nn.Module``; it is modified in place (instance ``forward`` attributes).
@@ -352,6 +356,8 @@ def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
         patch = _patch(module)
         if patch is None:
             continue
+        if isinstance(patch, fp8_modules.FusedFP8SwiGLUForward):
+            patch.detach()
         if patch.previous is None:
             del module.forward  # the class's forward again
         else:

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validate import check_choice
+from .._validate import check_choice, check_tensors
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic, swiglu_packed_fp8_dynamic_op
@@ -128,6 +128,9 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
+    check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
+    if out_scale is not None:
+        check_tensors(out_scale=out_scale)
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     check_choice("scaling", scaling, SCALINGS)
     if out_dtype not in (torch.bfloat16, E4M3):
@@ -181,4 +184,5 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
+    check_tensors(x=x, w_gate=w_gate, w_up=w_up, x_scale=x_scale, gate_scale=gate_scale, up_scale=up_scale)
     return swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

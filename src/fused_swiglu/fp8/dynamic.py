@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from .._validate import check_tensors
 from ..ops import _DEF
-from .ops import _check, _cpu_block, _cuda_block
+from .ops import _check, _cpu_block, _cuda_block, not_differentiable
 from .quantize import E4M3, K_BLOCK, quantize_e4m3_groups
 
 _OP = "fused_swiglu::swiglu_packed_fp8_dynamic"
@@ -53,6 +54,7 @@ def _cpu(x, w_packed, w_scale, config):
 
 _DEF.impl("swiglu_packed_fp8_dynamic", _cuda, "CUDA")
 _DEF.impl("swiglu_packed_fp8_dynamic", _cpu, "CPU")
+not_differentiable(_OP)
 
 
 def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: torch.Tensor, *,
@@ -76,4 +78,5 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
         TypeError: x not bf16/fp16, w_packed not e4m3, w_scale not fp32. ValueError: ranks, shapes,
             devices or an unknown config, as ``swiglu_packed_fp8``. RuntimeError: a CUDA error at launch.
     """
+    check_tensors(x=x, w_packed=w_packed, w_scale=w_scale)
     return swiglu_packed_fp8_dynamic_op(x, w_packed, w_scale, config if config is not None else "")

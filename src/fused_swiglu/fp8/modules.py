@@ -14,8 +14,7 @@ quantizes them itself, in transformers' Triton or DeepGEMM path).
 
 The packed kernel reads gate and up rows interleaved (``pack_weights_blockwise``), so the patch keeps a
 packed copy of both weights and their scales: 2 I H bytes of e4m3 beside the model's own weights, made
-when the block is patched and again when a weight or scale is replaced or changed in place (checked at
-every eager call; a compiled model reads the copy it was traced with).
+when the block is patched and kept in step with them (:class:`FusedFP8SwiGLUForward`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .._validate import hopper_status
+from .._validate import hopper_status, require_hopper
 from .dynamic import swiglu_packed_fp8_dynamic_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
 
@@ -78,7 +77,7 @@ def skip_reason(module: nn.Module, is_silu, has_hooks) -> str | None:
     """Why the FP8 block ``module`` (:func:`is_fp8_block`) is not one the fused forward can run (None: it
     is one): gate_proj and up_proj bias-free ``FP8Linear`` of one shape (I, H) with e4m3 weights, fp32
     128 x 128 block scales and dynamic activation scales, I a multiple of 8 and H of 16, a SiLU act_fn,
-    no hooks on gate_proj or up_proj. ``is_silu`` and ``has_hooks`` are the bf16 path's predicates."""
+    no hooks on gate_proj, up_proj or act_fn. ``is_silu`` and ``has_hooks`` are the bf16 path's predicates."""
     gate, up = module.gate_proj, module.up_proj
     I, H = gate.weight.shape if gate.weight.dim() == 2 else (0, 0)
     for name, layer in (("gate_proj", gate), ("up_proj", up)):
@@ -90,8 +89,8 @@ def skip_reason(module: nn.Module, is_silu, has_hooks) -> str | None:
     act = getattr(module, "act_fn", None)
     if not is_silu(act):
         return f"act_fn is {type(act).__name__}, not SiLU"
-    if has_hooks(gate) or has_hooks(up):
-        return "gate_proj or up_proj has hooks"
+    if has_hooks(gate) or has_hooks(up) or has_hooks(act):
+        return "gate_proj, up_proj or act_fn has hooks"
     return None
 
 
@@ -101,10 +100,20 @@ def _state(layer: nn.Module) -> tuple:
     return (w, s, w._version, s._version, w.data_ptr(), s.data_ptr())
 
 
+def _same_tensors(layer: nn.Module, state: tuple) -> bool:
+    return layer.weight is state[0] and layer.weight_scale_inv is state[1]
+
+
 def _same_state(layer: nn.Module, state: tuple) -> bool:
     w, s = layer.weight, layer.weight_scale_inv
     return (w is state[0] and s is state[1] and w._version == state[2] and s._version == state[3]
             and w.data_ptr() == state[4] and s.data_ptr() == state[5])
+
+
+def _still_block_scaled(layer: nn.Module) -> bool:
+    """The per-call part of :func:`_layer_reason`: what can change on a layer without replacing it."""
+    return (layer.bias is None and _block_size(layer) == _BLOCK
+            and getattr(layer, "activation_scheme", None) == "dynamic")
 
 
 class FusedFP8SwiGLUForward:
@@ -112,15 +121,24 @@ class FusedFP8SwiGLUForward:
 
     A call runs the fused path (module docstring) when x is bfloat16 and on a Hopper GPU (backend
     ``"auto"`` / ``"cutlass"``) or on the CPU (``"auto"`` / ``"torch"``: the operator's CPU kernel), the
-    block still qualifies (:func:`skip_reason`, checked when gate_proj, up_proj, their weights or act_fn
-    were replaced since the last call), no hooks are registered on gate_proj / up_proj or for every
-    module, and autograd does not record the call (the FP8 kernel has no backward). Anything else runs
-    the block's original forward.
+    block still qualifies (:func:`skip_reason`; a bias, block size or activation scheme changed on
+    gate_proj / up_proj is seen at every call), no hooks are registered on gate_proj, up_proj or act_fn
+    or for every module, and autograd does not record the call (the FP8 kernel has no backward).
+    Anything else runs the block's original forward; ``backend="cutlass"`` with a bf16 x that is not on
+    a Hopper GPU raises, as :func:`fused_swiglu.swiglu` does.
+
+    The packed copy of the gate/up weights follows them: an eager call repacks (in place) when a
+    weight, a scale or a layer was replaced, moved or changed in place (PyTorch's version counter),
+    ``load_state_dict`` repacks at once, and ``torch.save`` / ``deepcopy`` keep the copy with the
+    weights. Inside torch.compile only replacements are checked (a replaced weight runs the original
+    forward until the next eager call); writes that bypass the version counter (``.data``, NumPy
+    views of the storage) are not seen at all: call :meth:`repack` after them.
 
     Attributes:
         module: the MLP block. previous: the instance forward it had before (None: its class's).
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``.
-        w_packed, w_scale: the packed copy of the gate/up weights and their block scales.
+        w_packed, w_scale: the packed copy of the gate/up weights and their block scales (None before
+            the first pack: a block patched on the meta device packs at its first call).
     """
 
     def __init__(self, module: nn.Module, backend: str, is_silu, has_hooks, global_hooks, previous=None):
@@ -128,10 +146,15 @@ class FusedFP8SwiGLUForward:
         self._is_silu, self._has_hooks, self._global_hooks = is_silu, has_hooks, global_hooks
         self.w_packed = self.w_scale = None
         self._source = None  # (gate_proj, up_proj, act_fn, _state(gate), _state(up)) of the packed copy
-        self._pack()
+        self._hook = module.register_load_state_dict_post_hook(self._after_load)
+        self.repack()
 
-    def __getstate__(self):
-        return {**self.__dict__, "w_packed": None, "w_scale": None, "_source": None}
+    def detach(self) -> None:
+        """Remove the ``load_state_dict`` hook (:func:`fused_swiglu.unfuse_swiglu_mlps` calls it)."""
+        self._hook.remove()
+
+    def _after_load(self, module, incompatible_keys) -> None:
+        self.repack()
 
     def original(self, x: torch.Tensor) -> torch.Tensor:
         if self.previous is not None:
@@ -140,38 +163,60 @@ class FusedFP8SwiGLUForward:
 
     def _current(self) -> bool:
         m, source = self.module, self._source
-        return (source is not None and m.gate_proj is source[0] and m.up_proj is source[1] and m.act_fn is source[2]
-                and (torch.compiler.is_compiling()
-                     or (_same_state(m.gate_proj, source[3]) and _same_state(m.up_proj, source[4]))))
+        g, u = m.gate_proj, m.up_proj
+        if not (source is not None and g is source[0] and u is source[1] and m.act_fn is source[2]
+                and _still_block_scaled(g) and _still_block_scaled(u)):
+            return False
+        if torch.compiler.is_compiling():  # versions and storage cannot be read in a graph
+            return _same_tensors(g, source[3]) and _same_tensors(u, source[4])
+        return _same_state(g, source[3]) and _same_state(u, source[4])
 
-    def _pack(self) -> bool:
-        """Re-check the block and pack its gate/up weights; False when it no longer qualifies."""
+    def repack(self) -> bool:
+        """Check the block again and pack its gate/up weights and scales into the packed copy (in place
+        when the shapes are unchanged, so compiled graphs read the new values). Returns False, leaving
+        no copy, when the block no longer qualifies or its weights are on the meta device."""
         m = self.module
-        self.w_packed = self.w_scale = self._source = None
         if not is_fp8_block(m) or skip_reason(m, self._is_silu, self._has_hooks) is not None:
+            self.w_packed = self.w_scale = self._source = None
             return False
         g, u = m.gate_proj, m.up_proj
+        if any(t.is_meta for t in (g.weight, u.weight, g.weight_scale_inv, u.weight_scale_inv)):
+            self.w_packed = self.w_scale = self._source = None
+            return False
         with torch.no_grad():
-            self.w_packed, self.w_scale = pack_weights_blockwise(g.weight, u.weight, g.weight_scale_inv,
-                                                                 u.weight_scale_inv)
+            w, s = pack_weights_blockwise(g.weight, u.weight, g.weight_scale_inv, u.weight_scale_inv)
+            old_w, old_s = self.w_packed, self.w_scale
+            if (old_w is not None and old_w.shape == w.shape and old_w.device == w.device
+                    and old_s.shape == s.shape and old_s.stride() == s.stride()):
+                old_w.copy_(w)
+                old_s.copy_(s)
+            else:
+                self.w_packed, self.w_scale = w, s
         self._source = (g, u, m.act_fn, _state(g), _state(u))
         return True
 
     def _runs_here(self, x: torch.Tensor) -> bool:
         if x.dtype != torch.bfloat16 or (torch.is_grad_enabled() and x.requires_grad):
             return False
+        if self.backend == "cutlass":
+            require_hopper(x.device)
+            return True
         if x.is_cuda:
             return self.backend != "torch" and hopper_status(x.device) is None
-        return x.device.type == "cpu" and self.backend != "cutlass"
+        return x.device.type == "cpu"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
         if (not self._runs_here(x) or self._has_hooks(m.gate_proj) or self._has_hooks(m.up_proj)
-                or self._global_hooks()):
+                or self._has_hooks(m.act_fn) or self._global_hooks()):
             return self.original(x)
-        if not self._current() and not self._pack():
+        if not self._current() and (torch.compiler.is_compiling() or not self.repack()):
             return self.original(x)
         if self.w_packed.device != x.device:
             return self.original(x)
-        y = swiglu_packed_fp8_dynamic_op(x.reshape(-1, x.shape[-1]), self.w_packed, self.w_scale, "")
+        H = self.w_packed.shape[1]
+        if x.shape[-1] != H:
+            raise ValueError(f"x must have gate_proj.in_features = {H} elements in its last dimension; "
+                             f"got x of shape {tuple(x.shape)}")
+        y = swiglu_packed_fp8_dynamic_op(x.reshape(-1, H), self.w_packed, self.w_scale, "")
         return m.down_proj(y.view(*x.shape[:-1], y.shape[-1]))

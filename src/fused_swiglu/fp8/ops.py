@@ -341,3 +341,18 @@ def _cpu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
 
 _DEF.impl("swiglu_dual_fp8", _cuda_dual, "CUDA")
 _DEF.impl("swiglu_dual_fp8", _cpu_dual, "CPU")
+
+
+def not_differentiable(op: str) -> None:
+    """Register a backward for ``op`` that raises: the FP8 operators have no gradient (without it,
+    autograd would differentiate the CPU kernel's PyTorch operations, through the e4m3 rounding)."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(f"{op} has no backward: the FP8 kernels are for inference (quantize a bf16 model's "
+                           "weights only after training, or call the operator under torch.no_grad())")
+
+    torch.library.register_autograd(op, backward, setup_context=lambda ctx, inputs, output: None)
+
+
+for _op in ("fused_swiglu::swiglu_packed_fp8", _OUT_OP, _STATIC_OP, _BLOCK_OP, _DUAL_OP):
+    not_differentiable(_op)

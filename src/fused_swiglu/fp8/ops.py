@@ -16,16 +16,21 @@ from .choice import resolve
 from .quantize import E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, column_major, quantize_e4m3_groups, reciprocal
 
 
-def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
-           op: str = "fused_swiglu::swiglu_packed_fp8", block: bool = False) -> tuple[int, int, int]:
-    """Ranks, dtypes, sizes and devices; returns (M, I, H)."""
-    check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
-    for arg, t in (("x", x), ("w_packed", w_packed)):
+def _check_e4m3_matrices(op: str, **named: torch.Tensor) -> None:
+    """Each named tensor 2-D e4m3."""
+    for arg, t in named.items():
         if t.dtype != E4M3:
             raise TypeError(f"{op}: {arg} must be torch.float8_e4m3fn (quantize with fused_swiglu.fp8.quantize_e4m3);"
                             f" got {arg}.dtype={t.dtype}")
         if t.dim() != 2:
             raise ValueError(f"{op}: {arg} must be 2-D; got shape {tuple(t.shape)}")
+
+
+def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
+           op: str = "fused_swiglu::swiglu_packed_fp8", block: bool = False) -> tuple[int, int, int]:
+    """Ranks, dtypes, sizes and devices; returns (M, I, H)."""
+    check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
+    _check_e4m3_matrices(op, x=x, w_packed=w_packed)
     M, H = x.shape
     rows, Hw = w_packed.shape
     if Hw != H:
@@ -245,12 +250,7 @@ def _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> tuple
     """The dual operator's ranks, dtypes, sizes and devices; returns (M, I, H)."""
     op = _DUAL_OP
     check_tensors(x=x, w_gate=w_gate, w_up=w_up, x_scale=x_scale, gate_scale=gate_scale, up_scale=up_scale)
-    for arg, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up)):
-        if t.dtype != E4M3:
-            raise TypeError(f"{op}: {arg} must be torch.float8_e4m3fn (quantize with fused_swiglu.fp8.quantize_e4m3);"
-                            f" got {arg}.dtype={t.dtype}")
-        if t.dim() != 2:
-            raise ValueError(f"{op}: {arg} must be 2-D; got shape {tuple(t.shape)}")
+    _check_e4m3_matrices(op, x=x, w_gate=w_gate, w_up=w_up)
     M, H = x.shape
     I = w_gate.shape[0]
     for arg, t in (("w_gate", w_gate), ("w_up", w_up)):

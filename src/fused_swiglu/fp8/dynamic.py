@@ -12,7 +12,7 @@ import torch
 
 from .._validate import check_tensors
 from ..ops import _DEF
-from .ops import _check, _cpu_block, _cuda_block, not_differentiable
+from .ops import _check, not_differentiable, run_block, run_block_cpu
 from .quantize import E4M3, K_BLOCK, quantize_e4m3_groups
 
 _OP = "fused_swiglu::swiglu_packed_fp8_dynamic"
@@ -20,8 +20,8 @@ _DEF.define("swiglu_packed_fp8_dynamic(Tensor x, Tensor w_packed, Tensor w_scale
 swiglu_packed_fp8_dynamic_op = torch.ops.fused_swiglu.swiglu_packed_fp8_dynamic.default
 
 
-def _check_x(x: torch.Tensor, w_packed: torch.Tensor, w_scale: torch.Tensor, config: str) -> None:
-    """x bf16/fp16 2-D; the rest as the block-scaled operator checks it, on x's quantized stand-ins."""
+def _check_x(x: torch.Tensor) -> None:
+    """x bf16/fp16 and 2-D (the rest is checked as the block-scaled operator checks it)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{_OP}: x must be a torch.Tensor; got {type(x).__name__}")
     if x.dtype not in (torch.bfloat16, torch.float16):
@@ -29,27 +29,30 @@ def _check_x(x: torch.Tensor, w_packed: torch.Tensor, w_scale: torch.Tensor, con
                         f"got x.dtype={x.dtype}")
     if x.dim() != 2:
         raise ValueError(f"{_OP}: x must be 2-D (M, H); got shape {tuple(x.shape)}")
-    M, H = x.shape
-    _check(x.new_empty((M, H), dtype=E4M3), w_packed, x.new_empty((M, -(-H // K_BLOCK)), dtype=torch.float32),
-           w_scale, config, op=_OP, block=True)
 
 
 @torch.library.register_fake(_OP)
 def _fake(x, w_packed, w_scale, config):
-    _check_x(x, w_packed, w_scale, config)
-    return x.new_empty((x.shape[0], w_packed.shape[0] // 2), dtype=torch.bfloat16)
+    _check_x(x)
+    M, H = x.shape  # x's quantized stand-ins (fake tensors: no data)
+    _check(x.new_empty((M, H), dtype=E4M3), w_packed, x.new_empty((M, -(-H // K_BLOCK)), dtype=torch.float32),
+           w_scale, config, op=_OP, block=True)
+    return x.new_empty((M, w_packed.shape[0] // 2), dtype=torch.bfloat16)
 
 
+# The CUDA and CPU kernels check the rest once, on the quantized x.
 def _cuda(x, w_packed, w_scale, config):
-    _check_x(x, w_packed, w_scale, config)
+    _check_x(x)
     xq, x_scale = quantize_e4m3_groups(x, column_major_scales=True)
-    return _cuda_block(xq, w_packed, x_scale, w_scale, config)
+    _check(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
+    return run_block(xq, w_packed, x_scale, w_scale, config)
 
 
 def _cpu(x, w_packed, w_scale, config):
-    _check_x(x, w_packed, w_scale, config)
+    _check_x(x)
     xq, x_scale = quantize_e4m3_groups(x)
-    return _cpu_block(xq, w_packed, x_scale, w_scale, config)
+    _check(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
+    return run_block_cpu(xq, w_packed, x_scale, w_scale)
 
 
 _DEF.impl("swiglu_packed_fp8_dynamic", _cuda, "CUDA")

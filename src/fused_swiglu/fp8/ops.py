@@ -26,6 +26,22 @@ def _check_e4m3_matrices(op: str, **named: torch.Tensor) -> None:
             raise ValueError(f"{op}: {arg} must be 2-D; got shape {tuple(t.shape)}")
 
 
+def _check_row_scale(op: str, arg: str, s: torch.Tensor, n: int, what: str) -> None:
+    """A row-scaling scale: fp32, ``(1,)`` or ``(n,)`` / ``(n, 1)``."""
+    if s.dtype != torch.float32:
+        raise TypeError(f"{op}: {arg} must be torch.float32; got {arg}.dtype={s.dtype}")
+    if s.numel() not in (1, n) or s.dim() > 2 or (s.dim() == 2 and s.shape[1] != 1):
+        raise ValueError(f"{op}: {arg} must have shape (1,) (per tensor) or ({n},) / ({n}, 1), {what}; "
+                         f"got shape {tuple(s.shape)}")
+
+
+def _check_on_device(op: str, x: torch.Tensor, **named: torch.Tensor) -> None:
+    """Each named tensor on x's device."""
+    for arg, t in named.items():
+        if t.device != x.device:
+            raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
+
+
 def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
            op: str = "fused_swiglu::swiglu_packed_fp8", block: bool = False) -> tuple[int, int, int]:
     """Ranks, dtypes, sizes and devices; returns (M, I, H)."""
@@ -41,20 +57,17 @@ def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
         raise ValueError(f"{op}: H (x.shape[1]) must be a positive multiple of 16 (16-byte e4m3 rows for TMA); got H={H}")
     kb = -(-H // K_BLOCK)
     for arg, s, n, what in (("x_scale", x_scale, M, "M (per token)"), ("w_scale", w_scale, rows, "2I (per weight row)")):
+        if not block:
+            _check_row_scale(op, arg, s, n, what)
+            continue
         if s.dtype != torch.float32:
             raise TypeError(f"{op}: {arg} must be torch.float32; got {arg}.dtype={s.dtype}")
-        if block:
-            shape = (M if arg == "x_scale" else rows // PACKED_ROWS, kb)
-            if tuple(s.shape) != shape:
-                what = ("(M, ceil(H / 128)), one per 1 x 128 group of each token" if arg == "x_scale" else
-                        "(2I / 8, ceil(H / 128)) from fused_swiglu.fp8.pack_weights_blockwise")
-                raise ValueError(f"{op}: {arg} must have shape {shape} = {what}; got shape {tuple(s.shape)}")
-        elif s.numel() not in (1, n) or s.dim() > 2 or (s.dim() == 2 and s.shape[1] != 1):
-            raise ValueError(f"{op}: {arg} must have shape (1,) (per tensor) or ({n},) / ({n}, 1), {what}; "
-                             f"got shape {tuple(s.shape)}")
-    for arg, t in (("w_packed", w_packed), ("x_scale", x_scale), ("w_scale", w_scale)):
-        if t.device != x.device:
-            raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
+        shape = (M if arg == "x_scale" else rows // PACKED_ROWS, kb)
+        if tuple(s.shape) != shape:
+            what = ("(M, ceil(H / 128)), one per 1 x 128 group of each token" if arg == "x_scale" else
+                    "(2I / 8, ceil(H / 128)) from fused_swiglu.fp8.pack_weights_blockwise")
+            raise ValueError(f"{op}: {arg} must have shape {shape} = {what}; got shape {tuple(s.shape)}")
+    _check_on_device(op, x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
     if e4m3_out and rows % 32 != 0:
         raise ValueError(f"{op}: e4m3 y needs I a multiple of 16 (16-byte e4m3 rows for TMA); got I={rows // 2}")
     resolve(config, M, e4m3_out, block)
@@ -80,16 +93,19 @@ def _row_scales(x_scale, w_scale) -> tuple[torch.Tensor, torch.Tensor, int, int]
     return xs, ws, int(xs.numel() > 1), int(ws.numel() > 1)
 
 
-def _launch(config_name: str, x, w_packed, y, xs, ws, x_scale_stride: int, w_scale_stride: int, **y_scale) -> None:
-    """One kernel launch on x's device for M = x.shape[0] > 0: x and w_packed copied where TMA cannot read
-    them, the scales ``xs`` / ``ws`` already in the config's layout; ``y_scale*`` for an e4m3 y."""
+def _launch(config_name: str, x, w_packed, y, xs, ws, x_scale_stride: int, w_scale_stride: int,
+            w_up: torch.Tensor | None = None, **y_scale) -> None:
+    """One kernel launch on x's device for M = x.shape[0] > 0: x and the weights copied where TMA cannot
+    read them, the scales ``xs`` / ``ws`` already in the config's layout; ``w_up`` for the dual kernel
+    (``w_packed`` is then W_gate); ``y_scale*`` for an e4m3 y."""
     x, w_packed = tma_ready(x), tma_ready(w_packed)
+    up = {} if w_up is None else (lambda t: {"w_up": t.data_ptr(), "ldw_up": t.stride(0)})(tma_ready(w_up))
     device = x.get_device()
     with torch.cuda.device(device):
         _lib.library().launch(
             config_name, E4M3, device, x.shape[0], y.shape[1], x.shape[1], x.data_ptr(), x.stride(0),
             w_packed.data_ptr(), w_packed.stride(0), y=y.data_ptr(), ldy=y.stride(0), x_scale=xs.data_ptr(),
-            w_scale=ws.data_ptr(), x_scale_stride=x_scale_stride, w_scale_stride=w_scale_stride, **y_scale,
+            w_scale=ws.data_ptr(), x_scale_stride=x_scale_stride, w_scale_stride=w_scale_stride, **up, **y_scale,
         )
 
 
@@ -221,8 +237,9 @@ def _fake_block(x, w_packed, x_scale, w_scale, config):
     return x.new_empty((M, I), dtype=torch.bfloat16)
 
 
-def _cuda_block(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+def run_block(x, w_packed, x_scale, w_scale, config):
+    """The block-scaled operator's CUDA kernel on operands already checked (:func:`_check`, block=True)."""
+    M, I = x.shape[0], w_packed.shape[0] // 2
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
     if M > 0:
         xs, ws = column_major(x_scale), column_major(w_scale)  # M-major, 16-byte aligned columns
@@ -230,9 +247,19 @@ def _cuda_block(x, w_packed, x_scale, w_scale, config):
     return y
 
 
+def run_block_cpu(x, w_packed, x_scale, w_scale):
+    """The block-scaled operator's CPU kernel on operands already checked."""
+    return dequantized_swiglu(x, w_packed, x_scale, w_scale, scaling="block").to(torch.bfloat16).contiguous()
+
+
+def _cuda_block(x, w_packed, x_scale, w_scale, config):
+    _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    return run_block(x, w_packed, x_scale, w_scale, config)
+
+
 def _cpu_block(x, w_packed, x_scale, w_scale, config):
     _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
-    return dequantized_swiglu(x, w_packed, x_scale, w_scale, scaling="block").to(torch.bfloat16).contiguous()
+    return run_block_cpu(x, w_packed, x_scale, w_scale)
 
 
 _DEF.impl("swiglu_packed_fp8_blockwise", _cuda_block, "CUDA")
@@ -267,18 +294,11 @@ def _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> tuple
     per_channel = "I (per output channel)"
     for arg, s, n, what in (("x_scale", x_scale, M, "M (per token)"), ("gate_scale", gate_scale, I, per_channel),
                             ("up_scale", up_scale, I, per_channel)):
-        if s.dtype != torch.float32:
-            raise TypeError(f"{op}: {arg} must be torch.float32; got {arg}.dtype={s.dtype}")
-        if s.numel() not in (1, n) or s.dim() > 2 or (s.dim() == 2 and s.shape[1] != 1):
-            raise ValueError(f"{op}: {arg} must have shape (1,) (per tensor) or ({n},) / ({n}, 1), {what}; "
-                             f"got shape {tuple(s.shape)}")
+        _check_row_scale(op, arg, s, n, what)
     if gate_scale.numel() != up_scale.numel():
         raise ValueError(f"{op}: gate_scale and up_scale must be of one kind, both per tensor (1,) or both per output "
                          f"channel ({I},); got shapes {tuple(gate_scale.shape)} and {tuple(up_scale.shape)}")
-    for arg, t in (("w_gate", w_gate), ("w_up", w_up), ("x_scale", x_scale), ("gate_scale", gate_scale),
-                   ("up_scale", up_scale)):
-        if t.device != x.device:
-            raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
+    _check_on_device(op, x, w_gate=w_gate, w_up=w_up, x_scale=x_scale, gate_scale=gate_scale, up_scale=up_scale)
     resolve(config, M, dual=True)
     return M, I, H
 
@@ -306,20 +326,12 @@ def _fake_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
 
 
 def _cuda_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
-    M, I, H = _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
+    M, I, _ = _check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
     if M > 0:
-        x, w_gate, w_up = tma_ready(x), tma_ready(w_gate), tma_ready(w_up)
         xs = _scale_ready(x_scale)
         ws, w_stride = _dual_weight_scales(gate_scale, up_scale)
-        device = x.get_device()
-        with torch.cuda.device(device):
-            _lib.library().launch(
-                resolve(config, M, dual=True), E4M3, device, M, I, H, x.data_ptr(), x.stride(0), w_gate.data_ptr(),
-                w_gate.stride(0), w_up.data_ptr(), w_up.stride(0), y=y.data_ptr(), ldy=y.stride(0),
-                x_scale=xs.data_ptr(), w_scale=ws.data_ptr(), x_scale_stride=int(xs.numel() > 1),
-                w_scale_stride=w_stride,
-            )
+        _launch(resolve(config, M, dual=True), x, w_gate, y, xs, ws, int(xs.numel() > 1), w_stride, w_up=w_up)
     return y
 
 

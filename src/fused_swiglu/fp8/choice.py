@@ -62,6 +62,13 @@ def choose_dual_config(M: int) -> str:
     return catalog.name_of("dual_fp8", "pingpong", 128, 128, 128, 2, 1, 0, "e4m3")
 
 
+def _in_family(config: str, names: tuple[str, ...], family: str) -> str:
+    """``config`` if it is one of ``names``; else a ValueError naming the family's configs."""
+    if config not in names:
+        raise ValueError(f"config must be '' or one of {', '.join(names)} {family}; got config={config!r}")
+    return config
+
+
 def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, dual: bool = False) -> str:
     """The config name an operator's ``config`` argument stands for at M tokens ("" or an accumulation:
     the choice by M; else a name of the family, checked). ``dual``: the dual kernel's family (fast only).
@@ -70,26 +77,14 @@ def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, du
         ValueError: a name outside the family.
     """
     if dual:
-        if config in ("", "fast"):
-            return choose_dual_config(M)
-        if config not in DUAL_CONFIG_NAMES:
-            raise ValueError(f"config must be '' or one of {', '.join(DUAL_CONFIG_NAMES)} for the dual e4m3 kernel "
-                             f"(fast accumulation only); got config={config!r}")
-        return config
+        return choose_dual_config(M) if config in ("", "fast") else _in_family(
+            config, DUAL_CONFIG_NAMES, "for the dual e4m3 kernel (fast accumulation only)")
     if block:
-        if config in ("", "fast", "promoted"):
-            return choose_blockwise_config(M)
-        if config not in BLOCKWISE_CONFIG_NAMES:
-            raise ValueError(f"config must be '' or one of {', '.join(BLOCKWISE_CONFIG_NAMES)} for block scaling; "
-                             f"got config={config!r}")
-        return config
+        return choose_blockwise_config(M) if config in ("", "fast", "promoted") else _in_family(
+            config, BLOCKWISE_CONFIG_NAMES, "for block scaling")
     if e4m3_out:
-        if config in ("", "fast"):
-            return choose_out_config(M)
-        if config not in OUT_CONFIG_NAMES:
-            raise ValueError(f"config must be '' or one of {', '.join(OUT_CONFIG_NAMES)} for e4m3 y (fast "
-                             f"accumulation only); got config={config!r}")
-        return config
+        return choose_out_config(M) if config in ("", "fast") else _in_family(
+            config, OUT_CONFIG_NAMES, "for e4m3 y (fast accumulation only)")
     if config in ("", "fast", "promoted"):
         return choose_config(M, config or "fast")
     if config not in CONFIG_NAMES:

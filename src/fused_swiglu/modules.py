@@ -19,46 +19,14 @@ import warnings
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module
 
 from . import _validate as v
 from . import mlp_ops, ops
+from ._blocks import _act_name, _global_hooks, _has_hooks, _is_silu
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
 from .functional import _AUTO, _run_op, swiglu
 from .mlp import _apply
-
-def _is_silu(act: object) -> bool:
-    """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
-    ``forward``) or Hugging Face's ``SiLUActivation`` (module ``transformers.activations``). Which of
-    the two ``ACT2FN["silu"]`` returns depends on the transformers version. A class is recognised by
-    what it is, not by its name: a user's own class named ``SiLU`` is not taken for SiLU."""
-    cls = type(act)
-    if isinstance(act, nn.SiLU):
-        return cls.forward is nn.SiLU.forward
-    return cls.__name__ == "SiLUActivation" and cls.__module__.split(".")[0] == "transformers"
-
-
-def _act_name(act: object) -> str:
-    """``act``'s class for a message: its name, qualified with its module where the name alone
-    would read as SiLU."""
-    cls = type(act)
-    if cls.__name__ in ("SiLU", "SiLUActivation"):
-        return f"{cls.__module__}.{cls.__qualname__}"
-    return cls.__name__
-
-
-def _has_hooks(layer: nn.Module) -> bool:
-    """Forward, forward-pre, backward or backward-pre hooks on ``layer`` itself."""
-    return bool(layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks
-                or layer._backward_pre_hooks)
-
-
-def _global_hooks() -> bool:
-    """Hooks registered for every module (``torch.nn.modules.module.register_module_*_hook``)."""
-    return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks
-                or _module._global_backward_hooks or _module._global_backward_pre_hooks)
-
 
 def _plain_linear(layer: nn.Module) -> bool:
     """``nn.Linear`` or a subclass that keeps its ``forward`` (not a wrapper such as an adapter or a
@@ -314,7 +282,7 @@ def fuse_swiglu_mlps(
         if not _has_projections(module):
             continue
         fp8 = fp8_modules.is_fp8_block(module)
-        reason = fp8_modules.skip_reason(module, _is_silu, _has_hooks) if fp8 else _skip_reason(module)
+        reason = fp8_modules.skip_reason(module) if fp8 else _skip_reason(module)
         if reason is None and hasattr(module, "_hf_hook"):
             reason = "it carries an accelerate hook (_hf_hook)"
         if reason is not None:
@@ -322,8 +290,7 @@ def fuse_swiglu_mlps(
             continue
         previous = vars(module).get("forward")  # an instance forward set by someone else, or None
         if fp8:
-            module.forward = fp8_modules.FusedFP8SwiGLUForward(module, backend, _is_silu, _has_hooks, _global_hooks,
-                                                               previous)
+            module.forward = fp8_modules.FusedFP8SwiGLUForward(module, backend, previous)
         else:
             module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
         patched.append(name)

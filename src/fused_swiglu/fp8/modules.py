@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from .._blocks import _act_name, _global_hooks, _has_hooks, _is_silu
 from .._validate import hopper_status, require_hopper
 from .dynamic import swiglu_packed_fp8_dynamic_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
@@ -73,11 +74,11 @@ def _layer_reason(name: str, layer: nn.Module, rows: int, cols: int) -> str | No
     return None
 
 
-def skip_reason(module: nn.Module, is_silu, has_hooks) -> str | None:
+def skip_reason(module: nn.Module) -> str | None:
     """Why the FP8 block ``module`` (:func:`is_fp8_block`) is not one the fused forward can run (None: it
     is one): gate_proj and up_proj bias-free ``FP8Linear`` of one shape (I, H) with e4m3 weights, fp32
     128 x 128 block scales and dynamic activation scales, I a multiple of 8 and H of 16, a SiLU act_fn,
-    no hooks on gate_proj, up_proj or act_fn. ``is_silu`` and ``has_hooks`` are the bf16 path's predicates."""
+    no hooks on gate_proj, up_proj or act_fn."""
     gate, up = module.gate_proj, module.up_proj
     I, H = gate.weight.shape if gate.weight.dim() == 2 else (0, 0)
     for name, layer in (("gate_proj", gate), ("up_proj", up)):
@@ -87,9 +88,9 @@ def skip_reason(module: nn.Module, is_silu, has_hooks) -> str | None:
     if I % PACKED_ROWS != 0 or H % 16 != 0:
         return f"gate_proj.weight is ({I}, {H}); the FP8 kernel needs I a multiple of 8 and H of 16"
     act = getattr(module, "act_fn", None)
-    if not is_silu(act):
-        return f"act_fn is {type(act).__name__}, not SiLU"
-    if has_hooks(gate) or has_hooks(up) or has_hooks(act):
+    if not _is_silu(act):
+        return f"act_fn is {_act_name(act)}, not SiLU"
+    if _has_hooks(gate) or _has_hooks(up) or _has_hooks(act):
         return "gate_proj, up_proj or act_fn has hooks"
     return None
 
@@ -141,9 +142,8 @@ class FusedFP8SwiGLUForward:
             the first pack: a block patched on the meta device packs at its first call).
     """
 
-    def __init__(self, module: nn.Module, backend: str, is_silu, has_hooks, global_hooks, previous=None):
+    def __init__(self, module: nn.Module, backend: str, previous=None):
         self.module, self.backend, self.previous = module, backend, previous
-        self._is_silu, self._has_hooks, self._global_hooks = is_silu, has_hooks, global_hooks
         self.w_packed = self.w_scale = None
         self._source = None  # (gate_proj, up_proj, act_fn, _state(gate), _state(up)) of the packed copy
         self._hook = module.register_load_state_dict_post_hook(self._after_load)
@@ -176,7 +176,7 @@ class FusedFP8SwiGLUForward:
         when the shapes are unchanged, so compiled graphs read the new values). Returns False, leaving
         no copy, when the block no longer qualifies or its weights are on the meta device."""
         m = self.module
-        if not is_fp8_block(m) or skip_reason(m, self._is_silu, self._has_hooks) is not None:
+        if not is_fp8_block(m) or skip_reason(m) is not None:
             self.w_packed = self.w_scale = self._source = None
             return False
         g, u = m.gate_proj, m.up_proj
@@ -207,8 +207,8 @@ class FusedFP8SwiGLUForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
-        if (not self._runs_here(x) or self._has_hooks(m.gate_proj) or self._has_hooks(m.up_proj)
-                or self._has_hooks(m.act_fn) or self._global_hooks()):
+        if (not self._runs_here(x) or _has_hooks(m.gate_proj) or _has_hooks(m.up_proj) or _has_hooks(m.act_fn)
+                or _global_hooks()):
             return self.original(x)
         if not self._current() and (torch.compiler.is_compiling() or not self.repack()):
             return self.original(x)

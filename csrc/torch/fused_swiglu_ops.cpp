@@ -27,21 +27,46 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "../capi/fused_swiglu.h"
 
 using torch::stable::Tensor;
 
-// A shim call's error code as an exception (the stable headers' own macro changed name between releases).
-#define FSW_SHIM_CHECK(call)                                                                          \
-  do {                                                                                                \
-    AOTITorchError fsw_shim_status_ = (call);                                                         \
-    STD_TORCH_CHECK(fsw_shim_status_ == AOTI_TORCH_SUCCESS, "fused_swiglu: ", #call, " failed");     \
-  } while (0)
-
 namespace fused_swiglu::torch_ops {
 namespace {
+
+// Error messages are joined from strings and std::to_string, never through iostreams: the stable
+// headers' STD_TORCH_CHECK formats with std::ostringstream, whose number formatting reads locale
+// state that a C++ runtime linked into this library would not share with PyTorch's (the build links
+// the shared one and checks it; these messages stay whole either way).
+inline void append(std::string& out, const char* part) { out += part != nullptr ? part : "(null)"; }
+inline void append(std::string& out, std::string const& part) { out += part; }
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+inline void append(std::string& out, T part) {
+  out += std::to_string(part);
+}
+
+// Throws std::runtime_error (RuntimeError in Python) with the parts joined.
+template <class... Parts>
+[[noreturn]] void fail(Parts const&... parts) {
+  std::string message;
+  (append(message, parts), ...);
+  throw std::runtime_error(message);
+}
+
+#define FSW_CHECK(cond, ...)                                   \
+  do {                                                         \
+    if (!(cond)) ::fused_swiglu::torch_ops::fail(__VA_ARGS__); \
+  } while (0)
+
+// A shim call's error code as an exception.
+#define FSW_SHIM_CHECK(call)                                                               \
+  do {                                                                                     \
+    AOTITorchError fsw_shim_status_ = (call);                                              \
+    FSW_CHECK(fsw_shim_status_ == AOTI_TORCH_SUCCESS, "fused_swiglu: ", #call, " failed"); \
+  } while (0)
 
 constexpr int64_t kAlign = 8;  // elements: 16-byte TMA rows in bf16 / fp16
 constexpr size_t kMaxPlans = 4096;
@@ -92,7 +117,7 @@ std::unordered_map<PlanKey, Plan, PlanKeyHash> g_plans;
 
 Binding const& binding() {
   Binding const* b = g_binding.load(std::memory_order_acquire);
-  STD_TORCH_CHECK(b != nullptr,
+  FSW_CHECK(b != nullptr,
                   "fused_swiglu: the CUDA operators are loaded but not bound to the kernel library; call them "
                   "through fused_swiglu (import fused_swiglu.ops), which binds them");
   return *b;
@@ -108,10 +133,10 @@ int32_t dtype_code(Tensor const& t) {
 int32_t check_dtypes(const char* op, std::initializer_list<std::pair<const char*, Tensor const*>> named) {
   static const int32_t bf16 = aoti_torch_dtype_bfloat16(), fp16 = aoti_torch_dtype_float16();
   int32_t first = dtype_code(*named.begin()->second);
-  STD_TORCH_CHECK(first == bf16 || first == fp16, "fused_swiglu::", op,
+  FSW_CHECK(first == bf16 || first == fp16, "fused_swiglu::", op,
                   ": x must be torch.bfloat16 or torch.float16 on CUDA");
   for (auto const& [arg, t] : named) {
-    STD_TORCH_CHECK(dtype_code(*t) == first, "fused_swiglu::", op, ": ", arg, " must have x's dtype");
+    FSW_CHECK(dtype_code(*t) == first, "fused_swiglu::", op, ": ", arg, " must have x's dtype");
   }
   return first == bf16 ? FSW_DTYPE_BF16 : FSW_DTYPE_FP16;
 }
@@ -119,22 +144,22 @@ int32_t check_dtypes(const char* op, std::initializer_list<std::pair<const char*
 int32_t check_devices(const char* op, std::initializer_list<std::pair<const char*, Tensor const*>> named) {
   int32_t first = named.begin()->second->get_device_index();
   for (auto const& [arg, t] : named) {
-    STD_TORCH_CHECK(t->is_cuda(), "fused_swiglu::", op, ": ", arg, " must be a CUDA tensor");
-    STD_TORCH_CHECK(t->get_device_index() == first, "fused_swiglu::", op, ": ", arg,
+    FSW_CHECK(t->is_cuda(), "fused_swiglu::", op, ": ", arg, " must be a CUDA tensor");
+    FSW_CHECK(t->get_device_index() == first, "fused_swiglu::", op, ": ", arg,
                     " must be on x's device cuda:", first, "; got cuda:", t->get_device_index());
   }
   return first;
 }
 
 void check_2d(const char* op, const char* arg, Tensor const& t, const char* shape) {
-  STD_TORCH_CHECK(t.dim() == 2, "fused_swiglu::", op, ": ", arg, " must be 2-D ", shape, "; got ", t.dim(),
+  FSW_CHECK(t.dim() == 2, "fused_swiglu::", op, ": ", arg, " must be 2-D ", shape, "; got ", t.dim(),
                   "-D");
 }
 
 void check_tma_sizes(const char* op, int64_t n, int64_t k) {
-  STD_TORCH_CHECK(k > 0 && k % kAlign == 0, "fused_swiglu::", op, ": H must be a positive multiple of ", kAlign,
+  FSW_CHECK(k > 0 && k % kAlign == 0, "fused_swiglu::", op, ": H must be a positive multiple of ", kAlign,
                   " for 16-byte TMA rows; got H=", k);
-  STD_TORCH_CHECK(n % kAlign == 0, "fused_swiglu::", op, ": I must be a multiple of ", kAlign,
+  FSW_CHECK(n % kAlign == 0, "fused_swiglu::", op, ": I must be a multiple of ", kAlign,
                   " for 16-byte TMA rows; got I=", n);
 }
 
@@ -186,12 +211,12 @@ Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   char message[1024] = {0};
   int rc = b.plan(key.kind, key.config.c_str(), key.m, key.n, key.k, key.dtype, key.device, &plan.config,
                   &plan.raster, &plan.swizzle, message, sizeof(message));
-  STD_TORCH_CHECK(rc == 0, message);
+  FSW_CHECK(rc == 0, message);
   fsw_problem sized = problem;
   sized.raster = plan.raster;
   sized.swizzle = plan.swizzle;
   fsw_status s = b.workspace_size(plan.config, &sized, &plan.workspace_bytes);
-  STD_TORCH_CHECK(s == FSW_SUCCESS, "fused_swiglu: fsw_workspace_size failed: ", b.last_error());
+  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu: fsw_workspace_size failed: ", b.last_error());
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   if (g_plans.size() >= kMaxPlans) g_plans.clear();
   g_plans.insert_or_assign(key, plan);
@@ -219,7 +244,7 @@ void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw
   void* stream = nullptr;
   FSW_SHIM_CHECK(b.current_stream(device, &stream));
   fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, stream);
-  STD_TORCH_CHECK(s == FSW_SUCCESS, "fused_swiglu::", kind == FSW_KERNEL_DUAL ? "swiglu_dual" : "swiglu_packed",
+  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", kind == FSW_KERNEL_DUAL ? "swiglu_dual" : "swiglu_packed",
                   ": fsw_run failed: ", b.last_error());
 }
 
@@ -258,9 +283,9 @@ Tensor swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
   check_2d(op, "w_gate", w_gate, "(I, H)");
   check_2d(op, "w_up", w_up, "(I, H)");
   int64_t k = x.size(1), n = w_gate.size(0);
-  STD_TORCH_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
+  FSW_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
                   ": w_gate and w_up must have the same shape (I, H)");
-  STD_TORCH_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
+  FSW_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
                   w_gate.size(1), "; got H=", k);
   fsw_problem p{};
   p.dtype = check_dtypes(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
@@ -276,9 +301,9 @@ Tensor swiglu_packed(Tensor x, Tensor w_packed, std::string config) {
   check_2d(op, "x", x, "(M, H)");
   check_2d(op, "w_packed", w_packed, "(2I, H)");
   int64_t k = x.size(1), rows = w_packed.size(0);
-  STD_TORCH_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
+  FSW_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
                   rows);
-  STD_TORCH_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
+  FSW_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
                   ": x must be (M, H) with H = w_packed.shape[1] = ", w_packed.size(1), "; got H=", k);
   int64_t n = rows / 2;
   fsw_problem p{};

@@ -32,8 +32,112 @@ def test_a_copy_beside_fused_swiglu_library_is_used_as_is(tmp_path, monkeypatch)
     (tmp_path / "libfused_swiglu.so").write_bytes(b"")
     monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "libfused_swiglu.so"))
     assert torch_ops.prebuilt() is None
-    (tmp_path / torch_ops.LIB_NAME).write_bytes(b"")
+    _shared_object(tmp_path / torch_ops.LIB_NAME)
     assert torch_ops.ensure_built() == tmp_path / torch_ops.LIB_NAME
+
+
+def test_a_copy_beside_fused_swiglu_library_must_link_the_shared_cxx_runtime(tmp_path, monkeypatch):
+    (tmp_path / "libfused_swiglu.so").write_bytes(b"")
+    monkeypatch.setenv("FUSED_SWIGLU_LIBRARY", str(tmp_path / "libfused_swiglu.so"))
+    (tmp_path / torch_ops.LIB_NAME).write_bytes(b"not a library")
+    with pytest.raises(BuildError, match="cannot read the operator library"):
+        torch_ops.ensure_built()
+    _shared_object(tmp_path / torch_ops.LIB_NAME, "-static-libstdc++")
+    with pytest.raises(BuildError, match=r"defines __cxa_.*shared C\+\+ runtime libstdc\+\+\.so\.6"):
+        torch_ops.ensure_built()
+
+
+_THROWS = "#include <stdexcept>\nextern \"C\" int f(int v) { if (v) throw std::runtime_error(\"x\"); return v; }\n"
+
+
+def _shared_object(out, *flags: str):
+    """A small C++ shared object that throws (so it needs the C++ runtime), built with ``flags``."""
+    source = out.parent / "throws.cpp"
+    source.write_text(_THROWS)
+    cxx = torch_ops.find_compiler()
+    proc = subprocess.run([cxx, "-shared", "-fPIC", *flags, str(source), "-o", str(out)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"{cxx} cannot build a C++ shared object {' '.join(flags)}: {proc.stderr[-300:]}")
+    return out
+
+
+def _static_runtime_compiler(tmp_path):
+    """A CXX that links libstdc++ statically by default, as some toolchains do."""
+    _shared_object(tmp_path / "probe.so", "-static-libstdc++")  # skips where libstdc++.a is missing
+    wrapper = tmp_path / "static-cxx"
+    wrapper.write_text(f'#!/bin/sh\nexec {torch_ops.find_compiler()} -static-libstdc++ "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_check_runtime_tells_a_shared_runtime_from_a_linked_in_one(tmp_path):
+    torch_ops.check_runtime(_shared_object(tmp_path / "shared.so"))
+    with pytest.raises(BuildError, match="defines __cxa_allocate_exception, __cxa_throw"):
+        torch_ops.check_runtime(_shared_object(tmp_path / "static.so", "-static-libstdc++"), "g++")
+
+
+def test_a_compiler_that_links_libstdcxx_statically_still_gives_a_shared_runtime(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", str(_static_runtime_compiler(tmp_path)))
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
+    path = torch_ops.ensure_built()
+    torch_ops.check_runtime(path)
+    # without the explicit link of the shared runtime the same compiler's library is refused, not installed
+    monkeypatch.setattr(torch_ops, "LINK_FLAGS", ())
+    with pytest.raises(BuildError, match="defines __cxa_"):
+        torch_ops.ensure_built(force=True)
+    assert path.is_file() and not list((tmp_path / "cache").glob(".torch-*"))  # the good one stays
+    torch_ops.check_runtime(path)
+
+
+# Calls the C++ CUDA kernels of the operators with bad operands (below the dispatcher's device
+# choice, so a CPU build of PyTorch reaches them) and prints each error's type and message.
+_BAD_CALLS = """
+import ctypes, sys, torch
+import fused_swiglu.ops as ops
+ops._unregister_lazy()
+ctypes.CDLL(sys.argv[1])
+cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+x, w = torch.randn(3, 904), torch.randn(16, 904)
+calls = [
+    (torch.ops.fused_swiglu.swiglu_dual, (torch.randn(5), w, w, "")),
+    (torch.ops.fused_swiglu.swiglu_dual, (x[:, :900], w, w, "")),
+    (torch.ops.fused_swiglu.swiglu_packed, (x, torch.randn(17, 904), "")),
+]
+for op, args in calls * 2:
+    try:
+        op.default.redispatch(cuda, *args)
+        print("no error")
+    except Exception as e:
+        print(type(e).__name__, e)
+"""
+_BAD_CALL_MESSAGES = [
+    "RuntimeError fused_swiglu::swiglu_dual: x must be 2-D (M, H); got 1-D",
+    "RuntimeError fused_swiglu::swiglu_dual: x must be (M, H) with H = w_gate.shape[1] = 904; got H=900",
+    "RuntimeError fused_swiglu::swiglu_packed: w_packed must have an even number of rows (2I); got 17",
+] * 2
+
+
+def _bad_calls(library) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _BAD_CALLS, str(library)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.splitlines()
+
+
+def test_the_cuda_kernels_errors_reach_python_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    assert _bad_calls(torch_ops.ensure_built()) == _BAD_CALL_MESSAGES
+
+
+def test_error_messages_stay_whole_even_beside_a_linked_in_cxx_runtime(tmp_path, monkeypatch):
+    # the library a static-runtime toolchain made before the build checked it: its messages are
+    # still joined without iostreams (whose number formatting broke there)
+    monkeypatch.setattr(torch_ops, "LINK_FLAGS", ())
+    library = tmp_path / torch_ops.LIB_NAME
+    cmd = torch_ops.command(str(_static_runtime_compiler(tmp_path)), sources.csrc_dir(), library)
+    subprocess.run(cmd, check=True, capture_output=True)
+    with pytest.raises(BuildError):
+        torch_ops.check_runtime(library)
+    assert _bad_calls(library) == _BAD_CALL_MESSAGES
 
 
 def test_a_missing_compiler_is_a_build_error(monkeypatch):

@@ -11,6 +11,12 @@ Cache layout, beside the kernel library's (same locking and atomic install)::
 
 The key covers the sources (``csrc/torch/`` and ``csrc/capi/fused_swiglu.h``), the flags and the
 compiler's ``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
+
+The library must use the process's shared C++ runtime (``libstdc++.so.6``, as PyTorch does): a
+runtime linked into it (some toolchains link ``libstdc++`` statically by default) keeps locale and
+exception state of its own beside PyTorch's, and mixing the two has ended processes on an error
+path. The link names the shared runtime explicitly and the built file is checked
+(:func:`check_runtime`) before it is installed.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from filelock import FileLock
 
 from .. import env
 from ..errors import BuildError
-from . import sources
+from . import elf, sources
 
 LIB_NAME = "libfused_swiglu_torch.so"
 TARGET_VERSION = (2, 10)  # oldest PyTorch whose stable ABI has what the operators use (str arguments)
@@ -41,6 +47,9 @@ FLAGS: tuple[str, ...] = (
     "-DUSE_CUDA",  # declares the shim's CUDA stream query (looked up at run time, see the source)
     "-DTORCH_TARGET_VERSION=0x%02x%02x000000000000" % TARGET_VERSION,
 )
+# after the sources, so ahead of the runtime the compiler driver adds by itself
+LINK_FLAGS: tuple[str, ...] = ("-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--pop-state")
+CXX_RUNTIME = "libstdc++.so.6"
 SOURCE = Path(sources.TORCH_OPS_DIR) / "fused_swiglu_ops.cpp"
 _KEY_FILES = (SOURCE, Path("capi") / "fused_swiglu.h")
 
@@ -81,7 +90,7 @@ def _key(csrc: Path, cxx_version: str) -> str:
     for rel in _KEY_FILES:
         data = (csrc / rel).read_bytes()
         h.update(f"{rel.as_posix()}:{len(data)}:".encode() + data)
-    for part in (*FLAGS, cxx_version):
+    for part in (*FLAGS, *LINK_FLAGS, cxx_version):
         h.update(f"{len(part)}:{part}".encode())
     return h.hexdigest()
 
@@ -101,7 +110,29 @@ def prebuilt() -> Path | None:
 def command(cxx: str, csrc: Path, out: Path) -> list[str]:
     """The compile-and-link command line (one translation unit)."""
     include, lib = _torch_dirs()
-    return [cxx, *FLAGS, f"-I{include}", str(csrc / SOURCE), "-o", str(out), f"-L{lib}", "-ltorch_cpu"]
+    return [cxx, *FLAGS, f"-I{include}", str(csrc / SOURCE), "-o", str(out), f"-L{lib}", "-ltorch_cpu", *LINK_FLAGS]
+
+
+def check_runtime(path: Path, cxx: str = "the C++ compiler") -> None:
+    """Refuse an operator library that carries a C++ runtime of its own instead of linking
+    ``libstdc++.so.6``.
+
+    Raises:
+        BuildError: ``path`` defines the C++ runtime's exception entry points, or does not name
+            ``libstdc++.so.6`` among its needed libraries, or is not an ELF64 file.
+    """
+    try:
+        needed, defined = elf.dynamic_info(path)
+    except (OSError, ValueError) as e:
+        raise BuildError(f"cannot read the operator library {path}: {e}") from e
+    embedded = sorted(defined & {"__cxa_throw", "__cxa_allocate_exception", "__gxx_personality_v0"})
+    if embedded or CXX_RUNTIME not in needed:
+        what = f"defines {', '.join(embedded)}" if embedded else f"does not link {CXX_RUNTIME}"
+        raise BuildError(
+            f"the operator library {path} built by {cxx} {what}: it must use the shared C++ runtime "
+            f"{CXX_RUNTIME}, as PyTorch does (a second, static copy beside PyTorch's breaks error "
+            "messages and exceptions). Set CXX to a g++ or clang++ that links libstdc++ dynamically."
+        )
 
 
 def cache_path() -> Path:
@@ -119,12 +150,15 @@ def cache_path() -> Path:
 
 def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) -> Path:
     """Path of the operator library for these sources and this compiler, built into the cache first
-    if missing (or if ``force``); a prebuilt copy (:mod:`.prebuilt`) wins.
+    if missing (or if ``force``); a prebuilt copy (:mod:`.prebuilt`) wins. Either is checked to use
+    the shared C++ runtime (:func:`check_runtime`).
 
     Raises:
-        BuildError: sources or compiler missing, the compile failed, or the cache is not writable.
+        BuildError: sources or compiler missing, the compile failed, the library carries its own C++
+            runtime, or the cache is not writable.
     """
     if not force and (found := prebuilt()) is not None:
+        check_runtime(found)
         return found
     target = cache_path()
     if target.is_file() and not force:
@@ -144,6 +178,7 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-30:])
                     raise BuildError(f"compiling the operator library failed ({shlex.join(cmd)}):\n{tail}")
+                check_runtime(tmp / LIB_NAME, cxx)
                 os.chmod(tmp, 0o755)
                 if target.parent.exists():
                     shutil.rmtree(target.parent)

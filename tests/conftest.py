@@ -1,10 +1,13 @@
-"""Markers: ``gpu`` tests run only on an NVIDIA Hopper GPU (compute capability 9.0); ``fuzz`` tests
-draw fresh random inputs each run (the ``seed`` fixture)."""
+"""Markers: ``gpu`` tests run only on an NVIDIA Hopper GPU (compute capability 9.0); ``build`` tests
+compile CUDA sources, and no other test may (``pytest -m "not build"`` compiles nothing on a machine
+without a GPU; a test that compiles with the real nvcc and lacks the marker fails, naming it);
+``fuzz`` tests draw fresh random inputs each run (the ``seed`` fixture)."""
 
 from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +31,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _cuda_compiles_only_in_build_tests(request, monkeypatch):
+    """Outside ``build`` and ``gpu`` tests, installing a unit compiled by a real nvcc fails the test
+    (the fake toolchains of the build tests live in pytest's temporary folders and pass)."""
+    if request.node.get_closest_marker("build") or request.node.get_closest_marker("gpu"):
+        yield
+        return
+    from fused_swiglu.build import cache
+
+    fakes = request.config._tmp_path_factory.getbasetemp().resolve()
+    build_and_install = cache._build_and_install
+
+    def guarded(planned, log):
+        nvcc = Path(planned.inputs.toolchain.nvcc).resolve()
+        if not nvcc.is_relative_to(fakes):
+            pytest.fail(f"{request.node.nodeid} compiles {planned.unit.name} with {nvcc} but is not marked "
+                        "pytest.mark.build", pytrace=False)
+        return build_and_install(planned, log)
+
+    monkeypatch.setattr(cache, "_build_and_install", guarded)
+    yield
 
 
 SEED_VARIABLE = "FUSED_SWIGLU_TEST_SEED"

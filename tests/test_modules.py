@@ -14,13 +14,13 @@ from fused_swiglu.reference import swiglu_float64
 
 
 class MLP(nn.Module):
-    """The shape of transformers' Qwen2MLP / LlamaMLP / MistralMLP."""
+    """The shape of transformers' Qwen2MLP / LlamaMLP / MistralMLP (bf16: the kernels' dtypes)."""
 
-    def __init__(self, H=64, I=96, bias=False, act=None):
+    def __init__(self, H=64, I=96, bias=False, act=None, dtype=torch.bfloat16):
         super().__init__()
-        self.gate_proj = nn.Linear(H, I, bias=bias)
-        self.up_proj = nn.Linear(H, I, bias=bias)
-        self.down_proj = nn.Linear(I, H, bias=bias)
+        self.gate_proj = nn.Linear(H, I, bias=bias, dtype=dtype)
+        self.up_proj = nn.Linear(H, I, bias=bias, dtype=dtype)
+        self.down_proj = nn.Linear(I, H, bias=bias, dtype=dtype)
         self.act_fn = act if act is not None else nn.SiLU()
 
     def forward(self, x):
@@ -74,14 +74,31 @@ def test_patches_only_swiglu_blocks_and_undoes():
     assert unfuse_swiglu_mlps(model) == []
 
 
-def test_fp32_model_runs_its_original_forward(monkeypatch):
-    model = _model()
+def test_an_fp32_model_is_left_unfused_and_the_warning_says_why(monkeypatch):
+    model = nn.Sequential(*(Block(dtype=torch.float32) for _ in range(5)))
     x = torch.randn(3, 5, 64)
     want = model(x)
     calls = _count_calls(monkeypatch)
-    fuse_swiglu_mlps(model)
+    with pytest.warns(UserWarning) as record:
+        assert fuse_swiglu_mlps(model) == []
+    assert len(record) == 1
+    assert str(record[0].message) == (
+        "fuse_swiglu_mlps patched no block: 5 block(s) have gate_proj, up_proj and down_proj, none of which "
+        "could be patched; '0.mlp', '1.mlp', '2.mlp' and 2 more: its weights are torch.float32; the kernels take "
+        "torch.bfloat16 or torch.float16 (convert the model before patching)")
     torch.testing.assert_close(model(x), want, rtol=0, atol=0)
     assert calls == []
+
+
+def test_blocks_with_I_or_H_not_a_multiple_of_8_are_left_unfused_and_named():
+    model = nn.Sequential(Block(), Block(I=100), Block(H=60, I=96))
+    with pytest.warns(UserWarning) as record:
+        assert fuse_swiglu_mlps(model) == ["0.mlp"]
+    assert len(record) == 1
+    assert str(record[0].message) == (
+        "fuse_swiglu_mlps patched 1 block(s) and left 2 unfused (they run their original forward); "
+        "'1.mlp': gate_proj.weight is (100, 64); the kernels need I and H to be multiples of 8; "
+        "'2.mlp': gate_proj.weight is (96, 60); the kernels need I and H to be multiples of 8")
 
 
 def test_bf16_model_calls_swiglu_and_matches_float64(monkeypatch):
@@ -222,7 +239,7 @@ class GatedButNotSwiGLU(nn.Module):
     "model, says",
     [
         (GatedButNotSwiGLU(), "1 block(s) have gate_proj, up_proj and down_proj, none of which could be patched; "
-                              "the first, 'mlp': act_fn is GELU, not SiLU"),
+                              "'mlp': act_fn is GELU, not SiLU"),
         (Block(bias=True), "'mlp': its projections have a bias"),
         (nn.Sequential(nn.Linear(8, 8)), "no submodule has gate_proj, up_proj and down_proj"),
     ],
@@ -240,11 +257,23 @@ def test_hooked_block_is_named_in_the_warning():
         assert fuse_swiglu_mlps(block) == []
 
 
-def test_no_warning_when_something_is_or_was_patched():
+def test_each_call_warns_once_naming_the_blocks_it_left_unfused():
     model = _model()
+    for patched, head in ((["0.mlp", "1.mlp"], "patched 2 block(s) and left 2 unfused"),
+                          ([], "patched 0 block(s) (2 patched already) and left 2 unfused")):
+        with pytest.warns(UserWarning) as record:
+            assert fuse_swiglu_mlps(model) == patched
+        assert len(record) == 1
+        assert str(record[0].message) == (
+            f"fuse_swiglu_mlps {head} (they run their original forward); '2.mlp': its projections have a bias; "
+            "'3.mlp': act_fn is GELU, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)")
+
+
+def test_no_warning_when_every_block_is_or_was_patched():
+    model = nn.Sequential(Block(), Block())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # the GELU and bias blocks are skipped quietly
+        assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]
         assert fuse_swiglu_mlps(model) == []  # already patched: nothing new to say
 
 
@@ -427,7 +456,7 @@ def test_disarm_leaves_exactly_the_unarmed_state():
     fuse_swiglu_mlps(mlp, backend="torch")
     forward = vars(mlp)["forward"]
     assert isinstance(forward, FusedSwiGLUForward)
-    mlp(torch.randn(2, mlp.gate_proj.in_features))  # the first call arms the fast path
+    mlp(torch.randn(2, mlp.gate_proj.in_features, dtype=torch.bfloat16))  # the first call arms the fast path
     forward._disarm()
     assert {k: getattr(forward, k) for k in FusedSwiGLUForward._UNARMED} == FusedSwiGLUForward._UNARMED
     assert forward.__getstate__().keys() == vars(forward).keys()

@@ -68,6 +68,39 @@ def _skip_reason(module: nn.Module) -> str | None:
     return None
 
 
+def _kernel_reason(module: nn.Module) -> str | None:
+    """Why the kernels could never run the SwiGLU block ``module`` as its weights are (None: they
+    can): weights not bf16/fp16, or I or H not a multiple of 8. Such a block would run its original
+    forward at every call."""
+    w = module.gate_proj.weight
+    if w.dtype not in v.DTYPES:
+        return (f"its weights are {w.dtype}; the kernels take torch.bfloat16 or torch.float16 (convert the "
+                "model before patching)")
+    I, H = w.shape
+    if I % v.ALIGN or H % v.ALIGN:
+        return f"gate_proj.weight is ({I}, {H}); the kernels need I and H to be multiples of {v.ALIGN}"
+    return None
+
+
+def _unfused_warning(skipped: list[tuple[str, str]], patched: int, already: int) -> str:
+    """One message naming the blocks left unfused, grouped by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by_reason.setdefault(reason, []).append(repr(name or "(the model itself)"))
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(f"{shown}: {reason}")
+    if not patched and not already:
+        head = (f"fuse_swiglu_mlps patched no block: {len(skipped)} block(s) have gate_proj, up_proj and "
+                "down_proj, none of which could be patched")
+    else:
+        before = f" ({already} patched already)" if already else ""
+        head = (f"fuse_swiglu_mlps patched {patched} block(s){before} and left {len(skipped)} unfused (they run "
+                "their original forward)")
+    return f"{head}; " + "; ".join(parts)
+
+
 class FusedSwiGLUForward:
     """The ``forward`` that :func:`fuse_swiglu_mlps` installs on an MLP block (an instance attribute).
 
@@ -211,9 +244,11 @@ def fuse_swiglu_mlps(
     are recognised by these attributes only, so the block's own forward must be
     ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``, as in Hugging Face's Llama, Qwen2 and Mistral MLPs;
     a block with the same attributes that computes something else would be replaced wrongly. Its
-    forward then computes ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. At call time,
-    inputs the kernels cannot take (x not bf16/fp16, weights of another dtype or device, H or I not
-    a multiple of 8) run the original forward instead. On a CPU or a non-Hopper GPU, ``backend="auto"``
+    forward then computes ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Blocks the
+    kernels could never run as they are (weights not bf16/fp16, as in an fp32 model; I or H not a
+    multiple of 8) are left unpatched; convert a model before patching it. At call time, inputs
+    the kernels cannot take (x not of the weights' dtype, weights moved to another dtype or device)
+    run the original forward instead. On a CPU or a non-Hopper GPU, ``backend="auto"``
     runs :func:`swiglu`'s PyTorch fallback (fp32 products, one rounding; one warning per process).
     Blocks already patched are left as they are, and so are blocks carrying an accelerate hook
     (``_hf_hook``: a ``device_map`` that offloads or splits the model), whose forward moves tensors
@@ -259,9 +294,10 @@ def fuse_swiglu_mlps(
         The qualified names (``model.named_modules()``) of the blocks patched by this call.
 
     Warns:
-        UserWarning: when the call patches nothing and no block of ``model`` is patched already:
-        the message says whether any submodule has ``gate_proj``, ``up_proj`` and ``down_proj``,
-        and if so why the first of them was left as it is (e.g. ``act_fn is GELUTanh, not SiLU``).
+        UserWarning: once per call, when it leaves blocks that have ``gate_proj``, ``up_proj`` and
+        ``down_proj`` unpatched: their names (three per reason, then a count) and why, e.g.
+        ``'model.layers.0.mlp', ... and 25 more: act_fn is GELUTanh, not SiLU``; or, when nothing is
+        or was patched and no submodule has those attributes, that it found no such block.
 
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
@@ -282,7 +318,7 @@ def fuse_swiglu_mlps(
         if not _has_projections(module):
             continue
         fp8 = fp8_modules.is_fp8_block(module)
-        reason = fp8_modules.skip_reason(module) if fp8 else _skip_reason(module)
+        reason = fp8_modules.skip_reason(module) if fp8 else (_skip_reason(module) or _kernel_reason(module))
         if reason is None and hasattr(module, "_hf_hook"):
             reason = "it carries an accelerate hook (_hf_hook)"
         if reason is not None:
@@ -294,16 +330,11 @@ def fuse_swiglu_mlps(
         else:
             module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
         patched.append(name)
-    if not patched and not already:
-        if skipped:
-            name, reason = skipped[0]
-            message = (f"fuse_swiglu_mlps patched no block: {len(skipped)} block(s) have gate_proj, up_proj "
-                       f"and down_proj, none of which could be patched; the first, "
-                       f"{name or '(the model itself)'!r}: {reason}")
-        else:
-            message = ("fuse_swiglu_mlps patched no block: no submodule has gate_proj, up_proj and down_proj "
-                       "attributes (Hugging Face's Llama / Qwen2 / Mistral MLP layout)")
-        warnings.warn(message, UserWarning, stacklevel=2)
+    if skipped:
+        warnings.warn(_unfused_warning(skipped, len(patched), already), UserWarning, stacklevel=2)
+    elif not patched and not already:
+        warnings.warn("fuse_swiglu_mlps patched no block: no submodule has gate_proj, up_proj and down_proj "
+                      "attributes (Hugging Face's Llama / Qwen2 / Mistral MLP layout)", UserWarning, stacklevel=2)
     return patched
 
 

@@ -472,7 +472,7 @@ def test_c_abi_checks_every_e4m3_scale():
     assert "takes 16-bit inputs: x_scale and w_scale must be NULL" in lib._dll.fsw_last_error().decode()
 
 
-
+@pytest.mark.build
 def test_c_abi_checks_e4m3_output_and_block_scales():
     """fsw_can_implement refuses, naming the rule: an e4m3-output problem without y_scale or with another
     mode, group strides that do not give every scale its own address (and accepts row-major, column-major

@@ -114,3 +114,37 @@ def test_the_tile_table_uses_every_training_config_and_only_those():
     names = {mlp_ops.config_name(k, d, H) for k in ("dual_store", "packed_store", "dswiglu")
              for d in (torch.bfloat16, torch.float16) for H in (896, mlp_ops.WIDE_H)}
     assert names == set(catalog.training_names())
+
+
+def _bad_forward_calls():
+    x, wg, wu, wd = (t.detach() for t in _leaves())
+    wp = pack_gate_up(wg, wu)
+    M, H = x.shape
+    I = wg.shape[0]
+    gu = torch.zeros(M, 2 * I, dtype=x.dtype)
+    return [
+        (mlp_ops.mlp_forward, (x, wg, wu, wd[:, :8]), ValueError, r"mlp_forward: w_down must be 2-D \(16, 24\)"),
+        (mlp_ops.mlp_forward, (x, wg, wu[:16], wd), ValueError, r"mlp_forward: w_up must be 2-D \(24, 16\)"),
+        (mlp_ops.mlp_forward, (x[:, :8], wg, wu, wd), ValueError, r"mlp_forward: w_gate must be 2-D \(\?, 8\)"),
+        (mlp_ops.mlp_forward, (x[0], wg, wu, wd), ValueError, r"mlp_forward: x must be 2-D \(\?, \?\)"),
+        (mlp_ops.mlp_forward, (x, wg.float(), wu, wd), TypeError, "w_gate must be a floating-point tensor of x's dtype"),
+        (mlp_ops.mlp_forward_packed, (x, wp[:40], wd, "interleaved"), ValueError,
+         r"mlp_forward_packed: w_packed must be 2-D \(48, 16\)"),
+        (mlp_ops.mlp_forward_packed, (x, wp, wd, "stacked"), ValueError, "layout must be one of"),
+        (mlp_ops.dswiglu, (x, wd, gu[:, :40]), ValueError, r"dswiglu: gu must be 2-D \(5, 48\)"),
+        (mlp_ops.dswiglu, (x, wd.T, gu), ValueError, r"dswiglu: w_down must be 2-D \(16, \?\)"),
+        (mlp_ops.dswiglu, (x.long(), wd, gu), TypeError, "dz must be a floating-point tensor"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_forward_calls())))
+def test_the_operators_check_their_own_operands(case):
+    """A direct call of an operator (not through swiglu_mlp) cannot reach a kernel with operands whose
+    shapes disagree: the op and its fake kernel both refuse, naming the operand and the shape."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op, args, error, message = _bad_forward_calls()[case]
+    with pytest.raises(error, match=message):
+        op(*args)
+    with FakeTensorMode() as mode, pytest.raises(error, match=message):
+        op(*(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args))

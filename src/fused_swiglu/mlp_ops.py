@@ -160,35 +160,99 @@ def _dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
     return torch.cat([dy * u * (s * (1 + g * (1 - s))), dy * (g * s)], dim=1).to(dz.dtype)
 
 
+def _check_operands(op: str, H: int | None, I: int | None, shapes: dict[str, tuple[int | None, ...]],
+                    **named: Tensor) -> None:
+    """The operators' own checks, so that a direct call cannot hand the kernels inconsistent operands:
+    every operand 2-D of ``shapes[arg]`` (None: any size), floating point, of the first operand's
+    dtype and device; on CUDA bf16 / fp16 with H and I multiples of 8 (16-byte TMA rows).
+
+    Raises:
+        TypeError: a dtype (not floating point, not bf16 / fp16 on CUDA, or not the first operand's).
+        ValueError: a rank or shape, a device, H or I not a multiple of 8 on CUDA.
+    """
+    first_arg, first = next(iter(named.items()))
+    for arg, t in named.items():
+        want = shapes[arg]
+        if t.dim() != 2 or any(w is not None and w != n for w, n in zip(want, t.shape)):
+            desc = ", ".join("?" if w is None else str(w) for w in want)
+            raise ValueError(f"fused_swiglu::{op}: {arg} must be 2-D ({desc}); got {arg} of shape {tuple(t.shape)}")
+        if not t.is_floating_point() or t.dtype != first.dtype:
+            raise TypeError(f"fused_swiglu::{op}: {arg} must be a floating-point tensor of {first_arg}'s dtype "
+                            f"{first.dtype}; got {arg}.dtype={t.dtype}")
+        if t.device != first.device:
+            raise ValueError(f"fused_swiglu::{op}: {arg} must be on {first_arg}'s device {first.device}; got {arg} "
+                             f"on {t.device}")
+    if first.is_cuda:
+        if first.dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"fused_swiglu::{op}: the CUDA kernels take torch.bfloat16 or torch.float16; got "
+                            f"{first_arg}.dtype={first.dtype}")
+        if H % 8 or H == 0 or I % 8:
+            raise ValueError(f"fused_swiglu::{op}: H and I must be multiples of 8 (H > 0) for 16-byte TMA rows; got "
+                             f"H={H}, I={I}")
+
+
+def _dim(t: Tensor, d: int) -> int | None:
+    return t.shape[d] if t.dim() == 2 else None
+
+
+def _check_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> None:
+    H, I = _dim(x, 1), _dim(w_gate, 0)
+    _check_operands("mlp_forward", H, I, {"x": (None, None), "w_gate": (None, H), "w_up": (I, H), "w_down": (H, I)},
+                    x=x, w_gate=w_gate, w_up=w_up, w_down=w_down)
+
+
+def _check_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"fused_swiglu::mlp_forward_packed: layout must be one of {', '.join(map(repr, LAYOUTS))}; "
+                         f"got layout={layout!r}")
+    H, I = _dim(x, 1), _dim(w_down, 1)
+    rows = None if I is None else 2 * I
+    _check_operands("mlp_forward_packed", H, I, {"x": (None, None), "w_packed": (rows, H), "w_down": (H, None)},
+                    x=x, w_packed=w_packed, w_down=w_down)
+
+
+def _check_dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> None:
+    M, H, I = _dim(dz, 0), _dim(dz, 1), _dim(w_down, 1)
+    cols = None if I is None else 2 * I
+    _check_operands("dswiglu", H, I, {"dz": (None, None), "w_down": (H, None), "gu": (M, cols)},
+                    dz=dz, w_down=w_down, gu=gu)
+
+
 @torch.library.custom_op("fused_swiglu::mlp_forward", mutates_args=())
 def mlp_forward(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    _check_forward(x, w_gate, w_up, w_down)
     return _forward_dual(x, w_gate, w_up, w_down)
 
 
 @torch.library.custom_op("fused_swiglu::mlp_forward_packed", mutates_args=())
 def mlp_forward_packed(x: Tensor, w_packed: Tensor, w_down: Tensor, layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    _check_forward_packed(x, w_packed, w_down, layout)
     return _forward_packed(x, w_packed, w_down, layout)
 
 
 @torch.library.custom_op("fused_swiglu::dswiglu", mutates_args=())
 def dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor) -> Tensor:
+    _check_dswiglu(dz, w_down, gu)
     return _dswiglu(dz, w_down, gu)
 
 
 @mlp_forward.register_fake
 def _mlp_forward_fake(x, w_gate, w_up, w_down):
+    _check_forward(x, w_gate, w_up, w_down)
     M, I = x.shape[0], w_gate.shape[0]
     return x.new_empty((M, w_down.shape[0])), x.new_empty((M, I)), x.new_empty((M, 2 * I))
 
 
 @mlp_forward_packed.register_fake
 def _mlp_forward_packed_fake(x, w_packed, w_down, layout):
+    _check_forward_packed(x, w_packed, w_down, layout)
     M, I = x.shape[0], w_packed.shape[0] // 2
     return x.new_empty((M, w_down.shape[0])), x.new_empty((M, I)), x.new_empty((M, 2 * I))
 
 
 @dswiglu.register_fake
 def _dswiglu_fake(dz, w_down, gu):
+    _check_dswiglu(dz, w_down, gu)
     return dz.new_empty((dz.shape[0], 2 * w_down.shape[1]))
 
 

@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     from .bench.methods import METHODS
     from .bench.run import REPS, WARMUP_MS
     from .bench.shapes import TOKENS
+    from .bench.timing import PROTOCOLS, SUSTAINED_FROM_M, SUSTAINED_SECONDS
 
     from ._version import __version__
 
@@ -192,6 +193,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--rep", type=int, help=f"timed repetitions per method and shape (default {REPS})")
     b.add_argument("--cuda-graph", action="store_true",
                    help="time CUDA-graph replays of every method: GPU time without per-call host time")
+    b.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                   help="how CUDA-graph replays are timed (also --fp8, --backward): 'sustained' = after a heat soak "
+                        "to the power cap, each method back to back for --seconds with the SM clock and power "
+                        "recorded (NVML); 'interleaved' = the methods alternated rep by rep (one clock and power "
+                        f"state for all); 'auto' (default) = sustained from M = {SUSTAINED_FROM_M} on")
+    b.add_argument("--seconds", type=float, default=None,
+                   help=f"sustained protocol: seconds per method and cell (default {SUSTAINED_SECONDS:g})")
     b.add_argument("--e2e", action="store_true",
                    help="end to end: Hugging Face models (random weights, real sizes) stock vs fuse_swiglu_mlps, "
                         "in decode, CUDA-graph, torch.compile and prefill modes, with an accuracy step; --out also "
@@ -272,7 +280,8 @@ def _kernel_options_given(args) -> list[str]:
     """The options of the kernel benchmark given on the command line (none of them applies to
     --e2e or --host-time)."""
     given = {"--tokens": args.tokens, "--methods": args.methods, "--config": args.config,
-             "--rep": args.rep, "--warmup-ms": args.warmup_ms, "--cuda-graph": args.cuda_graph or None}
+             "--rep": args.rep, "--warmup-ms": args.warmup_ms, "--cuda-graph": args.cuda_graph or None,
+             "--protocol": args.protocol, "--seconds": args.seconds}
     return [option for option, value in given.items() if value is not None]
 
 
@@ -335,6 +344,21 @@ def _check_timing_options(reps: int, warmup_ms: float) -> None:
         raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
 
 
+def _protocol_options(args, cuda_graph: bool) -> tuple[str, float]:
+    """``--protocol`` and ``--seconds`` (ValueError naming the option and the rule)."""
+    from .bench import timing
+
+    protocol = args.protocol or "auto"
+    seconds = timing.SUSTAINED_SECONDS if args.seconds is None else args.seconds
+    if not (0.0 < seconds < float("inf")):
+        raise ValueError(f"--seconds must be a positive finite number; got {seconds}")
+    if protocol == "sustained" and not cuda_graph:
+        raise ValueError("--protocol sustained times CUDA-graph replays: add --cuda-graph")
+    if args.seconds is not None and protocol == "interleaved":
+        raise ValueError("--seconds applies to the sustained protocol, not to --protocol interleaved")
+    return protocol, seconds
+
+
 def _run_options(args, run) -> tuple[list[int], list[str], int, float]:
     """``--tokens``, ``--methods``, ``--rep`` and ``--warmup-ms`` of a benchmark module ``run`` (its
     TOKENS, METHODS, check_methods, REPS and WARMUP_MS give the defaults and the rule).
@@ -366,12 +390,13 @@ def _cmd_backward(args, console) -> int:
             raise ValueError(f"{option} does not apply to --backward")
     names = _models(args.models)
     tokens, methods, reps, warmup_ms = _run_options(args, backward)
+    protocol, seconds = _protocol_options(args, args.cuda_graph)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench --backward")) is not None:
         return code
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     backward.run_backward(shapes.find(names), tokens, methods, dtype, console, out=out, reps=reps,
-                          warmup_ms=warmup_ms, cuda_graph=args.cuda_graph)
+                          warmup_ms=warmup_ms, cuda_graph=args.cuda_graph, protocol=protocol, seconds=seconds)
     return 0
 
 
@@ -391,10 +416,12 @@ def _cmd_fp8(args, console) -> int:
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
     tokens, methods, reps, warmup_ms = _run_options(args, fp8)
+    protocol, seconds = _protocol_options(args, True)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := _no_hopper("bench --fp8")) is not None:
         return code
-    fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms)
+    fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, protocol=protocol,
+                seconds=seconds)
     return 0
 
 
@@ -405,7 +432,7 @@ def _cmd_tp(args, console) -> int:
 
     for option, given in (("--config", args.config), ("--methods", args.methods), ("--quick", args.quick or None),
                           ("--e2e-modes", args.e2e_modes), ("--cuda-graph", args.cuda_graph or None),
-                          ("--warmup-ms", args.warmup_ms)):
+                          ("--warmup-ms", args.warmup_ms), ("--protocol", args.protocol), ("--seconds", args.seconds)):
         if given is not None:
             raise ValueError(f"{option} does not apply to --tp")
     found = shapes.find(_models(args.models or list(tp.MODELS)))
@@ -460,6 +487,7 @@ def _cmd_bench(args, console) -> int:
             raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
     _config_applies(config, methods or list(METHODS), args.dtype)
     _check_timing_options(args.rep, args.warmup_ms)
+    protocol, seconds = _protocol_options(args, args.cuda_graph)
     out = check_out_path(args.out) if args.out is not None else None
     for method in methods or []:  # an optional peer asked for by name: its package, on any machine
         if (problem := peer_problem(method)) is not None:
@@ -474,6 +502,8 @@ def _cmd_bench(args, console) -> int:
         warmup_ms=args.warmup_ms,
         reps=args.rep,
         cuda_graph=args.cuda_graph,
+        protocol=protocol,
+        seconds=seconds,
     )
     if tokens:
         opts.tokens = tokens

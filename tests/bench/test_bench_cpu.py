@@ -1,6 +1,7 @@
 """Pure parts of the benchmark: shapes, input-set rotation, statistics, derived columns, files."""
 
 import csv
+import io
 import functools
 import json
 
@@ -122,7 +123,7 @@ def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = No
 
     calls = []
 
-    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None):
+    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None, monitor=None):
         if each is not None:
             each(shape, M, opts, optional, on_left_out)
         if len(calls) == fail_at:
@@ -266,3 +267,38 @@ def test_a_peer_asked_for_by_name_is_not_optional(tmp_path, monkeypatch):
     run.run_bench(run.BenchOptions(models=["0.5B"], tokens=[1], methods=["eager", "quack"], out=tmp_path / "b.json"),
                   Console(file=open(tmp_path / "log.txt", "w")))
     assert seen == [frozenset()]
+
+
+def test_the_protocol_of_a_cell():
+    from fused_swiglu.bench import timing
+
+    assert timing.protocol_for("auto", timing.SUSTAINED_FROM_M, True) == "sustained"
+    assert timing.protocol_for("auto", timing.SUSTAINED_FROM_M - 1, True) == "interleaved"
+    assert timing.protocol_for("auto", 8192, False) == "interleaved"  # eager timing asks about host time
+    assert timing.protocol_for("interleaved", 8192, True) == "interleaved"
+    assert timing.protocol_for("sustained", 1, True) == "sustained"
+    with pytest.raises(ValueError, match="protocol must be one of 'auto', 'sustained', 'interleaved'"):
+        timing.protocol_for("fast", 1, True)
+    with pytest.raises(ValueError, match="sustained protocol times CUDA-graph replays"):
+        timing.protocol_for("sustained", 1, False)
+
+
+def test_sustained_cells_run_last_after_one_heat_soak_and_rows_keep_their_order(monkeypatch):
+    from fused_swiglu.bench import power, timing
+    from fused_swiglu.bench.run import BenchOptions
+
+    seen = []
+
+    def each(shape, M, opts, optional, on_left_out):
+        seen.append((shape.model, M))
+
+    run = _fake_run(monkeypatch, None, None, each)
+    soaks = []
+    monkeypatch.setattr(timing, "heat_soak", lambda device, monitor: soaks.append(seen[:]) or power.Reading(1.0, 2.0, 1))
+    monkeypatch.setattr(power, "nvml_index", lambda device: 0)
+    opts = BenchOptions(models=["0.5B", "1.5B"], tokens=[1, 2048], cuda_graph=True)
+    rows = run.run_bench(opts, Console(file=io.StringIO()))
+    a, b = "Qwen2.5-0.5B", "Qwen2.5-1.5B"
+    assert seen == [(a, 1), (b, 1), (a, 2048), (b, 2048)]
+    assert soaks == [[(a, 1), (b, 1)]]  # once, before the first sustained cell
+    assert [(r["model"], r["tokens"]) for r in rows] == [(a, 1), (a, 2048), (b, 1), (b, 2048)]

@@ -1,6 +1,7 @@
 """The benchmark and accuracy commands end to end on a small slice (Hopper GPU)."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -47,6 +48,23 @@ def test_graph_replays_are_timed():
     t = timing.time_interleaved(replays, torch.device("cuda"), warmup_ms=1, reps=5)
     assert set(t) == {"cublas_gemm", "fused_packed", "fused_dual"}
     assert all(0 < v.p10_ms <= v.median_ms <= v.p90_ms for v in t.values())
+
+
+def test_sustained_timing_runs_each_method_for_its_seconds_and_reads_clock_and_power():
+    from fused_swiglu.bench import power
+
+    device = torch.device("cuda")
+    s = methods.make_input_set(2048, 896, 4864, torch.bfloat16, device)
+    replays = timing.as_graph_replays(methods.build_calls(["cublas_gemm", "fused_dual"], [s, s]), device)
+    monitor = power.Monitor(power.nvml_index(device))
+    start = time.perf_counter()
+    t = timing.time_sustained(replays, device, monitor, seconds=0.3)
+    assert time.perf_counter() - start >= 0.6  # each method its 0.3 s
+    assert set(t) == {"cublas_gemm", "fused_dual"}
+    for v in t.values():
+        assert 0 < v.p10_ms <= v.median_ms <= v.p90_ms and v.reps > 100
+        if monitor.available:  # nvidia-ml-py is there on the GPU machines this runs on
+            assert 300 < v.sm_mhz < 2500 and 50 < v.power_w < 1500
 
 
 def test_bench_writes_json_and_csv(tmp_path):

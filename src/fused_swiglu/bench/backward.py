@@ -122,12 +122,13 @@ def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[
 
 
 FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms",
-          "eager_over")
+          "eager_over", "protocol", "sm_mhz", "power_w")
 
 
 def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], dtype: torch.dtype,
                  console, out: Path | None = None, reps: int = REPS, warmup_ms: float = WARMUP_MS,
-                 cuda_graph: bool = False) -> list[dict]:
+                 cuda_graph: bool = False, protocol: str = "auto",
+                 seconds: float = timing.SUSTAINED_SECONDS) -> list[dict]:
     """Time every shape at every M on the current CUDA device, print a line per cell, and with
     ``out`` write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it.
 
@@ -143,14 +144,16 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
             make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2), methods),
         rows_of,
         lambda r: f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else ""),
-        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph)
+        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds)
     if out is not None:
         meta = report.machine_meta(device)
         meta.update({"dtype": str(dtype).removeprefix("torch."), "reps": reps, "warmup_ms": warmup_ms,
                      "cuda_graph": cuda_graph,
                      "protocol": "forward + autograd.grad of the MLP block per call"
                                  + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
-                                 + "; time_interleaved, L2 flushed, input sets rotated, CUDA-event medians"})
+                                 + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
+                                   "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
+                                   f"back to back for {seconds:g} s, SM clock and power from NVML)"})
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -248,12 +248,12 @@ def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[
 
 
 FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms",
-          "bf16_over")
+          "bf16_over", "protocol", "sm_mhz", "power_w")
 
 
 def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], console,
             out: Path | None = None, reps: int = REPS, warmup_ms: float = WARMUP_MS,
-            cuda_graph: bool = True) -> list[dict]:
+            cuda_graph: bool = True, protocol: str = "auto", seconds: float = timing.SUSTAINED_SECONDS) -> list[dict]:
     """Time every shape at every M on the current CUDA device, print a line per cell, and with ``out``
     write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it.
 
@@ -283,7 +283,7 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
     rows, device = timing.time_grid(
         shapes, tokens, checked_calls, rows_of,
         lambda r: f"{r['method']} {r['median_ms']:.4f} ms" + (f" ({r['bf16_over']:.2f}x)" if r["bf16_over"] else ""),
-        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph)
+        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds)
     if out is not None:
         meta = report.machine_meta(device)
         meta.update({"reps": reps, "warmup_ms": warmup_ms, "cuda_graph": cuda_graph,
@@ -291,7 +291,9 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
                                "token group, weights per 128 x 128 block; fp32",
                      "protocol": "one call per input set"
                                  + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
-                                 + "; time_interleaved, L2 flushed, input sets rotated, CUDA-event medians"})
+                                 + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
+                                   "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
+                                   f"back to back for {seconds:g} s, SM clock and power from NVML)"})
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

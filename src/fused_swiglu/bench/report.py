@@ -19,6 +19,7 @@ from .._version import __version__
 BENCH_FIELDS = (
     "model", "hidden_size", "intermediate_size", "tokens", "dtype", "method",
     "median_ms", "p10_ms", "p90_ms", "tflops", "speedup_vs_eager", "ratio_to_cublas", "config",
+    "protocol", "sm_mhz", "power_w",
 )
 ACCURACY_FIELDS = ("model", "method", "exact", "mismatch", "max_ulp", "counted", "n")
 

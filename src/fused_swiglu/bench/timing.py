@@ -20,6 +20,16 @@ For each shape, every method is timed in the same run, interleaved rep by rep:
      larger of its host time and its GPU time. The sets' weights, together over 2x L2, keep each
      call's operands out of L2 from its previous turn.
 4. Report the median over reps, with the 10th and 90th percentiles, in milliseconds (per call).
+
+This interleaved protocol answers "which method takes less GPU time for the same work": methods
+alternate within microseconds, so they share one clock and one power state. At large M every method
+drives the GPU to its power cap, and there the clock a method runs at depends on its own energy per
+multiply-add; interleaving averages the methods' power and hides that. The **sustained protocol**
+(:func:`time_sustained`) times the way a busy GPU runs and the way users and peer libraries time
+kernels: after a heat soak that brings the GPU to its power cap (:func:`heat_soak`), each method's
+CUDA-graph replays run back to back for about a second (L2 flushed before each, input sets rotated),
+while NVML samples the SM clock and board power (:mod:`fused_swiglu.bench.power`). Rows then carry
+``sm_mhz`` and ``power_w``. :func:`protocol_for` picks it from M = :data:`SUSTAINED_FROM_M` on.
 """
 
 from __future__ import annotations
@@ -31,9 +41,17 @@ from dataclasses import dataclass
 
 import torch
 
+from . import power
+
 FLUSH_BYTES = 256 * 1024 * 1024
 MAX_SETS = 8
 MEMORY_BUDGET_BYTES = 20 * 10**9
+PROTOCOLS = ("auto", "sustained", "interleaved")
+SUSTAINED_FROM_M = 1024  # "auto": the sustained protocol from this M on (CUDA-graph timing)
+SUSTAINED_SECONDS = 1.0  # per method and cell
+SOAK_SECONDS = 30.0  # longest heat soak
+GRID_FIELDS = ("protocol", "sm_mhz", "power_w")  # what time_grid adds to each row
+AHEAD = 16  # sustained protocol: calls the host enqueues ahead of the GPU
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,8 @@ class Timing:
     p10_ms: float
     p90_ms: float
     reps: int
+    sm_mhz: float | None = None  # sustained protocol: the median SM clock while the method ran
+    power_w: float | None = None  # and the median board power
 
 
 def n_input_sets(
@@ -58,6 +78,23 @@ def n_input_sets(
     wanted = math.floor(2 * l2_bytes / max(1, bytes_read_per_set)) + 1
     affordable = budget_bytes // max(1, bytes_held_per_set)
     return int(max(1, min(wanted, max_sets, affordable)))
+
+
+def protocol_for(protocol: str, M: int, cuda_graph: bool) -> str:
+    """``"sustained"`` or ``"interleaved"`` for a cell: ``protocol`` itself unless it is ``"auto"``,
+    which takes the sustained one for CUDA-graph timing from M = :data:`SUSTAINED_FROM_M` on (eager
+    timing answers a host-time question: always interleaved).
+
+    Raises:
+        ValueError: an unknown protocol, or ``"sustained"`` without CUDA graphs.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(map(repr, PROTOCOLS))}; got protocol={protocol!r}")
+    if protocol == "sustained" and not cuda_graph:
+        raise ValueError("the sustained protocol times CUDA-graph replays; use it with cuda_graph (--cuda-graph)")
+    if protocol != "auto":
+        return protocol
+    return "sustained" if cuda_graph and M >= SUSTAINED_FROM_M else "interleaved"
 
 
 def summarize(samples_ms: Sequence[float]) -> Timing:
@@ -87,6 +124,81 @@ def warm_gpu(device: torch.device, seconds: float = 1.0) -> None:
         for _ in range(8):
             a @ a
         torch.cuda.synchronize(device)
+
+
+def heat_soak(device: torch.device, monitor: power.Monitor, seconds: float = SOAK_SECONDS) -> power.Reading:
+    """Run 8192 x 8192 x 8192 bf16 products until the board has drawn at least 97 % of its enforced
+    power limit for 2 s (where NVML reads power), or for ``seconds``; returns the last second's
+    reading. Without NVML (nothing to read the power from) it runs for ``min(seconds, 10)``."""
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    limit = monitor.power_limit_w
+    start = time.perf_counter()
+    at_cap_since = None
+    budget = seconds if monitor.available else min(seconds, 10.0)
+    with torch.cuda.device(device):
+        while time.perf_counter() - start < budget:
+            for _ in range(4):
+                a @ a
+            torch.cuda.synchronize(device)
+            now = monitor.sample()
+            if now is not None and limit is not None and now[1] >= 0.97 * limit:
+                at_cap_since = at_cap_since or time.perf_counter()
+                if time.perf_counter() - at_cap_since >= 2.0:
+                    break
+            else:
+                at_cap_since = None
+        with monitor.window() as w:
+            end = time.perf_counter() + 1.0
+            while time.perf_counter() < end:
+                for _ in range(4):
+                    a @ a
+                torch.cuda.synchronize(device)
+    return w.reading
+
+
+def time_sustained(
+    calls: dict[str, Sequence[Callable[[], object]]],
+    device: torch.device,
+    monitor: power.Monitor,
+    seconds: float = SUSTAINED_SECONDS,
+    flush: torch.Tensor | None = None,
+    warmup_calls: int = 10,
+) -> dict[str, Timing]:
+    """Each method in turn, its calls (one per input set, rotated; CUDA-graph replays) back to back
+    for ``seconds`` after ``warmup_calls``, L2 flushed before each call, with CUDA events around the
+    call and NVML sampling the SM clock and power meanwhile. Run it on a GPU already at its power
+    cap (:func:`heat_soak`, or the previous cell): the methods follow one another without a pause.
+
+    Returns:
+        method name -> :class:`Timing` with ``sm_mhz`` and ``power_w`` (None without NVML).
+    """
+    flush = flush if flush is not None else flush_buffer(device)
+    result: dict[str, Timing] = {}
+    with torch.cuda.device(device):
+        for name, fns in calls.items():
+            for i in range(warmup_calls):
+                flush.zero_()
+                fns[i % len(fns)]()
+            events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+            with monitor.window() as w:
+                start = time.perf_counter()
+                rep = 0
+                while True:
+                    flush.zero_()
+                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    begin.record()
+                    fns[rep % len(fns)]()
+                    end.record()
+                    events.append((begin, end))
+                    rep += 1
+                    if rep > AHEAD:
+                        events[rep - 1 - AHEAD][1].synchronize()  # the host stays AHEAD calls ahead, the GPU busy
+                    if time.perf_counter() - start >= seconds:
+                        break
+                torch.cuda.synchronize(device)
+            t = summarize([b.elapsed_time(e) for b, e in events])
+            result[name] = Timing(t.median_ms, t.p10_ms, t.p90_ms, t.reps, w.reading.sm_mhz, w.reading.power_w)
+    return result
 
 
 def as_graph_replays(
@@ -194,27 +306,50 @@ def time_grid(
     reps: int,
     warmup_ms: float,
     cuda_graph: bool,
+    protocol: str = "auto",
+    seconds: float = SUSTAINED_SECONDS,
 ) -> tuple[list[dict], torch.device]:
-    """Every shape (an MlpShape) at every M on the current CUDA device, by :func:`time_interleaved`:
-    ``calls_for(shape, M, device, l2_bytes)`` builds (and may check) the methods' calls of one cell,
-    captured as CUDA graphs with ``cuda_graph``; ``rows_of(shape, M, timings)`` turns the cell's timings
-    into rows and ``line_of(row)`` each row into its part of the cell's printed line. Dynamo's cache is
-    reset per shape (its recompile limit). Returns the rows and the device."""
+    """Every shape (an MlpShape) at every M on the current CUDA device, each cell by its protocol
+    (:func:`protocol_for`): ``calls_for(shape, M, device, l2_bytes)`` builds (and may check) the
+    methods' calls of one cell, captured as CUDA graphs with ``cuda_graph``; ``rows_of(shape, M,
+    timings)`` turns the cell's timings into rows (each with its ``"method"``), which get the cell's
+    ``protocol`` and the method's ``sm_mhz`` and ``power_w``, and ``line_of(row)`` each row into its
+    part of the cell's printed line. The interleaved cells run first, then one heat soak and the
+    sustained cells back to back; the rows come back in shape-then-M order. Dynamo's cache is reset
+    per shape (its recompile limit). Returns the rows and the device."""
     device = torch.device("cuda", torch.cuda.current_device())
     flush = flush_buffer(device)
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     warm_gpu(device)
-    rows: list[dict] = []
-    for shape in shapes:
-        torch._dynamo.reset()
-        for M in tokens:
-            calls = calls_for(shape, M, device, l2)
-            if cuda_graph:
-                calls = as_graph_replays(calls, device)
-            cell = rows_of(shape, M, time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush))
-            rows += cell
-            console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
-            del calls
-            torch.cuda.empty_cache()
-    return rows, device
-
+    cells = [(i, M) for i in range(len(shapes)) for M in tokens]
+    kinds = {c: protocol_for(protocol, c[1], cuda_graph) for c in cells}
+    todo = [c for c in cells if kinds[c] == "interleaved"] + [c for c in cells if kinds[c] == "sustained"]
+    monitor = power.Monitor(power.nvml_index(device)) if "sustained" in kinds.values() else None
+    soaked = False
+    by_cell: dict[tuple[int, int], list[dict]] = {}
+    last_shape = None
+    for i, M in todo:
+        shape = shapes[i]
+        if i != last_shape:
+            torch._dynamo.reset()
+            last_shape = i
+        calls = calls_for(shape, M, device, l2)
+        if cuda_graph:
+            calls = as_graph_replays(calls, device)
+        if kinds[i, M] == "sustained":
+            if not soaked:
+                r = heat_soak(device, monitor)
+                console.print(f"heat soak: SM {r.sm_mhz} MHz, {r.power_w} W over the last second")
+                soaked = True
+            timings = time_sustained(calls, device, monitor, seconds, flush)
+        else:
+            timings = time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush)
+        cell = rows_of(shape, M, timings)
+        for r in cell:
+            t = timings.get(r.get("method"))
+            r.update(zip(GRID_FIELDS, (kinds[i, M], t.sm_mhz if t else None, t.power_w if t else None)))
+        by_cell[i, M] = cell
+        console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
+        del calls
+        torch.cuda.empty_cache()
+    return [r for c in cells for r in by_cell.get(c, [])], device

@@ -9,7 +9,13 @@ the kernel library as ``fused-swiglu tune`` makes them):
   ``gemm_gated`` SwiGLU, where the package imports);
 * the config choice of each kernel (``choice_packed`` / ``choice_dual``, with its raster and swizzle);
 * every launch the choice would consider (:func:`fused_swiglu.configs.launch_options`) of the catalog
-  configs named by ``--configs`` (library names without the dtype suffix).
+  configs named by ``--configs`` (library names without the dtype suffix), or with ``--launches
+  RASTER:SWIZZLE ...`` each of those launches, legal for the choice or not (the library still checks
+  what it can run).
+
+``--protocol sustained`` times by the benchmark's sustained protocol instead
+(:func:`fused_swiglu.bench.timing.time_sustained`: one heat soak to the power cap, then each method
+back to back for ``--seconds``, SM clock and power from NVML, recorded per row).
 
 Writes rows ``model, hidden_size, intermediate_size, tokens, method, median_ms`` (method: one of the
 above or a variant key ``name@raster:swizzle``) and prints, per cell, each kernel's choice and best
@@ -21,13 +27,14 @@ schedule_ab.json [--models 7B 72B] [--tokens 512 2048 8192]``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 import torch
 
 from fused_swiglu import _lib, configs
-from fused_swiglu.bench import methods, timing, tune
+from fused_swiglu.bench import methods, power, timing, tune
 from fused_swiglu.bench.shapes import MODELS, find
 
 
@@ -39,13 +46,22 @@ def main() -> None:
     ap.add_argument("--configs", nargs="+", required=True, choices=sorted(configs.BY_BASE_NAME), metavar="NAME",
                     help="catalog config names without the dtype suffix")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--launches", nargs="+", default=None, metavar="RASTER:SWIZZLE",
+                    help="launches of the --configs to time (default: those the choice considers)")
+    ap.add_argument("--protocol", choices=("interleaved", "sustained"), default="interleaved")
+    ap.add_argument("--seconds", type=float, default=timing.SUSTAINED_SECONDS)
     a = ap.parse_args()
+    launches = [tuple(int(v) for v in t.split(":")) for t in a.launches] if a.launches else None
     dtype = torch.bfloat16
     device = torch.device("cuda", torch.cuda.current_device())
     num_sms, gpu, smem = _lib.target(device.index)
     flush = timing.flush_buffer(device)
     timing.warm_gpu(device)
     with_quack = methods.peer_problem("quack") is None
+    monitor = power.Monitor(power.nvml_index(device)) if a.protocol == "sustained" else None
+    if monitor is not None:
+        r = timing.heat_soak(device, monitor)
+        print(f"heat soak: SM {r.sm_mhz} MHz, {r.power_w} W", flush=True)
     pool = [configs.BY_BASE_NAME[n] for n in a.configs]
     rows = []
     for shape in find(a.models, default=MODELS):
@@ -61,15 +77,25 @@ def main() -> None:
                 c = configs.choose_config(kernel, M, N, K, "fast", num_sms, gpu, dtype, smem)
                 chosen[kernel] = tune.Variant(c, c.raster, c.swizzle)
             found = {v.key: v for v in chosen.values()}
-            for launch in (v for config in pool for v in configs.launch_options(config, M, N)):
+            if launches is None:
+                pool_launches = [v for config in pool for v in configs.launch_options(config, M, N)]
+            else:
+                pool_launches = [dataclasses.replace(config, raster=r, swizzle=sw) for config in pool for r, sw in launches]
+            for launch in pool_launches:
                 variant = tune.Variant(launch, launch.raster, launch.swizzle)
                 found.setdefault(variant.key, variant)
-            times = tune.time_variants(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
-                                       sets=sets)
-            base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M}
-            rows += [{**base, "method": m, "median_ms": t} for m, t in times.items()]
+            timed = tune.time_variants(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
+                                       sets=sets, monitor=monitor, seconds=a.seconds)
+            if monitor is None:  # interleaved: medians only
+                timed = {k: timing.Timing(t, t, t, a.reps) for k, t in timed.items()}
+            times = {k: t.median_ms for k, t in timed.items()}
+            base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M, "protocol": a.protocol}
+            rows += [{**base, "method": m, "median_ms": t.median_ms, "sm_mhz": t.sm_mhz, "power_w": t.power_w}
+                     for m, t in timed.items()]
             for kernel, v in chosen.items():
-                rows.append({**base, "method": f"choice_{kernel}", "median_ms": times[v.key], "config": v.key})
+                t = timed[v.key]
+                rows.append({**base, "method": f"choice_{kernel}", "median_ms": t.median_ms, "config": v.key,
+                             "sm_mhz": t.sm_mhz, "power_w": t.power_w})
             line = [f"{shape.model:13s} M={M:5d} cublas {times['cublas_gemm']:.4f}"]
             if with_quack:
                 line.append(f"quack {times['quack']:.4f}")
@@ -81,7 +107,8 @@ def main() -> None:
                 line.append(f"{kernel}: choice {ref / times[v.key]:.3f}"
                             + (f" best-new {ref / mine[best]:.3f} {best}" if best else ""))
             print(" | ".join(line), flush=True)
-    meta = {"gpu": gpu, "num_sms": num_sms, "reps": a.reps, "torch": torch.__version__, "dtype": "bf16",
+    meta = {"gpu": gpu, "num_sms": num_sms, "reps": a.reps, "protocol": a.protocol, "seconds": a.seconds,
+            "torch": torch.__version__, "dtype": "bf16",
             "quack": with_quack, "ratios_printed_against": "quack" if with_quack else "cublas_gemm"}
     Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 

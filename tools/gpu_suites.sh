@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU test suite twice on a Hopper machine without internet, once per operator library:
+#
+#   source  fused_swiglu from ./src; the operator library (libfused_swiglu_torch.so) compiled here from
+#           ./csrc/torch by this machine's C++ compiler against its PyTorch, as `pip install -e .`
+#           does; the kernel libraries taken from the wheel's prebuilt folder (the same sources)
+#   wheel   fused_swiglu installed from the binary wheel, every library as it was built there
+#
+#   dist/fused_swiglu-*.whl   the binary wheel (FUSED_SWIGLU_PREBUILT=1 pip wheel ...)
+#   .whl/*.whl                wheels of missing pure-Python dependencies (tools/fetch_wheels.sh)
+#   OUT                       where the logs go (default ./out)
+#   PYTEST_ARGS               extra pytest arguments
+# Before each suite it runs the bad-shape-after-a-good-call snippet of the README's limits. Exit
+# status: 0 when both suites pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"
+mkdir -p "$OUT"
+SITE=/tmp/fsw-gpu-suites/deps
+WHEEL=/tmp/fsw-gpu-suites/wheel
+LIBS=/tmp/fsw-gpu-suites/libs
+rm -rf /tmp/fsw-gpu-suites && mkdir -p "$SITE" "$WHEEL" "$LIBS"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl || exit 2
+fi
+python3 -m pip install -q --no-index --no-deps --target "$WHEEL" dist/fused_swiglu-*.whl || exit 2
+cp "$WHEEL"/fused_swiglu/_prebuilt/* "$LIBS"/ && rm -f "$LIBS/libfused_swiglu_torch.so"
+
+SNIPPET='
+import torch
+from fused_swiglu import swiglu
+x = torch.randn(33, 896, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(4864, 896, device="cuda", dtype=torch.bfloat16)
+swiglu(x, w, w)
+xb = torch.randn(33, 900, device="cuda", dtype=torch.bfloat16)
+wb = torch.randn(4864, 900, device="cuda", dtype=torch.bfloat16)
+try:
+    swiglu(xb, wb, wb)
+    print("snippet: no error")
+except ValueError as e:
+    print("snippet: ValueError:", e)
+from fused_swiglu import _lib
+print("operator library:", _lib._torch_ops._name)
+'
+
+failed=()
+suite() {  # name; the environment is set by the caller
+    local name=$1
+    echo "=== $name: $(python3 -c 'import fused_swiglu; print(fused_swiglu.__file__)')" | tee -a "$OUT/suites.log"
+    python3 -X faulthandler -c "$SNIPPET" 2>&1 | tee -a "$OUT/suites.log"
+    python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest_gpu_$name.log" | tail -n 25
+    local rc=${PIPESTATUS[0]}
+    echo "=== $name: pytest exit $rc; $(tail -n 1 "$OUT/pytest_gpu_$name.log")" | tee -a "$OUT/suites.log"
+    [ "$rc" -eq 0 ] || failed+=("$name")
+}
+
+(
+    export PYTHONPATH="$PWD/src:$SITE" FUSED_SWIGLU_LIBRARY="$LIBS/libfused_swiglu.so"
+    export FUSED_SWIGLU_CACHE_DIR=/tmp/fsw-gpu-suites/cache-source
+    suite source
+    [ "${#failed[@]}" -eq 0 ]
+) || failed+=(source)
+(
+    export PYTHONPATH="$WHEEL:$SITE" FUSED_SWIGLU_CACHE_DIR=/tmp/fsw-gpu-suites/cache-wheel
+    suite wheel
+    [ "${#failed[@]}" -eq 0 ]
+) || failed+=(wheel)
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "failed: ${failed[*]}" | tee -a "$OUT/suites.log"
+    exit 1
+fi
+echo "both suites passed" | tee -a "$OUT/suites.log"

@@ -89,11 +89,15 @@ def test_shipped_data_covers_every_config_and_its_overrides_are_reachable():
         assert (base.kernel, base.accumulation) == key[:2]
         config = dataclasses.replace(base, raster=override.raster, swizzle=override.swizzle)
         assert configs.legal(config, o["M"], o["N"]), o
-        model = configs.model_config(*key[:1], o["M"], o["N"], o["K"], o["accumulation"], num_sms, data)
-        assert (model.base_name, model.raster, model.swizzle) != (override.config, override.raster, override.swizzle), o
         assert o["gain"] is None or o["gain"] > tuning.OVERRIDE_GAIN, o
-        # the override is what the rule returns for its problem
         got = configs.choose_config(o["kernel"], o["M"], o["N"], o["K"], o["accumulation"], num_sms, H200)
+        model = configs.model_config(*key[:1], o["M"], o["N"], o["K"], o["accumulation"], num_sms, data)
+        if data.override(*key) is None:  # timed interleaved, at an M where the GPU runs at its power cap
+            assert o["M"] >= tuning.SUSTAINED_FROM_M and override.protocol == "interleaved", o
+            assert got == model
+            continue
+        assert (model.base_name, model.raster, model.swizzle) != (override.config, override.raster, override.swizzle), o
+        # the override is what the rule returns for its problem
         assert (got.base_name, got.raster, got.swizzle) == (override.config, override.raster, override.swizzle)
 
 

@@ -63,3 +63,47 @@ def test_prediction_grows_with_work_and_blends_its_bounds():
     # few CTAs: bounded by what they stream (2 CTAs x 100 GB/s)
     few = cost_model.predict_us(PACKED_128, ConfigCosts(0.0, 0.0, 3000.0), DEVICE, 256, 64, 1 << 20, 132)
     assert few == pytest.approx(5.0 + cost_model.hbm_traffic(PACKED_128, 256, 64, 1 << 20, 50e6) / 200e3)
+
+
+DUAL_2X1 = configs.BY_BASE_NAME["dual_pingpong_128x128x64_2x1"]
+
+
+def test_dram_traffic_follows_the_tile_order():
+    """Qwen2.5-7B at M = 8192 (64 x 296 tiles of 128 x 128, 2 x 1 clusters, 66 clusters a wave): along M
+    a wave reads all of x (59 MB, past the L2 it may reuse) and reads it again every wave; raster N
+    with swizzle 8 sweeps a 16-tile (2048-token) panel of x across the weights, 4 groups in all."""
+    M, N, K, reuse = 8192, 18944, 3584, 30e6
+    x, w, y = 2 * M * K, 2 * 2 * N * K, 2 * M * N
+    along_m = cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, reuse, raster=1)
+    assert along_m == cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, reuse)  # CUTLASS's heuristic walks M here
+    waves = -(-64 * 296 // 132)
+    assert along_m == pytest.approx(waves * (x + 3 * w / 296) + y, rel=1e-9)  # x and 3 weight panels a wave
+    swizzled = cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, reuse, raster=2, swizzle=8)
+    assert swizzled == x + 4 * w + y  # the group's x panel stays; the weights once per 16 token tiles
+    assert cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, reuse, raster=2, swizzle=4) == x + 8 * w + y
+    # where everything fits, each operand once, whatever the order
+    for raster, swizzle in ((0, 1), (1, 1), (2, 8)):
+        assert cost_model.dram_traffic(DUAL_2X1, 256, 1024, 512, 132, reuse, raster, swizzle) == \
+            cost_model.hbm_bytes(256, 1024, 512)
+    assert cost_model.dram_traffic(SWAP, 16, 4096, 4096, 132, reuse) == cost_model.hbm_bytes(16, 4096, 4096)
+
+
+def test_the_power_term_prices_the_re_reads_of_compute_bound_launches_only():
+    M, N, K = 8192, 18944, 3584
+    costs = ConfigCosts(tile_us=1.0, k_tile_us=1.0, gbps=3000.0)  # compute-bound at this M
+    off = cost_model.predict_us(DUAL_2X1, costs, DEVICE, M, N, K, 132, raster=1)
+    power = DeviceCosts(**{**DEVICE.__dict__, "energy_us_per_byte": 1e-7, "l2_reuse_bytes": 30e6})
+    again = cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, 30e6, raster=1) - cost_model.hbm_bytes(M, N, K)
+    on = cost_model.predict_us(DUAL_2X1, costs, power, M, N, K, 132, raster=1)
+    waves, _ = cost_model.rounds(DUAL_2X1, M, N, 132)
+    compute = waves * (costs.tile_us + K // 64 * costs.k_tile_us)
+    assert on == pytest.approx(max(off - DEVICE.launch_us, compute + 1e-7 * again) + DEVICE.launch_us)
+    assert on > off
+    swizzled = cost_model.predict_us(DUAL_2X1, costs, power, M, N, K, 132, raster=2, swizzle=8)
+    assert swizzled < on  # the model now tells the orders apart
+    # a launch of few waves, or a memory-bound one, is priced as before
+    for m in (128, 1024):
+        assert cost_model.predict_us(DUAL_2X1, costs, power, m, N, K, 132) == \
+            cost_model.predict_us(DUAL_2X1, costs, DEVICE, m, N, K, 132)
+    assert cost_model.predict_us(DUAL_2X1, COSTS, power, M, N, K, 132, raster=1) == \
+        cost_model.predict_us(DUAL_2X1, COSTS, DEVICE, M, N, K, 132, raster=1)  # memory-bound by its costs

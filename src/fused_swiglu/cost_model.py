@@ -16,6 +16,15 @@ A config's predicted time on a GPU of ``num_sms`` SMs, in microseconds::
   bandwidth at decode sizes, or what its CTAs can stream where few of them run.
 * ``p`` (:class:`DeviceCosts`) blends the two where both bound the launch (p = 1 adds them, a large
   p takes the larger).
+* At the power cap (compute-bound launches, ``compute >= memory``, of at least ``power_rounds``
+  waves: where the term's cost was fitted, every method draws the board's limit) the clock falls with the
+  energy a launch spends, and moving a byte through HBM costs energy the SMs then lack. The launch
+  then takes at least ``compute + energy_us_per_byte * (dram_traffic - hbm_bytes)``: the bytes a tile
+  order reads again beyond each operand's one read (the one read is in every order, and in the
+  measured ``compute``). :func:`dram_traffic` models them wave by wave (which x panels and weight
+  panels a wave of persistent CTAs touches, and whether the group of panels it sweeps stays in
+  ``l2_reuse_bytes`` of L2), so the rasterisation and swizzle are chosen by it.
+  ``energy_us_per_byte`` 0 leaves the term out.
 
 The model knows nothing of a config's legality (cluster fill, swizzle padding, shared memory):
 :mod:`fused_swiglu.configs` drops illegal configs before ranking.
@@ -47,6 +56,11 @@ class DeviceCosts:
     sm_gbps: what one CTA streams on its own, GB/s (bounds launches of few CTAs).
     l2_bytes: the share of L2 an operand may take and still be read from HBM only once, bytes.
     blend: the exponent p of the module docstring.
+    energy_us_per_byte: at the power cap, the microseconds each byte of :func:`dram_traffic` adds
+        (0: no power term).
+    l2_reuse_bytes: the L2 a wave's group of panels may fill and still be read again from L2 by the
+        next wave, bytes (:func:`dram_traffic`).
+    power_rounds: the fewest waves of a launch the power term applies to.
     """
 
     launch_us: float
@@ -54,6 +68,9 @@ class DeviceCosts:
     sm_gbps: float
     l2_bytes: float = 25e6
     blend: float = 2.0
+    energy_us_per_byte: float = 0.0
+    l2_reuse_bytes: float = 30e6
+    power_rounds: int = 16
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,60 @@ def hbm_traffic(config: TileGeometry, M: int, N: int, K: int, l2_bytes: float, r
     return traffic + element_bytes * M * N
 
 
+def _log_swizzle(swizzle: int, blocks_m: int, blocks_n: int) -> int:
+    return effective_swizzle(swizzle, blocks_m, blocks_n).bit_length() - 1
+
+
+def dram_traffic(config: TileGeometry, M: int, N: int, K: int, num_sms: int, l2_reuse_bytes: float,
+                 raster: int = 0, swizzle: int = 1, element_bytes: int = 2) -> float:
+    """Bytes a launch moves through HBM by its tile order (the power term of :func:`predict_us`).
+
+    CUTLASS's persistent scheduler walks the cluster grid along its major dimension (N with raster 2,
+    M with raster 1; raster 0 takes M where there are more tiles along N) in groups of ``s`` clusters
+    of the minor dimension (``s`` the effective swizzle): the clusters of one group, major position by
+    major position, then the next group. One wave, the grid's ``C`` clusters at once, touches the
+    group's minor panels (a minor panel: one tile's rows of its operand over all of K) and about
+    ``C / s`` clusters' major panels. Where that footprint fits ``l2_reuse_bytes``, a group's minor
+    panels are read once while the group is swept, and the major operand once per group (once in
+    all where it fits L2 beside the group); otherwise every wave reads its minor panels again (and,
+    where one wave spans whole sweeps, everything it touches). y is written once. With swap-AB the
+    weights are GEMM-M's operand and the swizzle is 1.
+    """
+    blocks_m, blocks_n = tile_grid(config, M, N)
+    if blocks_m == 0 or blocks_n == 0 or K == 0:
+        return 0.0
+    x, w, y = element_bytes * M * K, element_bytes * 2 * N * K, element_bytes * M * N
+    a, b = (w, x) if config.swap_ab else (x, w)  # GEMM-M's operand, GEMM-N's
+    along_m = raster_along_m(config, M, N, raster)
+    s = 1 if config.swap_ab else 1 << _log_swizzle(swizzle, blocks_m, blocks_n)
+    # (tiles, CTAs per cluster, bytes of one panel) of the major and minor dimensions
+    panel_m, panel_n = a / blocks_m, b / blocks_n
+    major = (blocks_m, config.cluster_m, panel_m) if along_m else (blocks_n, config.cluster_n, panel_n)
+    minor = (blocks_n, config.cluster_n, panel_n) if along_m else (blocks_m, config.cluster_m, panel_m)
+    major_clusters = _ceil(major[0], major[1])
+    minor_clusters = _ceil(minor[0], minor[1])
+    wave = max(1, persistent_ctas(config, num_sms) // (config.cluster_m * config.cluster_n))
+    group = s * major_clusters  # clusters of one group
+    if wave <= group:
+        minor_panels = min(s, wave) * minor[1]
+        major_panels = min(major[0], _ceil(wave, s) * major[1])
+    else:
+        minor_panels = min(minor[0], _ceil(wave, major_clusters) * minor[1])
+        major_panels = major[0]
+    footprint = minor_panels * minor[2] + major_panels * major[2]
+    minor_bytes, major_bytes = minor[0] * minor[2], major[0] * major[2]
+    groups = _ceil(minor_clusters, s)
+    if footprint <= l2_reuse_bytes:  # a group's minor panels stay while it is swept
+        major_reads = 1 if major_bytes + s * minor[1] * minor[2] <= l2_reuse_bytes else groups
+        return minor_bytes + major_bytes * major_reads + y
+    waves = _ceil(groups * s * major_clusters, wave)
+    if wave <= group:  # each wave reads its minor panels again; each group pass the major operand
+        traffic = waves * minor_panels * minor[2] + groups * major_bytes
+    else:  # a wave spans whole sweeps: it reads all it touches
+        traffic = waves * footprint
+    return max(minor_bytes + major_bytes, traffic) + y
+
+
 def predict_us(
     config: TileGeometry,
     costs: ConfigCosts,
@@ -165,4 +236,8 @@ def predict_us(
     gbps = min(costs.gbps or device.hbm_gbps, ctas * device.sm_gbps)
     memory = hbm_traffic(config, M, N, K, device.l2_bytes, raster, swizzle) / (gbps * 1e3)
     p = device.blend
-    return device.launch_us + (compute**p + memory**p) ** (1 / p)
+    blended = (compute**p + memory**p) ** (1 / p)
+    if device.energy_us_per_byte > 0 and compute >= memory and waves >= device.power_rounds:
+        again = dram_traffic(config, M, N, K, num_sms, device.l2_reuse_bytes, raster, swizzle) - hbm_bytes(M, N, K)
+        blended = max(blended, compute + device.energy_us_per_byte * max(0.0, again))
+    return device.launch_us + blended

@@ -19,6 +19,12 @@ File format (``"format": 1``)::
                     "model_config": "...", "gain": 1.07}, ...]}
 
 Config names carry no dtype suffix. ``gain``: the model's pick's measured time over the override's.
+``protocol`` (optional, default ``"interleaved"``): how the override was timed. An override timed
+with the methods interleaved rep by rep applies below :data:`SUSTAINED_FROM_M` only: from there on
+the GPU runs at its power cap, where interleaving averages the candidates' power draws and can rank
+them wrongly; only a ``"sustained"`` override (timed back to back at the cap) applies there. The
+device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and ``power_rounds`` (optional) set the cost
+model's power term (:mod:`fused_swiglu.cost_model`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ FORMAT = 1
 # factor (the model's pick's median time over the override's).
 OVERRIDE_GAIN = 1.02
 REFERENCE = ("NVIDIA H200", "bf16")
+# From this M on the GPU runs at its power cap: the sustained timing protocol
+# (fused_swiglu.bench.timing), and only overrides timed by it apply.
+SUSTAINED_FROM_M = 1024
 PACKAGE_DIR = Path(__file__).resolve().parent / "tuned"
 DTYPES = catalog.DTYPES
 
@@ -48,6 +57,7 @@ class Override:
     config: str  # library name without the dtype suffix
     raster: int = 0
     swizzle: int = 1
+    protocol: str = "interleaved"  # how it was timed (module docstring)
 
 
 @dataclass(frozen=True)
@@ -69,9 +79,13 @@ class Tuning:
     overrides_apply: bool = True
 
     def override(self, kernel: str, accumulation: str, M: int, N: int, K: int) -> Override | None:
+        """The override for this exact problem that applies at M (module docstring), or None."""
         if not self.overrides_apply:
             return None
-        return self.overrides.get((kernel, accumulation, M, N, K))
+        found = self.overrides.get((kernel, accumulation, M, N, K))
+        if found is not None and M >= SUSTAINED_FROM_M and found.protocol != "sustained":
+            return None
+        return found
 
 
 def gpu_slug(gpu: str) -> str:
@@ -101,13 +115,15 @@ def parse(data: dict, source: Path | None = None) -> Tuning:
     try:
         dev = data["device"]
         device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]),
-                             float(dev.get("l2_bytes", 25e6)), float(dev.get("blend", 2.0)))
+                             float(dev.get("l2_bytes", 25e6)), float(dev.get("blend", 2.0)),
+                             float(dev.get("energy_us_per_byte", 0.0)), float(dev.get("l2_reuse_bytes", 30e6)),
+                             int(dev.get("power_rounds", 16)))
         costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
                  for name, c in data["configs"].items()}
         smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}
         overrides = {
             (o["kernel"], o["accumulation"], int(o["M"]), int(o["N"]), int(o["K"])): Override(
-                o["config"], int(o.get("raster", 0)), int(o.get("swizzle", 1)))
+                o["config"], int(o.get("raster", 0)), int(o.get("swizzle", 1)), str(o.get("protocol", "interleaved")))
             for o in data.get("overrides", [])
         }
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source)

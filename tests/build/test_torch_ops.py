@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -81,12 +82,34 @@ def test_a_compiler_that_links_libstdcxx_statically_still_gives_a_shared_runtime
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
     path = torch_ops.ensure_built()
     torch_ops.check_runtime(path)
-    # without the explicit link of the shared runtime the same compiler's library is refused, not installed
+    # without the explicit link of the shared runtime the same compiler's library is refused, not
+    # installed, and the next compiler builds it
     monkeypatch.setattr(torch_ops, "LINK_FLAGS", ())
-    with pytest.raises(BuildError, match="defines __cxa_"):
+    with pytest.warns(UserWarning, match="static-cxx defines __cxa_.*Trying the next compiler"):
+        other = torch_ops.ensure_built(force=True)
+    assert other != path and not list((tmp_path / "cache").glob(".torch-*"))
+    torch_ops.check_runtime(other)
+    assert path.is_file()  # the first compiler's good library stays in its own cache folder
+    # the refusal is remembered: a later call goes to the next compiler without compiling again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monkeypatch.setattr(torch_ops, "command", None)  # no compile may start
+        assert torch_ops.ensure_built() == other
+    monkeypatch.undo()
+    monkeypatch.setenv("CXX", str(tmp_path / "static-cxx"))
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch_ops, "LINK_FLAGS", ())
+    # with no other compiler to try, a clear error
+    monkeypatch.setattr(torch_ops, "compilers", lambda: [str(tmp_path / "static-cxx")])
+    with pytest.warns(UserWarning), pytest.raises(BuildError, match="no C\\+\\+ compiler here builds an operator "
+                                                                      "library on the shared C\\+\\+ runtime"):
         torch_ops.ensure_built(force=True)
-    assert path.is_file() and not list((tmp_path / "cache").glob(".torch-*"))  # the good one stays
-    torch_ops.check_runtime(path)
+
+
+def test_compilers_are_cxx_then_the_path_s_each_once(monkeypatch):
+    monkeypatch.setenv("CXX", "/opt/gcc/bin/g++")
+    found = torch_ops.compilers()
+    assert found[0] == "/opt/gcc/bin/g++" and len(found) == len({__import__("os").path.realpath(f) for f in found})
 
 
 # Calls the C++ CUDA kernels of the operators with bad operands (below the dispatcher's device
@@ -145,6 +168,8 @@ def test_a_missing_compiler_is_a_build_error(monkeypatch):
     monkeypatch.setattr(torch_ops.shutil, "which", lambda name: None)
     with pytest.raises(BuildError, match=r"no C\+\+ compiler"):
         torch_ops.find_compiler()
+    with pytest.raises(BuildError, match=r"no C\+\+ compiler"):
+        torch_ops.ensure_built()
 
 
 def test_a_failing_compile_names_the_command(tmp_path, monkeypatch):

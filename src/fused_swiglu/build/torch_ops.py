@@ -13,10 +13,11 @@ The key covers the sources (``csrc/torch/`` and ``csrc/capi/fused_swiglu.h``), t
 compiler's ``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
 
 The library must use the process's shared C++ runtime (``libstdc++.so.6``, as PyTorch does): a
-runtime linked into it (some toolchains link ``libstdc++`` statically by default) keeps locale and
-exception state of its own beside PyTorch's, and mixing the two has ended processes on an error
-path. The link names the shared runtime explicitly and the built file is checked
-(:func:`check_runtime`) before it is installed.
+runtime linked into it (some toolchains link ``libstdc++`` statically, e.g. a GCC installed without a
+shared ``libstdc++``) keeps locale and exception state of its own beside PyTorch's, and mixing the two
+has ended processes on an error path. The link names the shared runtime explicitly and the built file
+is checked (:func:`check_runtime`) before it is installed; a compiler whose library fails the check
+is passed over for the next one (``$CXX``, then ``c++``, ``g++``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,20 +56,32 @@ SOURCE = Path(sources.TORCH_OPS_DIR) / "fused_swiglu_ops.cpp"
 _KEY_FILES = (SOURCE, Path("capi") / "fused_swiglu.h")
 
 
-def find_compiler() -> str:
-    """The host C++ compiler: ``$CXX``, else ``c++`` or ``g++`` on PATH.
+def compilers() -> list[str]:
+    """The host C++ compilers to try, in order: ``$CXX``, then ``c++`` and ``g++`` on PATH (each once).
 
     Raises:
         BuildError: none found.
     """
+    found = []
     cxx = os.environ.get("CXX")
     if cxx:
-        return cxx
+        found.append(cxx)
     for name in ("c++", "g++"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise BuildError("no C++ compiler found for the operator library (set CXX, or install g++)")
+        path = shutil.which(name)
+        if path and all(os.path.realpath(path) != os.path.realpath(shutil.which(f) or f) for f in found):
+            found.append(path)
+    if not found:
+        raise BuildError("no C++ compiler found for the operator library (set CXX, or install g++)")
+    return found
+
+
+def find_compiler() -> str:
+    """The first of :func:`compilers`.
+
+    Raises:
+        BuildError: none found.
+    """
+    return compilers()[0]
 
 
 def _torch_dirs() -> tuple[Path, Path]:
@@ -135,8 +149,9 @@ def check_runtime(path: Path, cxx: str = "the C++ compiler") -> None:
         )
 
 
-def cache_path() -> Path:
-    """Where the cache keeps the operator library of these sources and this compiler (built or not).
+def cache_path(cxx: str | None = None) -> Path:
+    """Where the cache keeps the operator library of these sources and compiler ``cxx`` (default: the
+    first of :func:`compilers`), built or not.
 
     Raises:
         BuildError: sources or compiler missing.
@@ -144,26 +159,44 @@ def cache_path() -> Path:
     csrc = sources.csrc_dir()
     if not (csrc / SOURCE).is_file():
         raise BuildError(f"the operator library's source {csrc / SOURCE} is missing")
-    key = _key(csrc, _compiler_version(find_compiler()))
+    key = _key(csrc, _compiler_version(cxx or find_compiler()))
     return env.cache_dir() / f"torch-{key[:16]}" / LIB_NAME
 
 
 def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) -> Path:
-    """Path of the operator library for these sources and this compiler, built into the cache first
-    if missing (or if ``force``); a prebuilt copy (:mod:`.prebuilt`) wins. Either is checked to use
-    the shared C++ runtime (:func:`check_runtime`).
+    """Path of the operator library for these sources, built into the cache first if missing (or if
+    ``force``) by the first of :func:`compilers` whose library uses the shared C++ runtime
+    (:func:`check_runtime`; a compiler that links its own copy is passed over, with one warning); a
+    prebuilt copy (:mod:`.prebuilt`) wins, checked the same way.
 
     Raises:
-        BuildError: sources or compiler missing, the compile failed, the library carries its own C++
-            runtime, or the cache is not writable.
+        BuildError: sources or compiler missing, a compile failed, every compiler's library carries its
+            own C++ runtime, or the cache is not writable.
     """
     if not force and (found := prebuilt()) is not None:
         check_runtime(found)
         return found
-    target = cache_path()
+    refused = []
+    for cxx in compilers():
+        try:
+            return _ensure_built_with(cxx, force, log)
+        except RuntimeMismatch as e:
+            refused.append(str(e))
+    raise BuildError("no C++ compiler here builds an operator library on the shared C++ runtime:\n" + "\n".join(refused))
+
+
+class RuntimeMismatch(BuildError):
+    """A compiler's operator library carries its own C++ runtime (:func:`check_runtime`)."""
+
+
+def _ensure_built_with(cxx: str, force: bool, log: Callable[[str], None] | None) -> Path:
+    target = cache_path(cxx)
+    refused = target.parent.with_name(target.parent.name + ".refused")  # this compiler's check failed before
     if target.is_file() and not force:
         return target
-    csrc, cxx, root = sources.csrc_dir(), find_compiler(), target.parent.parent
+    if refused.is_file() and not force:
+        raise RuntimeMismatch(refused.read_text())
+    csrc, root = sources.csrc_dir(), target.parent.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target.parent) + ".lock"):
@@ -178,7 +211,13 @@ def ensure_built(force: bool = False, log: Callable[[str], None] | None = None) 
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-30:])
                     raise BuildError(f"compiling the operator library failed ({shlex.join(cmd)}):\n{tail}")
-                check_runtime(tmp / LIB_NAME, cxx)
+                try:
+                    check_runtime(tmp / LIB_NAME, cxx)
+                except BuildError as e:
+                    warnings.warn(f"fused_swiglu: {e} Trying the next compiler.", stacklevel=4)
+                    refused.write_text(str(e))  # later processes go to the next compiler at once
+                    raise RuntimeMismatch(str(e)) from None
+                refused.unlink(missing_ok=True)
                 os.chmod(tmp, 0o755)
                 if target.parent.exists():
                     shutil.rmtree(target.parent)

@@ -508,3 +508,14 @@ def test_hooks_on_act_fn_run_the_original_forward(monkeypatch):
     model[0].mlp.act_fn.register_forward_hook(lambda *a: seen.append(1))
     model(x)
     assert seen == [1]
+
+
+def test_x_of_another_width_after_a_good_call_is_named_not_run(monkeypatch):
+    mlp = MLP(H=64, I=96)
+    fuse_swiglu_mlps(mlp, backend="torch")
+    mlp(torch.randn(3, 64, dtype=torch.bfloat16))  # arms the fast path
+    calls = _count_calls(monkeypatch)
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad), pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\) with H"):
+            mlp(torch.randn(3, 72, dtype=torch.bfloat16))
+    assert all(c[0] == "swiglu" for c in calls)  # never the armed operators

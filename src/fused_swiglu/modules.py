@@ -110,7 +110,7 @@ class FusedSwiGLUForward:
     A call takes one branch: the fast path calls the registered operator
     (``fused_swiglu::swiglu_dual``) on ``gate_proj.weight`` and ``up_proj.weight`` and then
     ``down_proj`` as a module, when the block still holds the layers and weights the last full check
-    saw (and the same ``act_fn``, no biases), x has their dtype and device kind, and neither
+    saw (and the same ``act_fn``, no biases), x has their dtype, device kind and H, and neither
     ``gate_proj`` / ``up_proj`` nor every module (global hooks) has forward or backward hooks. Anything else (the first call, hooks added later, a layer, weight or
     ``act_fn`` replaced, a bias set, a dtype or device change) takes the full check again: it runs the original forward where the block no longer qualifies,
     :func:`swiglu` where only the fast path's conditions fail (the packed kernel, a fallback), and
@@ -158,6 +158,7 @@ class FusedSwiGLUForward:
         if (
             g is self.gate and u is self.up and g.weight is self.w_gate and u.weight is self.w_up
             and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
+            and x.shape[-1] == self.w_gate.shape[1]
             and g.bias is None and u.bias is None and m.act_fn is self.act
             and not (_has_hooks(g) or _has_hooks(u) or _has_hooks(self.act) or _global_hooks())
         ):
@@ -199,7 +200,7 @@ class FusedSwiGLUForward:
         )
         if not usable:  # fp32 models, mixed dtypes or devices, H or I not a multiple of 8
             return self.original(x)
-        if self.kernel != "packed" and self._fast_path_runs(x.device):
+        if self.kernel != "packed" and x.dim() > 0 and x.shape[-1] == wg.shape[1] and self._fast_path_runs(x.device):
             self.gate, self.up, self.w_gate, self.w_up = m.gate_proj, m.up_proj, wg, wu
             self.dtype, self.on_cuda, self.act = x.dtype, x.is_cuda, m.act_fn
             d = m.down_proj

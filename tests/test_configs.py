@@ -92,7 +92,8 @@ def test_shipped_data_covers_every_config_and_its_overrides_are_reachable():
         assert o["gain"] is None or o["gain"] > tuning.OVERRIDE_GAIN, o
         got = configs.choose_config(o["kernel"], o["M"], o["N"], o["K"], o["accumulation"], num_sms, H200)
         model = configs.model_config(*key[:1], o["M"], o["N"], o["K"], o["accumulation"], num_sms, data)
-        if data.override(*key) is None:  # timed interleaved, at an M where the GPU runs at its power cap
+        if not configs.override_applies(override, config, o["M"], o["N"], o["K"], num_sms, data):
+            # timed interleaved, at an M where the GPU runs at its power cap, with a tile order that re-reads
             assert o["M"] >= tuning.SUSTAINED_FROM_M and override.protocol == "interleaved", o
             assert got == model
             continue
@@ -270,3 +271,19 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
                                 ("packed", 3, torch.bfloat16)]:
         with pytest.raises(ValueError, match="config must name"):
             configs.check_config(kernel, name, dtype)
+
+
+def test_an_interleaved_override_stands_where_its_tile_order_re_reads_nothing():
+    data = tuning.load(H200, "bf16")
+    base = configs.BY_BASE_NAME["dual_pingpong_128x128x64_2x1"]
+    interleaved = tuning.Override(base.base_name, 0, 1)
+    sustained = tuning.Override(base.base_name, 0, 1, protocol="sustained")
+    along_m = dataclasses.replace(base, raster=0, swizzle=1)
+    swizzled = dataclasses.replace(base, raster=2, swizzle=8)
+    # 7B at M = 8192: along M every wave reads x again; raster N with swizzle 8 re-reads the weights
+    assert not configs.override_applies(interleaved, along_m, 8192, 18944, 3584, 132, data)
+    assert not configs.override_applies(interleaved, swizzled, 8192, 18944, 3584, 132, data)
+    assert configs.override_applies(sustained, along_m, 8192, 18944, 3584, 132, data)
+    # below the sustained regime, and where x stays in L2 (7B at M = 2048), it stands
+    assert configs.override_applies(interleaved, along_m, 512, 18944, 3584, 132, data)
+    assert configs.override_applies(interleaved, along_m, 2048, 18944, 3584, 132, data)

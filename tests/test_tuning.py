@@ -44,19 +44,11 @@ def test_a_user_file_comes_first_and_a_bad_one_is_named(monkeypatch, tmp_path):
     assert tuning.gpu_slug("NVIDIA H200") == "nvidia-h200" and tuning.gpu_slug("") == "unknown"
 
 
-def test_an_interleaved_override_applies_below_the_sustained_regime_only():
-    from fused_swiglu.tuning import SUSTAINED_FROM_M, Override, Tuning
-
-    base = tuning.load("NVIDIA H200", "bf16")
-    small, large = ("dual", "fast", 512, 4096, 4096), ("dual", "fast", SUSTAINED_FROM_M, 4096, 4096)
-    picked = Override("dual_pingpong_128x128x64_1x1", 2, 8)
-    data = Tuning(base.gpu, base.dtype, base.device, base.costs, base.smem_bytes, {small: picked, large: picked})
-    assert data.override(*small) == picked and data.override(*large) is None
-    sustained = Override("dual_pingpong_128x128x64_1x1", 2, 8, protocol="sustained")
-    data = Tuning(base.gpu, base.dtype, base.device, base.costs, base.smem_bytes, {large: sustained})
-    assert data.override(*large) == sustained
+def test_an_override_carries_how_it_was_timed():
     parsed = tuning.parse({"format": 1, "gpu": "g", "dtype": "bf16", "device": {"launch_us": 1, "hbm_gbps": 1,
                            "sm_gbps": 1}, "configs": {}, "overrides": [
-        {"kernel": "dual", "accumulation": "fast", "M": 4096, "N": 8, "K": 8, "config": "c", "protocol": "sustained"}]})
+        {"kernel": "dual", "accumulation": "fast", "M": 4096, "N": 8, "K": 8, "config": "c", "protocol": "sustained"},
+        {"kernel": "dual", "accumulation": "fast", "M": 16, "N": 8, "K": 8, "config": "c"}]})
     assert parsed.overrides["dual", "fast", 4096, 8, 8].protocol == "sustained"
+    assert parsed.overrides["dual", "fast", 16, 8, 8].protocol == "interleaved"
     assert parsed.device.energy_us_per_byte == 0.0  # no power term unless the file sets one

@@ -12,7 +12,7 @@ for the problem (:func:`legal`: cluster fill, swizzle padding, shared memory), r
 cost model (:mod:`fused_swiglu.cost_model`) with the GPU's SM count and its tuned costs
 (:mod:`fused_swiglu.tuning`), and take a tuned override for this exact problem where
 ``fused-swiglu tune`` measured one beating the model's pick by more than
-:data:`fused_swiglu.tuning.OVERRIDE_GAIN`.
+:data:`fused_swiglu.tuning.OVERRIDE_GAIN` and it stands for the problem (:func:`override_applies`).
 """
 
 from __future__ import annotations
@@ -263,6 +263,20 @@ def choose_config(
     return _choose(kernel, M, N, K, accumulation, num_sms, gpu, DTYPE_SUFFIX[dtype], smem_limit)
 
 
+def override_applies(override: tuning.Override, config: KernelConfig, M: int, N: int, K: int, num_sms: int,
+                     data: tuning.Tuning) -> bool:
+    """Whether a measured override stands for its problem: one timed by the sustained protocol
+    always; one timed interleaved (rep by rep among its rivals) below M =
+    :data:`fused_swiglu.tuning.SUSTAINED_FROM_M`, and above it only where its tile order reads no
+    operand from HBM twice (:func:`fused_swiglu.cost_model.dram_traffic`): at the power cap what
+    re-reads cost is energy, which interleaving averages over the candidates and cannot see."""
+    if override.protocol == "sustained" or M < tuning.SUSTAINED_FROM_M or data.device.energy_us_per_byte <= 0:
+        return True
+    traffic = cost_model.dram_traffic(config, M, N, K, num_sms, data.device.l2_reuse_bytes, config.raster,
+                                      config.swizzle)
+    return traffic <= cost_model.hbm_bytes(M, N, K)
+
+
 @functools.lru_cache(maxsize=4096)
 def _choose(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit) -> KernelConfig:
     data = tuning.load(gpu, dtype)
@@ -270,8 +284,9 @@ def _choose(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit) -> K
     if found is not None and found.config in BY_BASE_NAME:
         base = BY_BASE_NAME[found.config]
         config = dataclasses.replace(base, raster=found.raster, swizzle=found.swizzle)
-        if base.kernel == kernel and base.accumulation == accumulation and legal(config, M, N, smem_limit,
-                                                                                  data.smem_bytes):
+        if (base.kernel == kernel and base.accumulation == accumulation
+                and legal(config, M, N, smem_limit, data.smem_bytes)
+                and override_applies(found, config, M, N, K, num_sms, data)):
             return config
     return model_config(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
 

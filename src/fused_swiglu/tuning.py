@@ -19,12 +19,10 @@ File format (``"format": 1``)::
                     "model_config": "...", "gain": 1.07}, ...]}
 
 Config names carry no dtype suffix. ``gain``: the model's pick's measured time over the override's.
-``protocol`` (optional, default ``"interleaved"``): how the override was timed. An override timed
-with the methods interleaved rep by rep applies below :data:`SUSTAINED_FROM_M` only: from there on
-the GPU runs at its power cap, where interleaving averages the candidates' power draws and can rank
-them wrongly; only a ``"sustained"`` override (timed back to back at the cap) applies there. The
-device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and ``power_rounds`` (optional) set the cost
-model's power term (:mod:`fused_swiglu.cost_model`).
+``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
+rivals or (``"sustained"``) back to back at the power cap; :func:`fused_swiglu.configs.choose_config`
+says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and
+``power_rounds`` (optional) set the cost model's power term (:mod:`fused_swiglu.cost_model`).
 """
 
 from __future__ import annotations
@@ -79,13 +77,10 @@ class Tuning:
     overrides_apply: bool = True
 
     def override(self, kernel: str, accumulation: str, M: int, N: int, K: int) -> Override | None:
-        """The override for this exact problem that applies at M (module docstring), or None."""
+        """The override for this exact problem, or None (whether it applies: :mod:`fused_swiglu.configs`)."""
         if not self.overrides_apply:
             return None
-        found = self.overrides.get((kernel, accumulation, M, N, K))
-        if found is not None and M >= SUSTAINED_FROM_M and found.protocol != "sustained":
-            return None
-        return found
+        return self.overrides.get((kernel, accumulation, M, N, K))
 
 
 def gpu_slug(gpu: str) -> str:

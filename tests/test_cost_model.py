@@ -88,9 +88,9 @@ def test_dram_traffic_follows_the_tile_order():
     assert cost_model.dram_traffic(SWAP, 16, 4096, 4096, 132, reuse) == cost_model.hbm_bytes(16, 4096, 4096)
 
 
-def test_the_power_term_prices_the_re_reads_of_compute_bound_launches_only():
+def test_the_power_term_prices_the_re_reads_of_large_m_launches_only():
     M, N, K = 8192, 18944, 3584
-    costs = ConfigCosts(tile_us=1.0, k_tile_us=1.0, gbps=3000.0)  # compute-bound at this M
+    costs = ConfigCosts(tile_us=1.0, k_tile_us=1.0, gbps=3000.0)
     off = cost_model.predict_us(DUAL_2X1, costs, DEVICE, M, N, K, 132, raster=1)
     power = DeviceCosts(**{**DEVICE.__dict__, "energy_us_per_byte": 1e-7, "l2_reuse_bytes": 30e6})
     again = cost_model.dram_traffic(DUAL_2X1, M, N, K, 132, 30e6, raster=1) - cost_model.hbm_bytes(M, N, K)
@@ -101,9 +101,9 @@ def test_the_power_term_prices_the_re_reads_of_compute_bound_launches_only():
     assert on > off
     swizzled = cost_model.predict_us(DUAL_2X1, costs, power, M, N, K, 132, raster=2, swizzle=8)
     assert swizzled < on  # the model now tells the orders apart
-    # a launch of few waves, or a memory-bound one, is priced as before
-    for m in (128, 1024):
+    # below power_from_m, or where the order re-reads nothing, priced as before
+    for m in (128, 1000):
         assert cost_model.predict_us(DUAL_2X1, costs, power, m, N, K, 132) == \
             cost_model.predict_us(DUAL_2X1, costs, DEVICE, m, N, K, 132)
-    assert cost_model.predict_us(DUAL_2X1, COSTS, power, M, N, K, 132, raster=1) == \
-        cost_model.predict_us(DUAL_2X1, COSTS, DEVICE, M, N, K, 132, raster=1)  # memory-bound by its costs
+    assert cost_model.predict_us(DUAL_2X1, costs, power, 1024, 1024, 512, 132) == \
+        cost_model.predict_us(DUAL_2X1, costs, DEVICE, 1024, 1024, 512, 132)

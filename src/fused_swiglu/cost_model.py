@@ -16,8 +16,8 @@ A config's predicted time on a GPU of ``num_sms`` SMs, in microseconds::
   bandwidth at decode sizes, or what its CTAs can stream where few of them run.
 * ``p`` (:class:`DeviceCosts`) blends the two where both bound the launch (p = 1 adds them, a large
   p takes the larger).
-* At the power cap (compute-bound launches, ``compute >= memory``, of at least ``power_rounds``
-  waves: where the term's cost was fitted, every method draws the board's limit) the clock falls with the
+* At the power cap (from M = ``power_from_m`` tokens on: prefill and training sizes, where every
+  method draws the board's limit) the clock falls with the
   energy a launch spends, and moving a byte through HBM costs energy the SMs then lack. The launch
   then takes at least ``compute + energy_us_per_byte * (dram_traffic - hbm_bytes)``: the bytes a tile
   order reads again beyond each operand's one read (the one read is in every order, and in the
@@ -60,7 +60,7 @@ class DeviceCosts:
         (0: no power term).
     l2_reuse_bytes: the L2 a wave's group of panels may fill and still be read again from L2 by the
         next wave, bytes (:func:`dram_traffic`).
-    power_rounds: the fewest waves of a launch the power term applies to.
+    power_from_m: the fewest tokens M the power term applies to.
     """
 
     launch_us: float
@@ -70,7 +70,7 @@ class DeviceCosts:
     blend: float = 2.0
     energy_us_per_byte: float = 0.0
     l2_reuse_bytes: float = 30e6
-    power_rounds: int = 16
+    power_from_m: int = 1024
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def predict_us(
     memory = hbm_traffic(config, M, N, K, device.l2_bytes, raster, swizzle) / (gbps * 1e3)
     p = device.blend
     blended = (compute**p + memory**p) ** (1 / p)
-    if device.energy_us_per_byte > 0 and compute >= memory and waves >= device.power_rounds:
+    if device.energy_us_per_byte > 0 and M >= device.power_from_m:
         again = dram_traffic(config, M, N, K, num_sms, device.l2_reuse_bytes, raster, swizzle) - hbm_bytes(M, N, K)
         blended = max(blended, compute + device.energy_us_per_byte * max(0.0, again))
     return device.launch_us + blended

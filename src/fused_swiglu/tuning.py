@@ -22,7 +22,7 @@ Config names carry no dtype suffix. ``gain``: the model's pick's measured time o
 ``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
 rivals or (``"sustained"``) back to back at the power cap; :func:`fused_swiglu.configs.choose_config`
 says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and
-``power_rounds`` (optional) set the cost model's power term (:mod:`fused_swiglu.cost_model`).
+``power_from_m`` (optional) set the cost model's power term (:mod:`fused_swiglu.cost_model`).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def parse(data: dict, source: Path | None = None) -> Tuning:
         device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]),
                              float(dev.get("l2_bytes", 25e6)), float(dev.get("blend", 2.0)),
                              float(dev.get("energy_us_per_byte", 0.0)), float(dev.get("l2_reuse_bytes", 30e6)),
-                             int(dev.get("power_rounds", 16)))
+                             int(dev.get("power_from_m", 1024)))
         costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
                  for name, c in data["configs"].items()}
         smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}

@@ -351,7 +351,7 @@ def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: 
     found = overrides(progress.state["cells"], data, num_sms)
     # the power term is not measured here (the sweep interleaves its candidates): the shipped H200's
     reference = tuning.load(*tuning.REFERENCE).device
-    power = {k: getattr(reference, k) for k in ("energy_us_per_byte", "l2_reuse_bytes", "power_rounds")}
+    power = {k: getattr(reference, k) for k in ("energy_us_per_byte", "l2_reuse_bytes", "power_from_m")}
     data = dataclasses.replace(data, device=dataclasses.replace(data.device, **power))
     fields = ("tile_us", "k_tile_us", "gbps", "smem_bytes")
     out = {

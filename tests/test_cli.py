@@ -387,3 +387,22 @@ def test_info_says_when_the_cache_directory_cannot_be_used(monkeypatch, capsys, 
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path / "new" / "cache"))  # created by the first build
     assert cli.main(["info"]) == 0
     assert "cannot be used" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench", "--protocol", "sustained"], "--protocol sustained times CUDA-graph replays: add --cuda-graph"),
+    (["bench", "--cuda-graph", "--seconds", "0"], "--seconds must be a positive finite number; got 0.0"),
+    (["bench", "--cuda-graph", "--protocol", "interleaved", "--seconds", "2"],
+     "--seconds applies to the sustained protocol, not to --protocol interleaved"),
+    (["bench", "--tp", "2", "--protocol", "sustained"], "--protocol does not apply to --tp"),
+    (["bench", "--e2e", "--seconds", "1"], "--seconds applies to the kernel benchmark, not to --e2e"),
+])
+def test_the_timing_protocol_options_are_checked_before_any_gpu_work(argv, says, capsys):
+    assert cli.main(argv) == 1
+    assert says in capsys.readouterr().err
+
+
+def test_an_unknown_protocol_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "--protocol", "fast"])
+    assert exit_info.value.code == 1 and "invalid choice: 'fast'" in capsys.readouterr().err

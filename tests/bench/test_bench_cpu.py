@@ -116,14 +116,18 @@ def test_meta_names_the_loaded_kernel_library(tmp_path, monkeypatch):
     assert report.machine_meta()["kernel_library"]["configs"] == 3
 
 
-def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = None, each=None):
+def _fake_run(monkeypatch, fail_at: int | None, error: BaseException | None = None, each=None,
+              time_cells: bool = False):
     """run_bench with the GPU parts replaced: shape number ``fail_at`` (0-based) raises ``error``;
-    ``each(shape, M, opts, optional, on_left_out)``, if given, runs first for every shape."""
+    ``each(shape, M, opts, optional, on_left_out)``, if given, runs first for every shape; with
+    ``time_cells`` each shape is first passed to the run's timer (no calls to time)."""
     from fused_swiglu.bench import report, run
 
     calls = []
 
-    def measure(shape, M, opts, dtype, device, flush, l2, optional=frozenset(), on_left_out=None, monitor=None):
+    def measure(shape, M, opts, dtype, device, timer, l2, optional=frozenset(), on_left_out=None):
+        if time_cells:
+            timer.time({}, M)
         if each is not None:
             each(shape, M, opts, optional, on_left_out)
         if len(calls) == fail_at:
@@ -292,9 +296,11 @@ def test_sustained_cells_run_last_after_one_heat_soak_and_rows_keep_their_order(
     def each(shape, M, opts, optional, on_left_out):
         seen.append((shape.model, M))
 
-    run = _fake_run(monkeypatch, None, None, each)
+    run = _fake_run(monkeypatch, None, None, each, time_cells=True)
     soaks = []
     monkeypatch.setattr(timing, "heat_soak", lambda device, monitor: soaks.append(seen[:]) or power.Reading(1.0, 2.0, 1))
+    monkeypatch.setattr(timing, "time_interleaved", lambda *a, **k: {})
+    monkeypatch.setattr(timing, "time_sustained", lambda *a, **k: {})
     monkeypatch.setattr(power, "nvml_index", lambda device: 0)
     opts = BenchOptions(models=["0.5B", "1.5B"], tokens=[1, 2048], cuda_graph=True)
     rows = run.run_bench(opts, Console(file=io.StringIO()))

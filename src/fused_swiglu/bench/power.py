@@ -54,6 +54,13 @@ def _nvml_reader(index: int) -> tuple[Callable[[], tuple[float, float]], float |
     return read, limit
 
 
+def describe(reading: Reading) -> str:
+    """A reading as one line of text."""
+    if reading.sm_mhz is None:
+        return "no NVML reading (nvidia-ml-py missing?)"
+    return f"SM {reading.sm_mhz:.0f} MHz, {reading.power_w:.0f} W over the last second"
+
+
 class Monitor:
     """Samples one GPU's SM clock and power every ``period_s`` in a thread, within :meth:`window`.
 

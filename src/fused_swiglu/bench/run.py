@@ -11,7 +11,7 @@ import torch
 
 from .. import configs, env
 from . import check, methods as m
-from . import power, report, shapes, timing
+from . import report, shapes, timing
 
 DTYPES = configs.DTYPE_OF_SUFFIX
 WARMUP_MS = 25.0  # warm-up per method and shape
@@ -55,12 +55,10 @@ def derive(rows: list[dict]) -> None:
 
 
 def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device: torch.device,
-                   flush: torch.Tensor, l2: int, optional: frozenset[str] = frozenset(),
-                   on_left_out: Callable[[str, str], None] | None = None,
-                   monitor: power.Monitor | None = None) -> list[dict]:
-    """Check, then time, every method of ``opts`` on one (model, tokens) shape; one row per method,
-    by the cell's protocol (:func:`fused_swiglu.bench.timing.protocol_for`; the sustained one
-    samples ``monitor``).
+                   timer: timing.CellTimer, l2: int, optional: frozenset[str] = frozenset(),
+                   on_left_out: Callable[[str, str], None] | None = None) -> list[dict]:
+    """Check, then time (``timer``: by the cell's protocol), every method of ``opts`` on one (model,
+    tokens) shape; one row per method.
 
     A method in ``optional`` whose check fails (:func:`fused_swiglu.bench.check.check_outputs`) is
     removed from ``opts.methods`` and reported to ``on_left_out(method, why)``; the others are timed.
@@ -77,13 +75,7 @@ def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device
             on_left_out(method, why)
     if opts.cuda_graph:
         calls = timing.as_graph_replays(calls, device)
-    protocol = timing.protocol_for(opts.protocol, M, opts.cuda_graph)
-    if protocol == "sustained":
-        times = timing.time_sustained(calls, device, monitor or power.Monitor(power.nvml_index(device)),
-                                      opts.seconds, flush)
-    else:
-        times = timing.time_interleaved(calls, device, opts.warmup_ms, opts.reps, flush,
-                                        back_to_back=not opts.cuda_graph)
+    times = timer.time(calls, M)
     rows = []
     for method, t in times.items():
         rows.append({
@@ -92,7 +84,7 @@ def _measure_shape(shape, M: int, opts: BenchOptions, dtype: torch.dtype, device
             "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
             "tflops": report.tflops(M, H, I, t.median_ms),
             "config": _config_name(method, M, H, I, dtype),
-            "protocol": protocol, "sm_mhz": t.sm_mhz, "power_w": t.power_w,
+            "protocol": timer.kind(M), "sm_mhz": t.sm_mhz, "power_w": t.power_w,
         })
     derive(rows)
     del sets, calls
@@ -160,13 +152,11 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
         peers_not_run[peer] = f"{why}; left out from there on"
         console.print(f"not run: {peers_not_run[peer]}")
     device, flush, l2 = _gpu_setup()
+    timer = timing.CellTimer(device, flush, opts.protocol, opts.cuda_graph, reps=opts.reps, warmup_ms=opts.warmup_ms,
+                             seconds=opts.seconds, console=console)
     rows: list[dict] = []
-    # the interleaved cells first, then the sustained ones back to back after one heat soak
     cells = [(s, M) for s in models for M in opts.tokens]
-    sustained = [c for c in cells if timing.protocol_for(opts.protocol, c[1], opts.cuda_graph) == "sustained"]
-    todo = [c for c in cells if c not in sustained] + sustained
-    monitor = power.Monitor(power.nvml_index(device)) if sustained else None
-    soak: power.Reading | None = None
+    todo = timer.order(cells, lambda c: c[1])
     stopped: BaseException | None = None
     try:
         with Progress(
@@ -175,12 +165,8 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
         ) as progress:
             task = progress.add_task("bench", total=len(todo))
             for shape, M in todo:
-                if soak is None and (shape, M) in sustained:
-                    progress.update(task, description="heat soak")
-                    soak = timing.heat_soak(device, monitor)
-                    console.print(f"heat soak: {_reading(soak)}")
-                progress.update(task, description=f"{shape.model} M={M}")
-                rows.extend(_measure_shape(shape, M, opts, dtype, device, flush, l2, optional, left_out, monitor))
+                progress.update(task, description="heat soak" if timer.needs_soak(M) else f"{shape.model} M={M}")
+                rows.extend(_measure_shape(shape, M, opts, dtype, device, timer, l2, optional, left_out))
                 progress.advance(task)
     except BaseException as e:  # keep what was measured, then stop as asked
         stopped = e
@@ -189,19 +175,13 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
         order = {c: i for i, c in enumerate((s.model, M) for s, M in cells)}
         rows.sort(key=lambda r: order[r["model"], r["tokens"]])  # stable: the methods keep their order
         if stopped is None or rows:
-            _report(rows, opts, device, console, stopped, peers_not_run, soak, monitor)
+            _report(rows, opts, device, console, stopped, peers_not_run, timer)
     return rows
-
-
-def _reading(r: power.Reading) -> str:
-    if r.sm_mhz is None:
-        return "no NVML reading (nvidia-ml-py missing?)"
-    return f"SM {r.sm_mhz:.0f} MHz, {r.power_w:.0f} W over the last second"
 
 
 def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
             stopped: BaseException | None, peers_not_run: dict[str, str] | None = None,
-            soak: power.Reading | None = None, monitor: power.Monitor | None = None) -> None:
+            timer: timing.CellTimer | None = None) -> None:
     """Print the table and, with ``opts.out``, write JSON + CSV (marked incomplete if ``stopped``)."""
     console.print(report.bench_table(rows))
     reason = None if stopped is None else _stop_reason(stopped)
@@ -220,9 +200,9 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
                                   "before each, input sets rotated), SM clock and power sampled by NVML; the "
                                   "other rows: the methods interleaved rep by rep",
                      "complete": stopped is None})
-        if soak is not None:
-            meta["heat_soak"] = {"sm_mhz": soak.sm_mhz, "power_w": soak.power_w,
-                                 "power_limit_w": monitor.power_limit_w if monitor else None}
+        if timer is not None and timer.soak is not None:
+            meta["heat_soak"] = {"sm_mhz": timer.soak.sm_mhz, "power_w": timer.soak.power_w,
+                                 "power_limit_w": timer.monitor.power_limit_w}
         if reason is not None:
             meta["stopped_by"] = reason
         if peers_not_run:

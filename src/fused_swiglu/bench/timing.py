@@ -202,6 +202,44 @@ def time_sustained(
     return result
 
 
+class CellTimer:
+    """Times the cells of one run, each by its protocol (:func:`protocol_for`): an interleaved cell
+    by :func:`time_interleaved`, a sustained one by :func:`time_sustained`, the first of those after
+    one :func:`heat_soak` (:meth:`order` puts the sustained cells last, back to back)."""
+
+    def __init__(self, device: torch.device, flush: torch.Tensor, protocol: str, cuda_graph: bool, *, reps: int,
+                 warmup_ms: float, seconds: float = SUSTAINED_SECONDS, console=None):
+        self.device, self.flush, self.protocol, self.cuda_graph = device, flush, protocol, cuda_graph
+        self.reps, self.warmup_ms, self.seconds, self.console = reps, warmup_ms, seconds, console
+        self.monitor: power.Monitor | None = None  # made at the first sustained cell
+        self.soak: power.Reading | None = None  # the heat soak's last second
+
+    def kind(self, M: int) -> str:
+        """``"sustained"`` or ``"interleaved"``: the protocol of a cell of M tokens."""
+        return protocol_for(self.protocol, M, self.cuda_graph)
+
+    def order(self, cells: Sequence, M_of: Callable[[object], int]) -> list:
+        """``cells`` with the interleaved ones first, each kind in its own order."""
+        return sorted(cells, key=lambda c: self.kind(M_of(c)) == "sustained")
+
+    def needs_soak(self, M: int) -> bool:
+        """Whether timing a cell of M tokens starts with the run's heat soak."""
+        return self.soak is None and self.kind(M) == "sustained"
+
+    def time(self, calls: dict[str, Sequence[Callable[[], object]]], M: int) -> dict[str, Timing]:
+        """Time one cell of M tokens by its protocol (eager calls: back to back, interleaved)."""
+        if self.kind(M) == "interleaved":
+            return time_interleaved(calls, self.device, self.warmup_ms, self.reps, self.flush,
+                                    back_to_back=not self.cuda_graph)
+        if self.monitor is None:
+            self.monitor = power.Monitor(power.nvml_index(self.device))
+        if self.soak is None:
+            self.soak = heat_soak(self.device, self.monitor)
+            if self.console is not None:
+                self.console.print(f"heat soak: {power.describe(self.soak)}")
+        return time_sustained(calls, self.device, self.monitor, self.seconds, self.flush)
+
+
 def as_graph_replays(
     calls: dict[str, Sequence[Callable[[], object]]], device: torch.device
 ) -> dict[str, list[Callable[[], object]]]:
@@ -322,14 +360,12 @@ def time_grid(
     flush = flush_buffer(device)
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     warm_gpu(device)
+    timer = CellTimer(device, flush, protocol, cuda_graph, reps=reps, warmup_ms=warmup_ms, seconds=seconds,
+                      console=console)
     cells = [(i, M) for i in range(len(shapes)) for M in tokens]
-    kinds = {c: protocol_for(protocol, c[1], cuda_graph) for c in cells}
-    todo = [c for c in cells if kinds[c] == "interleaved"] + [c for c in cells if kinds[c] == "sustained"]
-    monitor = power.Monitor(power.nvml_index(device)) if "sustained" in kinds.values() else None
-    soaked = False
     by_cell: dict[tuple[int, int], list[dict]] = {}
     last_shape = None
-    for i, M in todo:
+    for i, M in timer.order(cells, lambda c: c[1]):
         shape = shapes[i]
         if i != last_shape:
             torch._dynamo.reset()
@@ -337,18 +373,11 @@ def time_grid(
         calls = calls_for(shape, M, device, l2)
         if cuda_graph:
             calls = as_graph_replays(calls, device)
-        if kinds[i, M] == "sustained":
-            if not soaked:
-                r = heat_soak(device, monitor)
-                console.print(f"heat soak: SM {r.sm_mhz} MHz, {r.power_w} W over the last second")
-                soaked = True
-            timings = time_sustained(calls, device, monitor, seconds, flush)
-        else:
-            timings = time_interleaved(calls, device, warmup_ms=warmup_ms, reps=reps, flush=flush)
+        timings = timer.time(calls, M)
         cell = rows_of(shape, M, timings)
         for r in cell:
             t = timings.get(r.get("method"))
-            r.update(zip(GRID_FIELDS, (kinds[i, M], t.sm_mhz if t else None, t.power_w if t else None)))
+            r.update(zip(GRID_FIELDS, (timer.kind(M), t.sm_mhz if t else None, t.power_w if t else None)))
         by_cell[i, M] = cell
         console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
         del calls

@@ -60,8 +60,7 @@ def main() -> None:
     with_quack = methods.peer_problem("quack") is None
     monitor = power.Monitor(power.nvml_index(device)) if a.protocol == "sustained" else None
     if monitor is not None:
-        r = timing.heat_soak(device, monitor)
-        print(f"heat soak: SM {r.sm_mhz} MHz, {r.power_w} W", flush=True)
+        print(f"heat soak: {power.describe(timing.heat_soak(device, monitor))}", flush=True)
     pool = [configs.BY_BASE_NAME[n] for n in a.configs]
     rows = []
     for shape in find(a.models, default=MODELS):

@@ -103,8 +103,9 @@ def test_a_default_peer_whose_call_raises_is_left_out_and_the_kernels_are_timed(
                         warmup_ms=1, reps=3)
     reported = {}
     device, flush, l2 = run._gpu_setup()
+    timer = timing.CellTimer(device, flush, opts.protocol, opts.cuda_graph, reps=opts.reps, warmup_ms=opts.warmup_ms)
     (shape,) = run.shapes.find(["0.5B"])
-    rows = run._measure_shape(shape, 64, opts, torch.bfloat16, device, flush, l2, frozenset({"quack"}),
+    rows = run._measure_shape(shape, 64, opts, torch.bfloat16, device, timer, l2, frozenset({"quack"}),
                               lambda method, why: reported.setdefault(method, why))
     assert sorted(r["method"] for r in rows) == ["cublas_gemm", "fused_dual"]
     assert opts.methods == ["cublas_gemm", "fused_dual"]

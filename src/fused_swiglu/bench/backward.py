@@ -138,7 +138,7 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
     check_methods(methods)
     if out is not None:
         out = report.check_out_path(out)
-    rows, device = timing.time_grid(
+    rows, device, soak = timing.time_grid(
         shapes, tokens,
         lambda shape, M, device, l2: step_calls(
             make_sets(M, shape.hidden_size, shape.intermediate_size, dtype, device, l2), methods),
@@ -154,6 +154,8 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
                                  + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
                                    "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
                                    f"back to back for {seconds:g} s, SM clock and power from NVML)"})
+        if soak is not None:
+            meta["heat_soak"] = soak
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -280,7 +280,7 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
             del calls[method]
         return calls
 
-    rows, device = timing.time_grid(
+    rows, device, soak = timing.time_grid(
         shapes, tokens, checked_calls, rows_of,
         lambda r: f"{r['method']} {r['median_ms']:.4f} ms" + (f" ({r['bf16_over']:.2f}x)" if r["bf16_over"] else ""),
         console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds)
@@ -294,6 +294,8 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
                                  + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
                                    "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
                                    f"back to back for {seconds:g} s, SM clock and power from NVML)"})
+        if soak is not None:
+            meta["heat_soak"] = soak
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

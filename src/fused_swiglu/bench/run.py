@@ -201,8 +201,7 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
                                   "other rows: the methods interleaved rep by rep",
                      "complete": stopped is None})
         if timer is not None and timer.soak is not None:
-            meta["heat_soak"] = {"sm_mhz": timer.soak.sm_mhz, "power_w": timer.soak.power_w,
-                                 "power_limit_w": timer.monitor.power_limit_w}
+            meta["heat_soak"] = timer.soak_meta()
         if reason is not None:
             meta["stopped_by"] = reason
         if peers_not_run:

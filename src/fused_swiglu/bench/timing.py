@@ -222,6 +222,13 @@ class CellTimer:
         """``cells`` with the interleaved ones first, each kind in its own order."""
         return sorted(cells, key=lambda c: self.kind(M_of(c)) == "sustained")
 
+    def soak_meta(self) -> dict | None:
+        """The heat soak's last second for a results file's meta (``sm_mhz``, ``power_w``,
+        ``power_limit_w``); None before any sustained cell."""
+        if self.soak is None:
+            return None
+        return {"sm_mhz": self.soak.sm_mhz, "power_w": self.soak.power_w, "power_limit_w": self.monitor.power_limit_w}
+
     def needs_soak(self, M: int) -> bool:
         """Whether timing a cell of M tokens starts with the run's heat soak."""
         return self.soak is None and self.kind(M) == "sustained"
@@ -347,7 +354,7 @@ def time_grid(
     cuda_graph: bool,
     protocol: str = "auto",
     seconds: float = SUSTAINED_SECONDS,
-) -> tuple[list[dict], torch.device]:
+) -> tuple[list[dict], torch.device, dict | None]:
     """Every shape (an MlpShape) at every M on the current CUDA device, each cell by its protocol
     (:func:`protocol_for`): ``calls_for(shape, M, device, l2_bytes)`` builds (and may check) the
     methods' calls of one cell, captured as CUDA graphs with ``cuda_graph``; ``rows_of(shape, M,
@@ -355,7 +362,8 @@ def time_grid(
     ``protocol`` and the method's ``sm_mhz`` and ``power_w``, and ``line_of(row)`` each row into its
     part of the cell's printed line. The interleaved cells run first, then one heat soak and the
     sustained cells back to back; the rows come back in shape-then-M order. Dynamo's cache is reset
-    per shape (its recompile limit). Returns the rows and the device."""
+    per shape (its recompile limit). Returns the rows, the device and the heat soak's reading
+    (:meth:`CellTimer.soak_meta`; None without a sustained cell)."""
     device = torch.device("cuda", torch.cuda.current_device())
     flush = flush_buffer(device)
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
@@ -382,4 +390,4 @@ def time_grid(
         console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
         del calls
         torch.cuda.empty_cache()
-    return [r for c in cells for r in by_cell.get(c, [])], device
+    return [r for c in cells for r in by_cell.get(c, [])], device, timer.soak_meta()

@@ -287,3 +287,14 @@ def test_an_interleaved_override_stands_where_its_tile_order_re_reads_nothing():
     # below the sustained regime, and where x stays in L2 (7B at M = 2048), it stands
     assert configs.override_applies(interleaved, along_m, 512, 18944, 3584, 132, data)
     assert configs.override_applies(interleaved, along_m, 2048, 18944, 3584, 132, data)
+
+
+def test_a_grid_that_swizzle_8_pads_gets_swizzle_4_at_the_power_cap():
+    # 3B at M = 8192: the 128 x 128 tile's 172 weight tiles are padded to 176 by swizzle 8 (illegal), not
+    # by swizzle 4; raster N with swizzle 4 keeps a 512-token panel of x in L2 across the weights
+    pp = configs.BY_BASE_NAME["packed_pingpong_128x128x64_2x1"]
+    launches = {(v.raster, v.swizzle) for v in configs.launch_options(pp, 8192, 11008)}
+    assert (2, 4) in launches and (2, 8) not in launches
+    for kernel in ("dual", "packed"):
+        chosen = configs.choose_config(kernel, 8192, 11008, 2048, gpu=H200)
+        assert (chosen.raster, chosen.swizzle) == (2, 4), chosen

@@ -168,12 +168,13 @@ def _check_sizes(**sizes: int) -> None:
 
 
 # Launch parameters (raster, swizzle) the choice considers beside each config's defaults (0, 1): along
-# M from this M on, and swizzled launches from LARGE_M on; swap-AB configs only while M spans at most
+# M from this M on, and swizzled launches from LARGE_M on (raster N with swizzle 4 where swizzle 8
+# would pad the grid past SWIZZLE_PADDING_MAX); swap-AB configs only while M spans at most
 # SWAP_AB_TOKEN_TILES_MAX token tiles (16-token tiles: M <= 256; 112-token tiles: M <= 1792), beyond
 # which each weight tile is streamed once per token tile and their tile count alone rules them out.
 ALONG_M_FROM = 256
 LARGE_M = 2048
-LARGE_M_LAUNCHES = ((1, 2), (2, 8))
+LARGE_M_LAUNCHES = ((1, 2), (2, 4), (2, 8))
 SWAP_AB_TOKEN_TILES_MAX = 16
 
 

@@ -315,7 +315,7 @@ def test_act_fn_is_recognised_by_what_it_is_not_by_its_name(act, fused):
         torch.testing.assert_close(model(x), before, rtol=2e-2, atol=2e-2)
     else:
         assert torch.equal(model(x), before)
-        reason = modules._skip_reason(model[0].mlp)
+        reason = modules.skip_reason(model[0].mlp)
         assert reason.startswith("act_fn is ") and reason.endswith(", not SiLU (torch.nn.SiLU or transformers' "
                                                                    "SiLUActivation)")
         if isinstance(act, SiLU):  # a name that reads as SiLU is qualified with its module

@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn.modules import module as _module
 
 
-def _is_silu(act: object) -> bool:
+def is_silu(act: object) -> bool:
     """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
     ``forward``) or Hugging Face's ``SiLUActivation`` (module ``transformers.activations``). Which of
     the two ``ACT2FN["silu"]`` returns depends on the transformers version. A class is recognised by
@@ -18,7 +18,7 @@ def _is_silu(act: object) -> bool:
     return cls.__name__ == "SiLUActivation" and cls.__module__.split(".")[0] == "transformers"
 
 
-def _act_name(act: object) -> str:
+def act_name(act: object) -> str:
     """``act``'s class for a message: its name, qualified with its module where the name alone
     would read as SiLU."""
     cls = type(act)
@@ -27,13 +27,13 @@ def _act_name(act: object) -> str:
     return cls.__name__
 
 
-def _has_hooks(layer: nn.Module) -> bool:
+def has_hooks(layer: nn.Module) -> bool:
     """Forward, forward-pre, backward or backward-pre hooks on ``layer`` itself."""
     return bool(layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks
                 or layer._backward_pre_hooks)
 
 
-def _global_hooks() -> bool:
+def global_hooks() -> bool:
     """Hooks registered for every module (``torch.nn.modules.module.register_module_*_hook``)."""
     return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks
                 or _module._global_backward_hooks or _module._global_backward_pre_hooks)

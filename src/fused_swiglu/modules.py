@@ -22,7 +22,7 @@ from torch import nn
 
 from . import _validate as v
 from . import mlp_ops, ops
-from ._blocks import _act_name, _global_hooks, _has_hooks, _is_silu
+from ._blocks import act_name, global_hooks, has_hooks, is_silu
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
 from .functional import _AUTO, _run_op, swiglu
@@ -41,7 +41,7 @@ def _has_projections(module: nn.Module) -> bool:
     return all(hasattr(module, name) for name in _PROJECTIONS)
 
 
-def _skip_reason(module: nn.Module) -> str | None:
+def skip_reason(module: nn.Module) -> str | None:
     """Why ``module`` is not a SwiGLU MLP block the fused forward can run (None: it is one):
     gate_proj/up_proj/down_proj bias-free nn.Linear layers (gate and up plain ``nn.Linear`` or
     subclasses that keep its forward), gate and up of one shape, a SiLU act_fn, and no hooks on
@@ -59,11 +59,11 @@ def _skip_reason(module: nn.Module) -> str | None:
     if module.gate_proj.weight.shape != module.up_proj.weight.shape:
         return "gate_proj and up_proj weights differ in shape"
     act = getattr(module, "act_fn", None)
-    if not _is_silu(act):
-        return f"act_fn is {_act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
-    if _has_hooks(module.gate_proj) or _has_hooks(module.up_proj):
+    if not is_silu(act):
+        return f"act_fn is {act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
+    if has_hooks(module.gate_proj) or has_hooks(module.up_proj):
         return "gate_proj or up_proj has hooks"
-    if _has_hooks(act):
+    if has_hooks(act):
         return "act_fn has hooks"
     return None
 
@@ -160,7 +160,7 @@ class FusedSwiGLUForward:
             and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
             and x.shape[-1] == self.w_gate.shape[1]
             and g.bias is None and u.bias is None and m.act_fn is self.act
-            and not (_has_hooks(g) or _has_hooks(u) or _has_hooks(self.act) or _global_hooks())
+            and not (has_hooks(g) or has_hooks(u) or has_hooks(self.act) or global_hooks())
         ):
             return self._armed(x)
         return self._checked(x)
@@ -173,7 +173,7 @@ class FusedSwiGLUForward:
         if (
             d is not None and torch.is_grad_enabled()
             and (x.requires_grad or self.w_gate.requires_grad or self.w_up.requires_grad or d.weight.requires_grad)
-            and m.down_proj is d and d.weight is self.w_down and d.bias is None and not _has_hooks(d)
+            and m.down_proj is d and d.weight is self.w_down and d.bias is None and not has_hooks(d)
         ):
             return self._whole_block(x)
         return m.down_proj(self._fused(x))
@@ -189,7 +189,7 @@ class FusedSwiGLUForward:
         """The full check, and the call it decides on."""
         self._disarm()
         m = self.module
-        if _skip_reason(m) is not None or _global_hooks():  # no SwiGLU block now, or hooks to run
+        if skip_reason(m) is not None or global_hooks():  # no SwiGLU block now, or hooks to run
             return self.original(x)
         wg, wu = m.gate_proj.weight, m.up_proj.weight
         usable = (
@@ -319,7 +319,7 @@ def fuse_swiglu_mlps(
         if not _has_projections(module):
             continue
         fp8 = fp8_modules.is_fp8_block(module)
-        reason = fp8_modules.skip_reason(module) if fp8 else (_skip_reason(module) or _kernel_reason(module))
+        reason = fp8_modules.skip_reason(module) if fp8 else (skip_reason(module) or _kernel_reason(module))
         if reason is None and hasattr(module, "_hf_hook"):
             reason = "it carries an accelerate hook (_hf_hook)"
         if reason is not None:

@@ -68,9 +68,9 @@ def _check_dual_operands(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tens
 # The operators. Their schemas, CPU and fake kernels and autograd formulas are registered here; their
 # CUDA kernels are C++ (csrc/torch/fused_swiglu_ops.cpp), loaded with the kernel library on the first
 # CUDA call (see _lazy_cuda below).
-_DEF = torch.library.Library("fused_swiglu", "DEF")  # noqa: TOR901 (kept for the life of the process)
-_DEF.define("swiglu_packed(Tensor x, Tensor w_packed, str config) -> Tensor")
-_DEF.define("swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, str config) -> Tensor")
+OPS_LIBRARY = torch.library.Library("fused_swiglu", "DEF")  # noqa: TOR901 (kept for the life of the process)
+OPS_LIBRARY.define("swiglu_packed(Tensor x, Tensor w_packed, str config) -> Tensor")
+OPS_LIBRARY.define("swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, str config) -> Tensor")
 
 swiglu_packed = torch.ops.fused_swiglu.swiglu_packed.default
 swiglu_dual = torch.ops.fused_swiglu.swiglu_dual.default
@@ -104,8 +104,8 @@ def _swiglu_dual_cpu(x, w_gate, w_up, config):
     return _cpu_swiglu(x, w_gate, w_up)
 
 
-_DEF.impl("swiglu_packed", _swiglu_packed_cpu, "CPU")
-_DEF.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
+OPS_LIBRARY.impl("swiglu_packed", _swiglu_packed_cpu, "CPU")
+OPS_LIBRARY.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
 
 
 # Until the C++ kernels are loaded, the CUDA key holds a Python kernel that loads them (building the

@@ -17,7 +17,7 @@ BLOCK = 8  # rows of W_gate (and of W_up) per interleaved block
 LAYOUTS = ("interleaved", "concatenated")
 
 
-def _check_pair(w_gate: torch.Tensor, w_up: torch.Tensor, interleaved: bool = True) -> tuple[int, int]:
+def check_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor, interleaved: bool = True) -> tuple[int, int]:
     check_tensors(w_gate=w_gate, w_up=w_up)
     for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
         if t.dim() != 2:
@@ -47,7 +47,7 @@ def _check_block(I: int, what: str) -> None:
         raise ValueError(f"{what} must be a multiple of {BLOCK} for the interleaved layout; got I={I}")
 
 
-def _check_packed(w_packed: torch.Tensor) -> tuple[int, int]:
+def check_packed_weight(w_packed: torch.Tensor) -> tuple[int, int]:
     check_tensors(w_packed=w_packed)
     if w_packed.dim() != 2:
         raise ValueError(f"w_packed must be 2-D (2I, H); got shape {tuple(w_packed.shape)}")
@@ -80,7 +80,7 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
         TypeError: an argument is not a dense (strided) tensor, or the dtypes differ.
         ValueError: not 2-D, shapes differ, devices differ, or ``I`` is not a multiple of 8.
     """
-    I, H = _check_pair(w_gate, w_up)
+    I, H = check_gate_up(w_gate, w_up)
     g = w_gate.reshape(I // BLOCK, BLOCK, H)  # (I/8, 8, H)
     u = w_up.reshape(I // BLOCK, BLOCK, H)  # (I/8, 8, H)
     return torch.stack([g, u], dim=1).reshape(2 * I, H).contiguous()  # (2I, H)
@@ -107,7 +107,7 @@ def unpack_gate_up(
         ValueError: not 2-D, odd row count, unknown ``layout``, or (interleaved) ``I`` not a
             multiple of 8.
     """
-    I, H = _check_packed(w_packed)
+    I, H = check_packed_weight(w_packed)
     check_choice("layout", layout, LAYOUTS)
     if layout == "concatenated":
         return w_packed[:I].contiguous(), w_packed[I:].contiguous()
@@ -123,5 +123,5 @@ def concatenated_to_interleaved(w: torch.Tensor) -> torch.Tensor:
     Returns a new ``(2I, H)`` contiguous tensor. Raises like :func:`unpack_gate_up` with
     ``layout="concatenated"``, plus ValueError if ``I`` is not a multiple of 8.
     """
-    I, _ = _check_packed(w)
+    I, _ = check_packed_weight(w)
     return pack_gate_up(w[:I], w[I:])

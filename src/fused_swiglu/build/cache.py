@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor

@@ -11,12 +11,12 @@ from __future__ import annotations
 import torch
 
 from .._validate import check_tensors
-from ..ops import _DEF
-from .ops import _check, not_differentiable, run_block, run_block_cpu
+from ..ops import OPS_LIBRARY
+from .ops import check_operands, not_differentiable, run_block, run_block_cpu
 from .quantize import E4M3, K_BLOCK, quantize_e4m3_groups
 
 _OP = "fused_swiglu::swiglu_packed_fp8_dynamic"
-_DEF.define("swiglu_packed_fp8_dynamic(Tensor x, Tensor w_packed, Tensor w_scale, str config) -> Tensor")
+OPS_LIBRARY.define("swiglu_packed_fp8_dynamic(Tensor x, Tensor w_packed, Tensor w_scale, str config) -> Tensor")
 swiglu_packed_fp8_dynamic_op = torch.ops.fused_swiglu.swiglu_packed_fp8_dynamic.default
 
 
@@ -35,7 +35,7 @@ def _check_x(x: torch.Tensor) -> None:
 def _fake(x, w_packed, w_scale, config):
     _check_x(x)
     M, H = x.shape  # x's quantized stand-ins (fake tensors: no data)
-    _check(x.new_empty((M, H), dtype=E4M3), w_packed, x.new_empty((M, -(-H // K_BLOCK)), dtype=torch.float32),
+    check_operands(x.new_empty((M, H), dtype=E4M3), w_packed, x.new_empty((M, -(-H // K_BLOCK)), dtype=torch.float32),
            w_scale, config, op=_OP, block=True)
     return x.new_empty((M, w_packed.shape[0] // 2), dtype=torch.bfloat16)
 
@@ -44,19 +44,19 @@ def _fake(x, w_packed, w_scale, config):
 def _cuda(x, w_packed, w_scale, config):
     _check_x(x)
     xq, x_scale = quantize_e4m3_groups(x, column_major_scales=True)
-    _check(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
+    check_operands(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
     return run_block(xq, w_packed, x_scale, w_scale, config)
 
 
 def _cpu(x, w_packed, w_scale, config):
     _check_x(x)
     xq, x_scale = quantize_e4m3_groups(x)
-    _check(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
+    check_operands(xq, w_packed, x_scale, w_scale, config, op=_OP, block=True)
     return run_block_cpu(xq, w_packed, x_scale, w_scale)
 
 
-_DEF.impl("swiglu_packed_fp8_dynamic", _cuda, "CUDA")
-_DEF.impl("swiglu_packed_fp8_dynamic", _cpu, "CPU")
+OPS_LIBRARY.impl("swiglu_packed_fp8_dynamic", _cuda, "CUDA")
+OPS_LIBRARY.impl("swiglu_packed_fp8_dynamic", _cpu, "CPU")
 not_differentiable(_OP)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .._blocks import _act_name, _global_hooks, _has_hooks, _is_silu
+from .._blocks import act_name, global_hooks, has_hooks, is_silu
 from .._validate import hopper_status, require_hopper
 from .dynamic import swiglu_packed_fp8_dynamic_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
@@ -88,9 +88,9 @@ def skip_reason(module: nn.Module) -> str | None:
     if I % PACKED_ROWS != 0 or H % 16 != 0:
         return f"gate_proj.weight is ({I}, {H}); the FP8 kernel needs I a multiple of 8 and H of 16"
     act = getattr(module, "act_fn", None)
-    if not _is_silu(act):
-        return f"act_fn is {_act_name(act)}, not SiLU"
-    if _has_hooks(gate) or _has_hooks(up) or _has_hooks(act):
+    if not is_silu(act):
+        return f"act_fn is {act_name(act)}, not SiLU"
+    if has_hooks(gate) or has_hooks(up) or has_hooks(act):
         return "gate_proj, up_proj or act_fn has hooks"
     return None
 
@@ -207,8 +207,8 @@ class FusedFP8SwiGLUForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
-        if (not self._runs_here(x) or _has_hooks(m.gate_proj) or _has_hooks(m.up_proj) or _has_hooks(m.act_fn)
-                or _global_hooks()):
+        if (not self._runs_here(x) or has_hooks(m.gate_proj) or has_hooks(m.up_proj) or has_hooks(m.act_fn)
+                or global_hooks()):
             return self.original(x)
         if not self._current() and (torch.compiler.is_compiling() or not self.repack()):
             return self.original(x)

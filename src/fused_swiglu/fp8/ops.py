@@ -10,7 +10,7 @@ import torch
 
 from .. import _lib
 from .._validate import check_tensors
-from ..ops import _DEF
+from ..ops import OPS_LIBRARY
 from ..weights import BLOCK, unpack_gate_up
 from .choice import resolve
 from .quantize import E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, column_major, quantize_e4m3_groups, reciprocal
@@ -42,7 +42,7 @@ def _check_on_device(op: str, x: torch.Tensor, **named: torch.Tensor) -> None:
             raise ValueError(f"{op}: {arg} must be on x's device {x.device}; got {arg} on {t.device}")
 
 
-def _check(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
+def check_operands(x, w_packed, x_scale, w_scale, config, e4m3_out: bool = False,
            op: str = "fused_swiglu::swiglu_packed_fp8", block: bool = False) -> tuple[int, int, int]:
     """Ranks, dtypes, sizes and devices; returns (M, I, H)."""
     check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
@@ -109,18 +109,18 @@ def _launch(config_name: str, x, w_packed, y, xs, ws, x_scale_stride: int, w_sca
         )
 
 
-_DEF.define("swiglu_packed_fp8(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config) -> Tensor")
+OPS_LIBRARY.define("swiglu_packed_fp8(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config) -> Tensor")
 swiglu_packed_fp8_op = torch.ops.fused_swiglu.swiglu_packed_fp8.default
 
 
 @torch.library.register_fake("fused_swiglu::swiglu_packed_fp8")
 def _fake(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config)
     return x.new_empty((M, I), dtype=torch.bfloat16)
 
 
 def _cuda(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config)
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
     if M > 0:
         _launch(resolve(config, M), x, w_packed, y, *_row_scales(x_scale, w_scale))
@@ -145,19 +145,19 @@ def dequantized_swiglu(x, w_packed, x_scale, w_scale, dtype: torch.dtype = torch
 
 
 def _cpu(x, w_packed, x_scale, w_scale, config):
-    _check(x, w_packed, x_scale, w_scale, config)
+    check_operands(x, w_packed, x_scale, w_scale, config)
     return dequantized_swiglu(x, w_packed, x_scale, w_scale).to(torch.bfloat16).contiguous()
 
 
-_DEF.impl("swiglu_packed_fp8", _cuda, "CUDA")
-_DEF.impl("swiglu_packed_fp8", _cpu, "CPU")
+OPS_LIBRARY.impl("swiglu_packed_fp8", _cuda, "CUDA")
+OPS_LIBRARY.impl("swiglu_packed_fp8", _cpu, "CPU")
 
 # e4m3 y: per-group scales written by the kernel, or one static scale read by it
 _OUT_OP = "fused_swiglu::swiglu_packed_fp8_e4m3out"
 _STATIC_OP = "fused_swiglu::swiglu_packed_fp8_e4m3out_static"
-_DEF.define("swiglu_packed_fp8_e4m3out(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
+OPS_LIBRARY.define("swiglu_packed_fp8_e4m3out(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
             " -> (Tensor, Tensor)")
-_DEF.define("swiglu_packed_fp8_e4m3out_static(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, "
+OPS_LIBRARY.define("swiglu_packed_fp8_e4m3out_static(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, "
             "Tensor out_scale, str config) -> Tensor")
 swiglu_packed_fp8_e4m3out_op = torch.ops.fused_swiglu.swiglu_packed_fp8_e4m3out.default
 swiglu_packed_fp8_e4m3out_static_op = torch.ops.fused_swiglu.swiglu_packed_fp8_e4m3out_static.default
@@ -174,19 +174,19 @@ def _check_out_scale(x, out_scale) -> None:
 
 @torch.library.register_fake(_OUT_OP)
 def _fake_out(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
     return x.new_empty((M, I), dtype=E4M3), x.new_empty((M, -(-I // GROUP)), dtype=torch.float32)
 
 
 @torch.library.register_fake(_STATIC_OP)
 def _fake_static(x, w_packed, x_scale, w_scale, out_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
     _check_out_scale(x, out_scale)
     return x.new_empty((M, I), dtype=E4M3)
 
 
 def _cuda_out(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     y_scale = torch.empty((M, -(-I // GROUP)), dtype=torch.float32, device=x.device)
     if M > 0:
@@ -196,7 +196,7 @@ def _cuda_out(x, w_packed, x_scale, w_scale, config):
 
 
 def _cuda_static(x, w_packed, x_scale, w_scale, out_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
     _check_out_scale(x, out_scale)
     y = torch.empty((M, I), dtype=E4M3, device=x.device)
     if M > 0:
@@ -206,39 +206,39 @@ def _cuda_static(x, w_packed, x_scale, w_scale, out_scale, config):
 
 
 def _cpu_out(x, w_packed, x_scale, w_scale, config):
-    _check(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
+    check_operands(x, w_packed, x_scale, w_scale, config, True, _OUT_OP)
     return quantize_e4m3_groups(dequantized_swiglu(x, w_packed, x_scale, w_scale))
 
 
 def _cpu_static(x, w_packed, x_scale, w_scale, out_scale, config):
-    _check(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
+    check_operands(x, w_packed, x_scale, w_scale, config, True, _STATIC_OP)
     _check_out_scale(x, out_scale)
     v = dequantized_swiglu(x, w_packed, x_scale, w_scale)
     return (v * reciprocal(out_scale.reshape(1, 1))).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous()
 
 
-_DEF.impl("swiglu_packed_fp8_e4m3out", _cuda_out, "CUDA")
-_DEF.impl("swiglu_packed_fp8_e4m3out", _cpu_out, "CPU")
-_DEF.impl("swiglu_packed_fp8_e4m3out_static", _cuda_static, "CUDA")
-_DEF.impl("swiglu_packed_fp8_e4m3out_static", _cpu_static, "CPU")
+OPS_LIBRARY.impl("swiglu_packed_fp8_e4m3out", _cuda_out, "CUDA")
+OPS_LIBRARY.impl("swiglu_packed_fp8_e4m3out", _cpu_out, "CPU")
+OPS_LIBRARY.impl("swiglu_packed_fp8_e4m3out_static", _cuda_static, "CUDA")
+OPS_LIBRARY.impl("swiglu_packed_fp8_e4m3out_static", _cpu_static, "CPU")
 
 
 # block scaling: 1 x 128 token-group scales of x, 128 x 128 block scales of the weights (expanded to
 # the packed rows' 8-row groups), applied per k-tile in the mainloop; bf16 y
 _BLOCK_OP = "fused_swiglu::swiglu_packed_fp8_blockwise"
-_DEF.define("swiglu_packed_fp8_blockwise(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
+OPS_LIBRARY.define("swiglu_packed_fp8_blockwise(Tensor x, Tensor w_packed, Tensor x_scale, Tensor w_scale, str config)"
             " -> Tensor")
 swiglu_packed_fp8_blockwise_op = torch.ops.fused_swiglu.swiglu_packed_fp8_blockwise.default
 
 
 @torch.library.register_fake(_BLOCK_OP)
 def _fake_block(x, w_packed, x_scale, w_scale, config):
-    M, I, _ = _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    M, I, _ = check_operands(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
     return x.new_empty((M, I), dtype=torch.bfloat16)
 
 
 def run_block(x, w_packed, x_scale, w_scale, config):
-    """The block-scaled operator's CUDA kernel on operands already checked (:func:`_check`, block=True)."""
+    """The block-scaled operator's CUDA kernel on operands already checked (:func:`check_operands`, block=True)."""
     M, I = x.shape[0], w_packed.shape[0] // 2
     y = torch.empty((M, I), dtype=torch.bfloat16, device=x.device)
     if M > 0:
@@ -253,22 +253,22 @@ def run_block_cpu(x, w_packed, x_scale, w_scale):
 
 
 def _cuda_block(x, w_packed, x_scale, w_scale, config):
-    _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    check_operands(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
     return run_block(x, w_packed, x_scale, w_scale, config)
 
 
 def _cpu_block(x, w_packed, x_scale, w_scale, config):
-    _check(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
+    check_operands(x, w_packed, x_scale, w_scale, config, op=_BLOCK_OP, block=True)
     return run_block_cpu(x, w_packed, x_scale, w_scale)
 
 
-_DEF.impl("swiglu_packed_fp8_blockwise", _cuda_block, "CUDA")
-_DEF.impl("swiglu_packed_fp8_blockwise", _cpu_block, "CPU")
+OPS_LIBRARY.impl("swiglu_packed_fp8_blockwise", _cuda_block, "CUDA")
+OPS_LIBRARY.impl("swiglu_packed_fp8_blockwise", _cpu_block, "CPU")
 
 
 # The dual kernel: W_gate and W_up as stored (no packing), row scales; bf16 y, fast accumulation
 _DUAL_OP = "fused_swiglu::swiglu_dual_fp8"
-_DEF.define("swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, "
+OPS_LIBRARY.define("swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, "
             "Tensor up_scale, str config) -> Tensor")
 swiglu_dual_fp8_op = torch.ops.fused_swiglu.swiglu_dual_fp8.default
 
@@ -351,8 +351,8 @@ def _cpu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config):
     return dequantized_swiglu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale).to(torch.bfloat16).contiguous()
 
 
-_DEF.impl("swiglu_dual_fp8", _cuda_dual, "CUDA")
-_DEF.impl("swiglu_dual_fp8", _cpu_dual, "CPU")
+OPS_LIBRARY.impl("swiglu_dual_fp8", _cuda_dual, "CUDA")
+OPS_LIBRARY.impl("swiglu_dual_fp8", _cpu_dual, "CPU")
 
 
 def not_differentiable(op: str) -> None:

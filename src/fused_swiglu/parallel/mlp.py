@@ -21,7 +21,7 @@ from .. import _validate as v
 from ..configs import KERNELS
 from ..functional import swiglu, swiglu_packed
 from ..mlp import _apply, swiglu_mlp, swiglu_mlp_packed
-from ..modules import _skip_reason
+from ..modules import skip_reason
 from ..weights import LAYOUTS, pack_gate_up
 from .comm import copy_to_ranks, reduce_from_ranks, world
 from .sharding import shard_down, shard_gate_up, shard_packed
@@ -206,7 +206,7 @@ def shard_swiglu_mlps(model: nn.Module, group: dist.ProcessGroup | None = None, 
     """
     v.check_choice("kernel", kernel, KERNELS)
     _, world_size = world(group)
-    blocks = [(name, m) for name, m in model.named_modules() if name and _skip_reason(m) is None]
+    blocks = [(name, m) for name, m in model.named_modules() if name and skip_reason(m) is None]
     for name, m in blocks:  # every size checked before any block changes
         I = m.gate_proj.weight.shape[0]
         if I % (8 * world_size) != 0:

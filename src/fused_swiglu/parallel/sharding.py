@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from .._validate import check_choice, check_tensors
-from ..weights import BLOCK, LAYOUTS, _check_packed, _check_pair
+from ..weights import BLOCK, LAYOUTS, check_packed_weight, check_gate_up
 
 
 def _check_rank(rank: object, world_size: object) -> None:
@@ -68,7 +68,7 @@ def shard_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor, rank: int, world_siz
         ValueError: shapes (not 2-D or differing), devices differ, rank out of range, or ``I`` not a
             multiple of ``8 * world_size``.
     """
-    I, _ = _check_pair(w_gate, w_up, interleaved=False)  # the rule below is the sharding's
+    I, _ = check_gate_up(w_gate, w_up, interleaved=False)  # the rule below is the sharding's
     _check_rank(rank, world_size)
     n = local_size(I, world_size)
     rows = slice(rank * n, (rank + 1) * n)
@@ -91,7 +91,7 @@ def shard_packed(w_packed: torch.Tensor, rank: int, world_size: int, *, layout: 
     Raises:
         TypeError, ValueError: as :func:`shard_gate_up`, plus an odd row count or unknown layout.
     """
-    I, _ = _check_packed(w_packed)
+    I, _ = check_packed_weight(w_packed)
     check_choice("layout", layout, LAYOUTS)
     _check_rank(rank, world_size)
     n = local_size(I, world_size)

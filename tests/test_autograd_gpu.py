@@ -73,16 +73,16 @@ def test_prepacked_weight_gradient_is_interleaved(seed):
 def test_parameters_under_inference_mode_take_the_direct_path(seed, monkeypatch):
     """nn.Parameter weights under inference_mode / no_grad: the op is called below the Autograd key
     (its Python autograd kernel skipped), no graph, same bits as plain tensors."""
-    import fused_swiglu.functional as functional
+    from fused_swiglu import _dispatch
 
     direct = []
-    real = functional._BELOW_AUTOGRAD
+    real = _dispatch.BELOW_AUTOGRAD
 
     def counting():
         direct.append(1)
         return real()
 
-    monkeypatch.setattr(functional, "_BELOW_AUTOGRAD", counting)
+    monkeypatch.setattr(_dispatch, "BELOW_AUTOGRAD", counting)
     H, I = 896, 4864
     x, wg, wu, _ = _inputs((16,), H, I, torch.bfloat16)
     pg, pu = torch.nn.Parameter(wg), torch.nn.Parameter(wu)

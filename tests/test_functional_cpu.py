@@ -44,7 +44,7 @@ def test_empty_x():
 
 
 def test_validation_cache_never_skips_a_rule():
-    from fused_swiglu import functional
+    from fused_swiglu import _dispatch
 
     wg = torch.randn(16, 64, dtype=torch.bfloat16)
     wu = torch.randn(16, 64, dtype=torch.bfloat16)
@@ -52,7 +52,7 @@ def test_validation_cache_never_skips_a_rule():
         x = torch.randn(M, 64, dtype=torch.bfloat16)
         torch.testing.assert_close(swiglu(x, wg, wu, backend="torch"), swiglu_fp32_one_rounding(x, wg, wu),
                                    rtol=0, atol=0)
-    assert any(k[0] == "swiglu" for k in functional._PLANS)
+    assert any(k[0] == "swiglu" for k in _dispatch.PLANS)
     # what differs from the cached call is checked again
     with pytest.raises(TypeError, match="dtype"):
         swiglu(torch.randn(2, 64, dtype=torch.float16), wg, wu, backend="torch")
@@ -78,10 +78,10 @@ def test_fallback_warning_points_at_the_callers_line(monkeypatch):
     import warnings
 
     import fused_swiglu._validate as v
-    from fused_swiglu import functional
+    from fused_swiglu import _dispatch
 
     monkeypatch.setattr(v, "_warned", set())
-    monkeypatch.setattr(functional, "_PLANS", {})
+    monkeypatch.setattr(_dispatch, "PLANS", {})
     x = torch.randn(2, 64, dtype=torch.bfloat16)
     w = torch.randn(16, 64, dtype=torch.bfloat16)
     with warnings.catch_warnings(record=True) as caught:
@@ -96,18 +96,18 @@ def kernel_path_on_cpu(monkeypatch):
     whose CPU kernel runs instead of the library. Calls that dispatch below the Autograd key (the
     direct path) are recorded. The validation cache is private to the test."""
     import fused_swiglu._validate as validate
-    import fused_swiglu.functional as functional
+    from fused_swiglu import _dispatch
 
     monkeypatch.setattr(validate, "hopper_status", lambda device: None)
-    monkeypatch.setattr(functional, "_PLANS", {})
+    monkeypatch.setattr(_dispatch, "PLANS", {})
     direct = []
-    real = functional._BELOW_AUTOGRAD
+    real = _dispatch.BELOW_AUTOGRAD
 
     def counting():
         direct.append(1)
         return real()
 
-    monkeypatch.setattr(functional, "_BELOW_AUTOGRAD", counting)
+    monkeypatch.setattr(_dispatch, "BELOW_AUTOGRAD", counting)
     return direct
 
 

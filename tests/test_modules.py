@@ -45,7 +45,7 @@ def _count_calls(monkeypatch):
     for the patched forward's direct operator call, ("block", "") for the whole-block operator
     (autograd records the call)."""
     calls = []
-    real, real_run_op, real_block = modules.swiglu, modules._run_op, modules.mlp_ops.mlp
+    real, real_run_op, real_block = modules.swiglu, modules.run_op, modules.mlp_ops.mlp
 
     def counting(*args, **kw):
         calls.append(("swiglu", kw))
@@ -61,7 +61,7 @@ def _count_calls(monkeypatch):
 
     monkeypatch.setattr(modules, "swiglu", counting)
     monkeypatch.setattr(modules.mlp_ops, "mlp", counting_block)
-    monkeypatch.setattr(modules, "_run_op", counting_run_op)
+    monkeypatch.setattr(modules, "run_op", counting_run_op)
     return calls
 
 

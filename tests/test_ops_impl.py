@@ -7,7 +7,7 @@ import ctypes
 import pytest
 import torch
 
-from fused_swiglu import _lib, catalog, configs, ops
+from fused_swiglu import _lib, _plans, catalog, configs, ops
 from fused_swiglu.errors import UnsupportedError
 
 AVAILABLE = sorted(catalog.names())
@@ -39,7 +39,7 @@ def stub_library(monkeypatch):
 def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int, device: int = 0):
     index, raster, swizzle = ctypes.c_int32(-1), ctypes.c_int32(-1), ctypes.c_int32(-1)
     message = ctypes.create_string_buffer(256)
-    rc = _lib._plan_callback(kind, config, m, n, k, dtype, device, ctypes.pointer(index), ctypes.pointer(raster),
+    rc = _plans.plan_callback(kind, config, m, n, k, dtype, device, ctypes.pointer(index), ctypes.pointer(raster),
                              ctypes.pointer(swizzle), ctypes.addressof(message), len(message))
     return rc, index.value, raster.value, swizzle.value, message.value.decode()
 
@@ -82,7 +82,7 @@ def test_plan_callback_reports_errors_as_text(stub_library):
 def test_plan_callback_message_is_cut_to_the_buffer(stub_library):
     index = raster = swizzle = ctypes.pointer(ctypes.c_int32())
     message = ctypes.create_string_buffer(b"#" * 16)
-    rc = _lib._plan_callback(1, b"nonsense", 1, 16, 64, 0, 0, index, raster, swizzle, ctypes.addressof(message), 8)
+    rc = _plans.plan_callback(1, b"nonsense", 1, 16, 64, 0, 0, index, raster, swizzle, ctypes.addressof(message), 8)
     assert rc == 1 and len(message.value) == 7 and message.raw[8:16] == b"#" * 8  # NUL-terminated inside 8 bytes
 
 

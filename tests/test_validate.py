@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import fused_swiglu._validate as v
-from fused_swiglu import functional, swiglu, swiglu_packed
+from fused_swiglu import _dispatch, swiglu, swiglu_packed
 
 BF = torch.bfloat16
 
@@ -133,7 +133,7 @@ def test_choices():
 
 def test_fallback_warning_under_an_error_filter_is_raised_every_time(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
-    monkeypatch.setattr(functional, "_PLANS", {})  # the warning is given when a call is first planned
+    monkeypatch.setattr(_dispatch, "PLANS", {})  # the warning is given when a call is first planned
     wg, wu = _w()
     x = torch.randn(2, 32, dtype=BF)
     with warnings.catch_warnings():
@@ -150,7 +150,7 @@ def test_fallback_warning_under_an_error_filter_is_raised_every_time(monkeypatch
 
 def test_auto_backend_warns_once_on_cpu(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
-    monkeypatch.setattr(functional, "_PLANS", {})
+    monkeypatch.setattr(_dispatch, "PLANS", {})
     wg, wu = _w()
     x = torch.randn(2, 32, dtype=BF)
     with warnings.catch_warnings(record=True) as caught:

@@ -8,8 +8,8 @@ from ``FUSED_SWIGLU_LIBRARY`` when set, else the wheel's prebuilt copy, else the
 (:meth:`Library.ensure`): from the prebuilt folder if it holds it, else from the cache, compiling
 that config alone if the cache lacks it. The operator library (``libfused_swiglu_torch.so``, from
 ``csrc/torch/``) holds the operators' CUDA kernels; :func:`load_torch_ops` loads it and binds it to
-the kernel library's entry points and to :func:`_plan_callback`, through which the C++ side asks
-the Python config choice for a launch plan once per problem. ``Library.run`` launches one config
+the kernel library's entry points and to a plan callback (:mod:`fused_swiglu._plans`), through
+which the C++ side asks the Python config choice for a launch plan once per problem. ``Library.run`` launches one config
 through ctypes directly (tests and tuning; the operators do not use it).
 """
 
@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 
+from ._abi import ABI_VERSION
 from .errors import BuildError, UnsupportedError
-
-ABI_VERSION = 11  # must equal FSW_ABI_VERSION of the library
 
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
@@ -467,7 +466,7 @@ _library: Library | None = None
 _torch_ops: ctypes.CDLL | None = None
 
 TORCH_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
-_PLAN_FN = ctypes.CFUNCTYPE(
+PLAN_FN = ctypes.CFUNCTYPE(  # the operator library's plan callback (fsw_torch_bind)
     ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
     ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
     ctypes.c_void_p, ctypes.c_size_t,
@@ -482,32 +481,12 @@ def target(device: int) -> tuple[int, str, int | None]:
     return props.multi_processor_count, props.name, getattr(props, "shared_memory_per_block_optin", None)
 
 
-def _plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
-    """Called by the operator library on a plan-cache miss: the config index, rasterisation and
-    swizzle for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
-    k = H; device: the CUDA device index, whose :func:`target` the choice takes). Returns 0, or 1
-    with the exception's type and text written into ``message``."""
-    try:
-        from . import configs
-
-        num_sms, gpu, smem_limit = target(device)
-        choice = configs.resolve(KERNEL_NAMES[kind], config.decode(), m, n, k, TORCH_DTYPES[dtype], num_sms, gpu,
-                                 smem_limit)
-        index[0], raster[0], swizzle[0] = library().ensure(choice.name), choice.raster, choice.swizzle
-        return 0
-    except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)
-        text = f"{type(e).__name__}: {e}".encode(errors="replace")[: max(size - 1, 0)]
-        ctypes.memmove(message, text + b"\0", len(text) + 1)
-        return 1
-
-
-_plan_fn = _PLAN_FN(_plan_callback)  # kept alive: the C++ side holds its address
-
-
-def load_torch_ops(before_load=None) -> None:
+def load_torch_ops(plan_fn, before_load=None) -> None:
     """Load the operator library (building it, and the kernel library, if needed) and bind it; once
-    per process. ``before_load`` runs just before the load (the ops drop their lazy CUDA kernel
-    there, so that the C++ registration replaces no kernel).
+    per process. ``plan_fn``: a :data:`PLAN_FN` the C++ side calls for a launch plan on a plan-cache
+    miss (:data:`fused_swiglu._plans.PLAN`; the caller keeps it alive). ``before_load`` runs just
+    before the load (the ops drop their lazy CUDA kernel there, so that the C++ registration
+    replaces no kernel).
 
     Raises:
         BuildError: a library could not be built or loaded; this PyTorch has no CUDA.
@@ -534,7 +513,7 @@ def load_torch_ops(before_load=None) -> None:
         dll.fsw_torch_num_plans.restype = ctypes.c_int64
         addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
         status = dll.fsw_torch_bind(
-            addr(lib._dll.fsw_run), addr(lib._dll.fsw_workspace_size), addr(lib._dll.fsw_last_error), addr(_plan_fn)
+            addr(lib._dll.fsw_run), addr(lib._dll.fsw_workspace_size), addr(lib._dll.fsw_last_error), addr(plan_fn)
         )
         if status != 0:
             raise BuildError(f"the operator library {path} found no CUDA in this PyTorch ({torch.__version__})")

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from . import _validate as v
 from . import mlp_ops
-from .functional import _check_dual, _check_packed, _plan, _plan_key, _records_grad, swiglu, swiglu_packed
+from ._dispatch import check_dual_args, check_packed_args, on_2d, plan, plan_key, records_grad
+from .functional import swiglu, swiglu_packed
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -29,13 +30,6 @@ def _check_down(w_down: torch.Tensor, x: torch.Tensor, I: int, H: int) -> None:
             f"{tuple(w_down.shape)}"
         )
 
-
-def _apply(fn, x: torch.Tensor, *rest) -> torch.Tensor:
-    """``fn(x2d, *rest)`` for x of shape (..., H), viewed back to (..., H)."""
-    if x.dim() == 2:
-        return fn(x, *rest)
-    z = fn(x.reshape(-1, x.shape[-1]), *rest)
-    return z.view(*x.shape[:-1], z.shape[-1])
 
 
 def swiglu_mlp(
@@ -74,16 +68,16 @@ def swiglu_mlp(
     v.check_bool("recompute", recompute)
 
     def validate() -> tuple[int, int, torch.device]:
-        I, H, device = _check_dual(x, w_gate, w_up, "dual", backend, "fast")
+        I, H, device = check_dual_args(x, w_gate, w_up, "dual", backend, "fast")
         _check_down(w_down, x, I, H)
         return I, H, device
 
-    _, _, use = _plan(_plan_key("swiglu_mlp", (), backend, x, w_gate, w_up, w_down), backend, validate)
+    _, _, use = plan(plan_key("swiglu_mlp", (), backend, x, w_gate, w_up, w_down), backend, validate)
     if use == "torch":
         return F.linear(swiglu_fp32_one_rounding(x, w_gate, w_up), w_down)
-    if recompute or not _records_grad((x, w_gate, w_up, w_down)):
+    if recompute or not records_grad((x, w_gate, w_up, w_down)):
         return F.linear(swiglu(x, w_gate, w_up, backend="cutlass"), w_down)
-    return _apply(mlp_ops.mlp, x, w_gate, w_up, w_down)
+    return on_2d(mlp_ops.mlp, x, w_gate, w_up, w_down)
 
 
 def swiglu_mlp_packed(
@@ -114,13 +108,13 @@ def swiglu_mlp_packed(
     v.check_bool("recompute", recompute)
 
     def validate() -> tuple[int, int, torch.device]:
-        I, H, device = _check_packed(x, w_packed, layout, backend, "fast")
+        I, H, device = check_packed_args(x, w_packed, layout, backend, "fast")
         _check_down(w_down, x, I, H)
         return I, H, device
 
-    _, _, use = _plan(_plan_key("swiglu_mlp_packed", (layout,), backend, x, w_packed, w_down), backend, validate)
+    _, _, use = plan(plan_key("swiglu_mlp_packed", (layout,), backend, x, w_packed, w_down), backend, validate)
     if use == "torch":
         return F.linear(swiglu_fp32_one_rounding(x, *unpack_gate_up(w_packed, layout=layout)), w_down)
-    if recompute or not _records_grad((x, w_packed, w_down)):
+    if recompute or not records_grad((x, w_packed, w_down)):
         return F.linear(swiglu_packed(x, w_packed, layout=layout, backend="cutlass"), w_down)
-    return _apply(mlp_ops.mlp_packed, x, w_packed, w_down, layout)
+    return on_2d(mlp_ops.mlp_packed, x, w_packed, w_down, layout)

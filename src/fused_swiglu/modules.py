@@ -23,10 +23,10 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, global_hooks, has_hooks, is_silu
+from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
-from .functional import _AUTO, _run_op, swiglu
-from .mlp import _apply
+from .functional import swiglu
 
 def _plain_linear(layer: nn.Module) -> bool:
     """``nn.Linear`` or a subclass that keeps its ``forward`` (not a wrapper such as an adapter or a
@@ -130,7 +130,7 @@ class FusedSwiGLUForward:
                  recompute: bool = False):
         self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
         self.previous, self.recompute = previous, recompute
-        self.config = _AUTO[accumulation]
+        self.config = AUTO[accumulation]
         self._disarm()
 
     # what the fast path was last checked for, unarmed: None never matches
@@ -179,11 +179,11 @@ class FusedSwiGLUForward:
         return m.down_proj(self._fused(x))
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
-        return _run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
+        return run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)
 
     def _whole_block(self, x: torch.Tensor) -> torch.Tensor:
         """The training path: gate, up and down in the whole-MLP operator (pre-activations stored)."""
-        return _apply(mlp_ops.mlp, x, self.w_gate, self.w_up, self.w_down)
+        return on_2d(mlp_ops.mlp, x, self.w_gate, self.w_up, self.w_down)
 
     def _checked(self, x: torch.Tensor) -> torch.Tensor:
         """The full check, and the call it decides on."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _lib, autograd
+from . import _lib, _plans, autograd
 from . import _validate as v
 from .configs import check_config
 from .reference import swiglu_float64, swiglu_fp32_one_rounding
@@ -116,7 +116,7 @@ _LAZY = torch.library.Library("fused_swiglu", "IMPL")  # noqa: TOR901
 
 def _lazy_cuda(name: str):
     def load_and_call(*args):
-        _lib.load_torch_ops(_unregister_lazy)
+        _lib.load_torch_ops(_plans.PLAN, _unregister_lazy)
         return getattr(torch.ops.fused_swiglu, name).default(*args)
 
     return load_and_call

@@ -32,7 +32,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from .. import env
-from .._lib import ABI_VERSION
+from .._abi import ABI_VERSION
 from ..errors import BuildError
 from . import compile as nvcc_compile
 from . import cutlass, sources, toolchain, units

@@ -18,9 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import _validate as v
+from .._dispatch import on_2d
 from ..configs import KERNELS
 from ..functional import swiglu, swiglu_packed
-from ..mlp import _apply, swiglu_mlp, swiglu_mlp_packed
+from ..mlp import swiglu_mlp, swiglu_mlp_packed
 from ..modules import skip_reason
 from ..weights import LAYOUTS, pack_gate_up
 from .comm import copy_to_ranks, reduce_from_ranks, world
@@ -30,7 +31,7 @@ from .sharding import shard_down, shard_gate_up, shard_packed
 def _partial_fp32(y: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """``y @ w_down.T`` summed and returned in fp32 (no rounding to y's dtype)."""
     if y.is_cuda and not (torch.is_grad_enabled() and (y.requires_grad or w_down.requires_grad)):
-        return _apply(lambda y2d, w: torch.mm(y2d, w.T, out_dtype=torch.float32), y, w_down)  # cuBLAS, fp32 out
+        return on_2d(lambda y2d, w: torch.mm(y2d, w.T, out_dtype=torch.float32), y, w_down)  # cuBLAS, fp32 out
     return F.linear(y.float(), w_down.float())
 
 

@@ -1,0 +1,158 @@
+"""How the public functions reach the operators: argument checks and their cache, the fast path's
+tables and test, the (..., H) -> (M, H) reshape, and the operator call below the Autograd key.
+
+Used by :mod:`fused_swiglu.functional`, :mod:`fused_swiglu.mlp`, :mod:`fused_swiglu.modules` and
+:mod:`fused_swiglu.parallel`; nothing here is public API.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _validate as v
+from .configs import ACCUMULATIONS, AUTO_CONFIG
+from .weights import LAYOUTS
+
+# Validated argument signatures -> (I, H, backend to use). Everything the checks read is in the key
+# (choices, tensor types, dtypes, devices, x's last dimension, weight shapes); M, strides and
+# alignment are not checked here (the ops handle any of them), so one entry serves every batch size.
+PLANS: dict[tuple, tuple[int, int, str]] = {}
+PLANS_MAX = 1024
+# accumulation -> the ops' config argument (the automatic choice for that accumulation)
+AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
+
+
+# Tensor types the fast paths take: plain tensors and nn.Parameter (model weights); other subclasses
+# (fake and functional tensors under tracing, user subclasses) always go through validation and the
+# registered op.
+PLAIN = (torch.Tensor, torch.nn.Parameter)
+# CUDA device indices on which a full check has found a Hopper GPU
+HOPPER: set[int] = set()
+
+
+def fast_config(table: dict, *choices) -> str | None:
+    """The ops' config argument for these choice arguments if they select the fast path, else None
+    (other choices, and invalid ones: the full checks name them)."""
+    try:
+        return table.get(choices)
+    except TypeError:  # an unhashable argument
+        return None
+
+
+def check_dual_args(x, w_gate, w_up, kernel, backend, accumulation) -> tuple[int, int, torch.device]:
+    """:func:`fused_swiglu.swiglu`'s argument checks; returns (I, H, device)."""
+    v.check_choice("kernel", kernel, v.KERNELS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_choice("accumulation", accumulation, ACCUMULATIONS)
+    v.check_tensors(x=x, w_gate=w_gate, w_up=w_up)
+    v.check_dtypes(x=x, w_gate=w_gate, w_up=w_up)
+    I, H = v.check_weight_pair(x, w_gate, w_up)
+    return I, H, v.check_devices(x=x, w_gate=w_gate, w_up=w_up)
+
+
+def check_packed_args(x, w_packed, layout, backend, accumulation) -> tuple[int, int, torch.device]:
+    """:func:`fused_swiglu.swiglu_packed`'s argument checks; returns (I, H, device)."""
+    v.check_choice("layout", layout, LAYOUTS)
+    v.check_choice("backend", backend, v.BACKENDS)
+    v.check_choice("accumulation", accumulation, ACCUMULATIONS)
+    v.check_tensors(x=x, w_packed=w_packed)
+    v.check_dtypes(x=x, w_packed=w_packed)
+    I, H = v.check_packed(x, w_packed)
+    return I, H, v.check_devices(x=x, w_packed=w_packed)
+
+
+def fast_path(x: torch.Tensor) -> bool:
+    """Whether a call on ``x`` may take the fast path: an eager call on a plain CUDA tensor of a
+    device already checked to be Hopper. The operator checks the rest (the C boundary); if it
+    raises, the caller runs its full Python checks, which name the argument and the rule."""
+    return type(x) in PLAIN and x.is_cuda and x.get_device() in HOPPER and not torch.compiler.is_compiling()
+
+
+def on_2d(fn, x: torch.Tensor, *rest):
+    """``fn(x2d, *rest)`` for x of shape (..., H): (M, H) as is, else reshaped to (M, H) and the
+    result's leading dimension viewed back to x's."""
+    if x.dim() == 2:
+        return fn(x, *rest)
+    y = fn(x.reshape(-1, x.shape[-1]), *rest)
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def run_op(op, x: torch.Tensor, *rest) -> torch.Tensor:
+    """``call_op(op, x2d, *rest)`` for x of shape (..., H) (:func:`on_2d`; a 2-D x takes no closure)."""
+    if x.dim() == 2:
+        return call_op(op, x, *rest)
+    return on_2d(lambda x2d, *r: call_op(op, x2d, *r), x, *rest)
+
+
+def plan_key(fn: str, choice: tuple, backend: str, x, *weights) -> tuple | None:
+    """Key of a call's validation outcome, or None where it must not be cached (tracing under
+    torch.compile, non-tensors, tensor subclasses, nested or non-strided layouts, 0-d x)."""
+    if torch.compiler.is_compiling() or type(x) not in PLAIN or x.is_nested or x.dim() == 0:
+        return None
+    if not all(type(c) is str for c in (*choice, backend)):
+        return None  # validate() names the bad argument
+    if any(type(w) not in PLAIN or w.is_nested for w in weights):
+        return None
+    if x.layout != torch.strided or any(w.layout != torch.strided for w in weights):
+        return None  # validate() refuses sparse (and other) layouts by name
+    return (fn, choice, backend, x.dtype, x.device, x.shape[-1],
+            *((w.dtype, w.device, w.shape) for w in weights))
+
+
+def plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
+    """(I, H, backend to use) for a call: from the cache, or by running ``validate()`` (the
+    function's own argument checks, returning (I, H, device)) and the backend rules."""
+    found = PLANS.get(key) if key is not None else None
+    if found is None:
+        I, H, device = validate()
+        use = v.resolve_backend(backend, device, stacklevel=5)  # warn at the line that called swiglu*
+        if use == "cutlass":
+            v.check_alignment(I, H)
+            v.require_hopper(device)
+            if device.type == "cuda":
+                HOPPER.add(device.index if device.index is not None else torch.cuda.current_device())
+        found = (I, H, use)
+        if key is not None and len(PLANS) < PLANS_MAX:
+            PLANS[key] = found
+    return found
+
+
+def records_grad(args) -> bool:
+    """Whether autograd records a call on ``args``: grad mode on and some tensor among them requires
+    grad (other arguments, such as the ops' config string, are passed over)."""
+    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+
+
+def call_op(op, *args: torch.Tensor | str) -> torch.Tensor:
+    """Call an operator of :mod:`fused_swiglu.ops` (its C++ CUDA kernel on a GPU).
+
+    An eager call that records no autograd graph (no input requires grad, or grad mode is off, as
+    under ``torch.no_grad()`` / ``torch.inference_mode()``) dispatches below the Autograd key: the
+    operators' autograd kernel is Python (torch.library), and passing through it would cost more
+    host time than the kernel itself at small M. Under torch.compile, or when autograd records the
+    call, the operator is called as it is, so its fake kernel and backward apply.
+    """
+    if not torch.compiler.is_compiling() and not records_grad(args):
+        with BELOW_AUTOGRAD():
+            return op(*args)
+    return op(*args)
+
+
+def run_2d(x: torch.Tensor, I: int, H: int, launch, *weights: torch.Tensor) -> torch.Tensor:
+    """Reshape x (..., H) to (M, H), launch, reshape the (M, I) result back. An empty problem
+    returns at once, unless autograd records the call (then the op returns the empty result, and
+    its backward gives zero weight gradients, as eager PyTorch does)."""
+    if x.dim() == 2:  # (M, H) already: no reshape of x or view of the (M, I) result per call
+        if x.shape[0] == 0 or I == 0:
+            if not records_grad((x, *weights)):
+                return x.new_empty((x.shape[0], I))
+        return launch(x)
+    lead = x.shape[:-1]
+    x2d = x.reshape(-1, H)  # (M, H); a view when strides allow, else a copy
+    if x2d.shape[0] == 0 or I == 0:
+        if not records_grad((x, *weights)):
+            return x.new_empty((*lead, I))
+    return launch(x2d).view(*lead, I)

@@ -1,0 +1,29 @@
+"""The operator library's launch plans, answered by the config choice: on a plan-cache miss the C++
+side calls :data:`PLAN` (bound by :func:`fused_swiglu._lib.load_torch_ops`) with the problem, and
+gets the config's index in the kernel library and its rasterisation and swizzle."""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import _lib, configs
+
+
+def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
+    """The plan for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
+    k = H; dtype: fsw_dtype; device: the CUDA device index, whose :func:`fused_swiglu._lib.target`
+    the choice takes), written to ``index``, ``raster`` and ``swizzle``. Returns 0, or 1 with the
+    exception's type and text written into ``message`` (``size`` bytes, NUL-terminated)."""
+    try:
+        num_sms, gpu, smem_limit = _lib.target(device)
+        choice = configs.resolve(_lib.KERNEL_NAMES[kind], config.decode(), m, n, k, _lib.TORCH_DTYPES[dtype], num_sms,
+                                 gpu, smem_limit)
+        index[0], raster[0], swizzle[0] = _lib.library().ensure(choice.name), choice.raster, choice.swizzle
+        return 0
+    except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)
+        text = f"{type(e).__name__}: {e}".encode(errors="replace")[: max(size - 1, 0)]
+        ctypes.memmove(message, text + b"\0", len(text) + 1)
+        return 1
+
+
+PLAN = _lib.PLAN_FN(plan_callback)  # kept alive for the process: the C++ side holds its address

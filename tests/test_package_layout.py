@@ -1,0 +1,92 @@
+"""The package's import structure, read from the sources: no module imports another's private names,
+and the modules import one another without a cycle (imports inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules(src: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__)."""
+    out = {}
+    for f in sorted((src / "fused_swiglu").rglob("*.py")):
+        parts = list(f.relative_to(src).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if package else parts)] = (f, package)
+    return out
+
+
+def _imports(modules):
+    """(importing module, imported module, name or None) for every fused_swiglu import: ``from m import
+    name`` gives the submodule ``m.name`` where there is one, else ``(m, name)``."""
+    for module, (f, package) in modules.items():
+        here = module if package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "fused_swiglu":
+                        yield module, alias.name, None
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if source.split(".")[0] != "fused_swiglu":
+                    continue
+                for alias in node.names:
+                    sub = f"{source}.{alias.name}"
+                    yield (module, sub, None) if sub in modules else (module, source, alias.name)
+
+
+def private_imports(src: Path) -> list[str]:
+    return [f"{m} imports {name} from {source}" for m, source, name in _imports(_modules(src))
+            if name is not None and name.startswith("_") and not name.startswith("__")]
+
+
+def import_cycles(src: Path) -> list[str]:
+    modules = _modules(src)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for m, target, _ in _imports(modules):
+        while target and target not in modules:  # an attribute path: its module
+            target = target.rpartition(".")[0]
+        if target and target != m and not m.startswith(target + "."):  # a submodule reads its package's __init__
+            edges[m].add(target)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[str] = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(edges[m]):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(path[path.index(t):] + [t]))
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [m])
+    return cycles
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports(SRC) == []
+
+
+def test_the_modules_import_one_another_without_a_cycle():
+    assert import_cycles(SRC) == []
+
+
+def test_the_checks_see_a_private_import_and_a_cycle(tmp_path):
+    """Both checks on a package made to break both rules (the private import inside a function)."""
+    pkg = tmp_path / "fused_swiglu"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .b import _hidden\n")
+    (pkg / "b.py").write_text("from . import a\n_hidden = 1\n")
+    assert private_imports(tmp_path) == ["fused_swiglu.a imports _hidden from fused_swiglu.b"]
+    assert import_cycles(tmp_path) == ["fused_swiglu.a -> fused_swiglu.b -> fused_swiglu.a"]

@@ -12,7 +12,7 @@
 #   PYTEST_ARGS           extra pytest arguments (e.g. "-k qwen" or "-m 'gpu and not slow'")
 #   BENCH_ARGS            extra `bench` arguments (e.g. "--models 7B --tokens 2048,8192")
 #   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
-#   E2E_ARGS              extra `bench --e2e` arguments (e.g. "--quick")
+#   E2E_ARGS              extra `bench e2e` arguments (e.g. "--quick")
 #   FUSED_SWIGLU_LIBRARY  with libfused_swiglu_torch.so beside it, the operator library is used as is
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -67,9 +67,9 @@ stage accuracy && run_stage accuracy bash -o pipefail -c \
 stage bench && run_stage bench bash -o pipefail -c \
     "python3 -m fused_swiglu.cli bench --out '$OUT/bench.json' ${BENCH_ARGS:-} 2>&1 | tee '$OUT/bench.log'"
 stage host && run_stage host bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli bench --host-time --out '$OUT/host_time.json' 2>&1 | tee '$OUT/host_time.log'"
+    "python3 -m fused_swiglu.cli bench host-time --out '$OUT/host_time.json' 2>&1 | tee '$OUT/host_time.log'"
 stage e2e && run_stage e2e bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli bench --e2e --out '$OUT/e2e.json' ${E2E_ARGS:-} 2>&1 | tee '$OUT/e2e.log'"
+    "python3 -m fused_swiglu.cli bench e2e --out '$OUT/e2e.json' ${E2E_ARGS:-} 2>&1 | tee '$OUT/e2e.log'"
 
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "failed stages: ${failed[*]}" | tee -a "$OUT/stages.log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the e4m3 tables of docs/fp8.md from ``fused-swiglu bench --fp8`` and ``accuracy --dtype e4m3`` JSON.
+"""Prints the e4m3 tables of docs/fp8.md from ``fused-swiglu bench fp8`` and ``accuracy --dtype e4m3`` JSON.
 
 Usage: ``python3 tools/fp8_table.py docs/results/h200/bench_fp8.json docs/results/h200/accuracy_fp8.json``.
 Every number in the output is read from the two files.

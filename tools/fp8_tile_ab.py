@@ -3,7 +3,7 @@
 
 Usage: ``python3 tools/fp8_tile_ab.py --configs NAME [NAME ...] [--models 7B 72B ...] [--tokens 1 2048 8192]
 [--reps 30] [--out ab.json]``. Every config that can serve a cell (its token-tile clusters filled) is
-timed with the choice and the unfused FP8 path (``bench --fp8``'s), interleaved rep by rep, CUDA-graph
+timed with the choice and the unfused FP8 path (``bench fp8``'s), interleaved rep by rep, CUDA-graph
 replays, L2 flushed, input sets rotated; prints config time / choice time per cell (< 1: the config is
 faster) and writes the rows as JSON with ``--out``.
 """

@@ -3,7 +3,7 @@
 
 Usage: ``python3 tools/sustained_table.py docs/results/h200`` (reads ``sustained.json``, written by
 ``fused-swiglu bench --cuda-graph --protocol sustained``; ``backward_sustained.json``, by ``bench
---backward --cuda-graph --protocol sustained``; ``fp8_sustained.json``, by ``bench --fp8 --protocol
+backward --cuda-graph --protocol sustained``; ``fp8_sustained.json``, by ``bench fp8 --protocol
 sustained``; each where present). Every number in the output is read from those files. Ratios are
 peer time / fused time: > 1 means the fused kernel is faster.
 """

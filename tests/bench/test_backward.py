@@ -49,8 +49,8 @@ def test_rows_carry_eager_over_the_method():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--quick"], "--quick does not apply to --backward"),
-    (["--config", "packed_pingpong_128x192x64_2x1_bf16"], "--config does not apply"),
+    (["--quick"], "unrecognized arguments: --quick"),
+    (["--config", "packed_pingpong_128x192x64_2x1_bf16"], "unrecognized arguments: --config"),
     (["--methods", "eager,fused_mystery"], "unknown method 'fused_mystery'"),
     (["--e2e"], "separate runs"),
     (["--rep", "0"], "--rep must be a positive integer"),

@@ -130,7 +130,7 @@ def test_cli_reports_a_wrong_result_with_exit_status_3(monkeypatch, capsys):
     def wrong(args, console):
         raise WrongOutputError("fused_packed on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed")
 
-    monkeypatch.setattr(cli, "_cmd_bench", wrong)
+    monkeypatch.setattr(cli.bench, "run", wrong)
     assert cli.main(["bench"]) == cli.EXIT_WRONG_OUTPUT == 3
     err = capsys.readouterr().err
     assert err == "fused-swiglu bench: fused_packed on Qwen2.5-7B M=512: 1 of 2 elements are NaN or infinite; not timed\n"

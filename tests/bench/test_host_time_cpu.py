@@ -66,9 +66,9 @@ def test_bad_arguments_are_refused(kwargs, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--host-time", "--models", "7B"], "--models does not apply to --host-time"),
-    (["--host-time", "--methods", "eager"], "--methods applies to the kernel benchmark, not to --host-time"),
-    (["--host-time", "--e2e-modes", "prefill"], "--e2e-modes applies to --e2e only"),
+    (["--host-time", "--models", "7B"], "unrecognized arguments: --models 7B"),
+    (["--host-time", "--methods", "eager"], "unrecognized arguments: --methods eager"),
+    (["--host-time", "--e2e-modes", "prefill"], "unrecognized arguments: --e2e-modes prefill"),
 ])
 def test_bad_host_time_options_exit_1(argv, message, capsys):
     assert cli.main(["bench", *argv]) == cli.EXIT_BAD_OPTION
@@ -78,5 +78,5 @@ def test_bad_host_time_options_exit_1(argv, message, capsys):
 @pytest.mark.skipif(not NO_HOPPER, reason="checks the no-GPU behaviour")
 def test_host_time_without_a_hopper_gpu_exits_2(capsys):
     assert cli.main(["bench", "--host-time"]) == cli.EXIT_NO_GPU
-    assert capsys.readouterr().err.startswith("fused-swiglu bench --host-time needs an NVIDIA Hopper GPU")
+    assert "fused-swiglu bench host-time needs an NVIDIA Hopper GPU" in capsys.readouterr().err
 

@@ -10,10 +10,10 @@ from fused_swiglu.bench import shapes, tp
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--tp", "1"], "--tp needs a world size of at least 2; got 1"),
-    (["--tp", "2", "--methods", "eager"], "--methods does not apply to --tp"),
-    (["--tp", "2", "--cuda-graph"], "--cuda-graph does not apply to --tp"),
-    (["--tp", "2", "--config", "dual_pingpong_128x128x64_1x1_bf16"], "--config does not apply to --tp"),
+    (["--tp", "1"], "--gpus: tensor parallel needs a world size of at least 2; got 1"),
+    (["--tp", "2", "--methods", "eager"], "unrecognized arguments: --methods eager"),
+    (["--tp", "2", "--cuda-graph"], "unrecognized arguments: --cuda-graph"),
+    (["--tp", "2", "--config", "dual_pingpong_128x128x64_1x1_bf16"], "unrecognized arguments: --config"),
     (["--tp", "2", "--backward"], "--backward, --e2e, --host-time, --tp and --fp8 are separate runs"),
     (["--tp", "2", "--rep", "0"], "--rep must be a positive integer"),
     (["--tp", "2", "--models", "70B"], "--models"),
@@ -26,7 +26,7 @@ def test_bad_tp_options_exit_1(argv, message, capsys):
 
 def test_world_size_rule(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(ValueError, match="--tp 2 needs 2 GPUs; this machine has 1"):
+    with pytest.raises(ValueError, match="--gpus 2 needs 2 GPUs; this machine has 1"):
         tp.check_world_size(2)
     with pytest.raises(ValueError, match="at least 2"):
         tp.check_world_size(1)

@@ -1,4 +1,4 @@
-"""``fused-swiglu bench --backward``: forward + backward of a whole SwiGLU MLP (gate, up, down).
+"""``fused-swiglu bench backward``: forward + backward of a whole SwiGLU MLP (gate, up, down).
 
 For each shape and token count M, one training step of the MLP block
 ``z = down(silu(x W_gate^T) * (x W_up^T))``: the forward and ``torch.autograd.grad(z, inputs, dz)``

@@ -1,4 +1,4 @@
-"""``fused-swiglu bench --e2e``: whole Hugging Face models, stock against patched MLPs.
+"""``fused-swiglu bench e2e``: whole Hugging Face models, stock against patched MLPs.
 
 For each model of :mod:`fused_swiglu.bench.e2e_models` (built with random weights on the device,
 one at a time, freed before the next), every mode of :mod:`fused_swiglu.bench.e2e_modes` times the
@@ -64,7 +64,7 @@ def check_modes(modes: list[str] | None) -> list[str]:
         return list(STEPS)
     for m in modes:
         if m not in STEPS:
-            raise ValueError(f"--e2e-modes: unknown mode {m!r}; known: {', '.join(STEPS)}")
+            raise ValueError(f"unknown mode {m!r}; known: {', '.join(STEPS)}")
     return [m for m in STEPS if m in modes]
 
 

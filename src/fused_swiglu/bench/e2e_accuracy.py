@@ -1,4 +1,4 @@
-"""The accuracy step of ``fused-swiglu bench --e2e``: stock and patched against a float32 copy."""
+"""The accuracy step of ``fused-swiglu bench e2e``: stock and patched against a float32 copy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hugging Face causal-LM models for ``fused-swiglu bench --e2e``, built from configs in code.
+"""Hugging Face causal-LM models for ``fused-swiglu bench e2e``, built from configs in code.
 
 No hub access: each model is a ``transformers`` config with the real model's dimensions (public
 ``config.json`` of each checkpoint) and random weights, initialised directly on the target device in

@@ -1,4 +1,4 @@
-"""The modes of ``fused-swiglu bench --e2e``: one model object timed stock and patched.
+"""The modes of ``fused-swiglu bench e2e``: one model object timed stock and patched.
 
 Every mode runs the same model object both ways: stock (Hugging Face's MLP forward) and patched
 (:func:`fused_swiglu.fuse_swiglu_mlps`, undone with :func:`fused_swiglu.unfuse_swiglu_mlps`), and

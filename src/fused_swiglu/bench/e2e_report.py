@@ -1,4 +1,4 @@
-"""Meta, tables, JSON and the PNG plot of ``fused-swiglu bench --e2e``."""
+"""Meta, tables, JSON and the PNG plot of ``fused-swiglu bench e2e``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``fused-swiglu bench --fp8``: the e4m3 kernels beside the unfused FP8 path and the bf16 kernels.
+"""``fused-swiglu bench fp8``: the e4m3 kernels beside the unfused FP8 path and the bf16 kernels.
 
 For each shape and token count M, x and the gate/up weights are drawn once in bf16 and quantized to
 e4m3 with one scale per token and one per weight row (:func:`fused_swiglu.fp8.quantize_e4m3`), and
@@ -62,7 +62,7 @@ SHAPES = MODELS + FP8_MODELS
 
 
 def find_shapes(names: Sequence[str] | None) -> list[MlpShape]:
-    """``--models`` of ``bench --fp8``: names of :data:`FP8_MODELS` (case-insensitive), else as
+    """``--models`` of ``bench fp8``: names of :data:`FP8_MODELS` (case-insensitive), else as
     :func:`fused_swiglu.bench.shapes.find`; None or empty: :data:`SHAPES`.
 
     Raises:

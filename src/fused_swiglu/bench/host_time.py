@@ -1,4 +1,4 @@
-"""``fused-swiglu bench --host-time``: host time per call at decode size (Qwen2.5-0.5B's MLP, M = 1).
+"""``fused-swiglu bench host-time``: host time per call at decode size (Qwen2.5-0.5B's MLP, M = 1).
 
 At M = 1 the GPU work of one call is short enough that a stream of calls is bound by the host:
 the time per call is the Python, dispatcher and launch time of the call. Methods:

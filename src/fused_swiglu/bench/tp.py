@@ -1,4 +1,4 @@
-"""``fused-swiglu bench --tp N``: the tensor-parallel MLP on N GPUs against the same MLP on one.
+"""``fused-swiglu bench tp --gpus N``: the tensor-parallel MLP on N GPUs against the same MLP on one.
 
 For each shape and token count M, the inference forward of the whole MLP block (fused up-projection,
 down projection, and on N GPUs the all-reduce of the partial outputs):
@@ -40,10 +40,10 @@ FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "world_size", "
 def check_world_size(world_size: int) -> None:
     """Raises ValueError unless ``2 <= world_size <= torch.cuda.device_count()``."""
     if world_size < 2:
-        raise ValueError(f"--tp needs a world size of at least 2; got {world_size}")
+        raise ValueError(f"--gpus: tensor parallel needs a world size of at least 2; got {world_size}")
     have = torch.cuda.device_count()
     if world_size > have:
-        raise ValueError(f"--tp {world_size} needs {world_size} GPUs; this machine has {have}")
+        raise ValueError(f"--gpus {world_size} needs {world_size} GPUs; this machine has {have}")
 
 
 def _weights(shape: MlpShape, dtype: torch.dtype, device: torch.device, seed: int):

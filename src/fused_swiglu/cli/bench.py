@@ -1,0 +1,315 @@
+"""``fused-swiglu bench`` and its modes: the kernels (no mode), ``backward``, ``fp8``, ``tp``, ``e2e`` and
+``host-time``, each a separate run with the options that apply to it."""
+
+from __future__ import annotations
+
+import sys
+
+from .options import (
+    EXIT_MODE_FAILED,
+    EXIT_STATUS,
+    check_timing_options,
+    config_applies,
+    no_hopper,
+    parse_configs,
+    parse_models,
+    parse_tokens,
+    protocol_options,
+    repeated,
+    run_options,
+    split,
+)
+
+# the modes as they were spelt before they were subcommands: flag -> mode (``--tp N`` -> ``tp --gpus N``)
+OLD_FLAGS = {"--backward": "backward", "--fp8": "fp8", "--e2e": "e2e", "--host-time": "host-time", "--tp": "tp"}
+
+
+def add_parsers(sub) -> None:
+    """The ``bench`` parser and its modes' parsers, under ``sub`` (the command's subparsers)."""
+    from ..bench import backward, fp8, tp
+    from ..bench.e2e import STEPS as E2E_STEPS
+    from ..bench.e2e_models import names as e2e_names
+    from ..bench.methods import METHODS
+    from ..bench.run import REPS, WARMUP_MS
+    from ..bench.shapes import TOKENS
+
+    b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 or HxI shapes",
+                       description="Time the fused kernels against eager PyTorch, cuBLAS, torch.compile and quack on "
+                                   "MLP shapes; a MODE times something else (each mode has its own --help).",
+                       epilog=EXIT_STATUS)
+    _shapes(b, "Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 (default: the seven "
+               "Qwen2.5 models)")
+    b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
+    _dtype(b)
+    b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all; "
+                        "quack only where the quack-kernels package is installed)")
+    _out(b, "write results as JSON here, and as CSV beside it")
+    b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
+    _timing(b, WARMUP_MS, REPS)
+    _graphs_and_protocol(b)
+    modes = b.add_subparsers(dest="mode", metavar="MODE", title="modes (give one, then its options)")
+
+    m = modes.add_parser("backward", help="training step of the whole MLP block: forward + backward",
+                         description="The training step of the whole MLP block (gate, up, down): forward + backward "
+                                     "for eager, torch.compile and the fused paths.", epilog=EXIT_STATUS)
+    _shapes(m, "Qwen2.5 sizes or HxI shapes, as for bench (default: the seven Qwen2.5 models)")
+    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, backward.TOKENS))})")
+    _dtype(m)
+    m.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(backward.METHODS)} (default: all)")
+    _out(m, "write results as JSON here, and as CSV beside it")
+    _timing(m, backward.WARMUP_MS, backward.REPS)
+    _graphs_and_protocol(m)
+
+    m = modes.add_parser("fp8", help="the e4m3 kernels against the unfused FP8 path and the bf16 kernel",
+                         description="The e4m3 kernels against the unfused FP8 path (torch._scaled_mm + silu-and-mul) "
+                                     "and the bf16 kernel; CUDA-graph replays.", epilog=EXIT_STATUS)
+    _shapes(m, "Qwen2.5 sizes, HxI shapes or the FP8 checkpoints' shapes "
+               f"({', '.join(s.model for s in fp8.FP8_MODELS)}) (default: the Qwen2.5 and FP8 checkpoints' shapes)")
+    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, fp8.TOKENS))})")
+    m.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(fp8.METHODS)} (default: all)")
+    _out(m, "write results as JSON here, and as CSV beside it")
+    _timing(m, fp8.WARMUP_MS, fp8.REPS)
+    _protocol(m)
+
+    m = modes.add_parser("tp", help="tensor parallel: the MLP block split over N GPUs against one GPU",
+                         description="Tensor parallel: the MLP block split over --gpus GPUs (one process each, NCCL) "
+                                     "against one GPU.", epilog=EXIT_STATUS)
+    m.add_argument("--gpus", type=int, required=True, metavar="N", help="world size, at least 2")
+    _shapes(m, f"Qwen2.5 sizes or HxI shapes (default: {','.join(tp.MODELS)})")
+    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, tp.TOKENS))})")
+    _dtype(m)
+    m.add_argument("--rep", type=int, help=f"timed repetitions per shape (default {tp.REPS})")
+    _out(m, "write results as JSON here, and as CSV beside it")
+
+    m = modes.add_parser("e2e", help="Hugging Face models stock vs fuse_swiglu_mlps, end to end",
+                         description="End to end: Hugging Face models (random weights, real sizes) stock vs "
+                                     "fuse_swiglu_mlps, in decode, CUDA-graph, torch.compile and prefill modes, with "
+                                     "an accuracy step (needs transformers; matplotlib for the plot).",
+                         epilog=EXIT_STATUS)
+    _shapes(m, f"whole models: {','.join(e2e_names())} (default: all but the last, Qwen2.5-7B's dimensions at 8 "
+               "layers for the training mode)")
+    m.add_argument("--modes", "--e2e-modes", dest="e2e_modes", nargs="+",
+                   help=f"comma-separated subset of {','.join(E2E_STEPS)} (default: all)")
+    m.add_argument("--quick", action="store_true", help="Qwen2.5-0.5B only and fewer repeats (a development run)")
+    _dtype(m)
+    _out(m, "write results as JSON here, and a PNG plot beside it")
+
+    m = modes.add_parser("host-time", help="host time per call at M = 1 on Qwen2.5-0.5B's MLP",
+                         description="Host time per call (us) at M = 1 on Qwen2.5-0.5B's MLP: swiglu, swiglu_packed, "
+                                     "torch.mm, eager and a transformers Qwen2MLP stock and fused.", epilog=EXIT_STATUS)
+    m.add_argument("--quick", action="store_true", help="fewer calls")
+    _dtype(m)
+    _out(m, "write results as JSON here")
+
+
+def _shapes(p, text: str) -> None:
+    p.add_argument("--models", nargs="+", help=text)
+
+
+def _dtype(p) -> None:
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="activation and weight dtype (default bf16)")
+
+
+def _out(p, text: str) -> None:
+    p.add_argument("--out", help=text)
+
+
+def _timing(p, warmup_ms: float, reps: int) -> None:
+    p.add_argument("--warmup-ms", type=float, help=f"warm-up per method and shape, ms (default {warmup_ms:g})")
+    p.add_argument("--rep", type=int, help=f"timed repetitions per method and shape (default {reps})")
+
+
+def _protocol(p) -> None:
+    from ..bench.timing import PROTOCOLS, SUSTAINED_FROM_M, SUSTAINED_SECONDS
+
+    p.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                   help="how CUDA-graph replays are timed: 'sustained' = after a heat soak to the power cap, each "
+                        "method back to back for --seconds with the SM clock and power recorded (NVML); "
+                        "'interleaved' = the methods alternated rep by rep (one clock and power state for all); "
+                        f"'auto' (default) = sustained from M = {SUSTAINED_FROM_M} on")
+    p.add_argument("--seconds", type=float, default=None,
+                   help=f"sustained protocol: seconds per method and cell (default {SUSTAINED_SECONDS:g})")
+
+
+def _graphs_and_protocol(p) -> None:
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="time CUDA-graph replays of every method: GPU time without per-call host time")
+    _protocol(p)
+
+
+def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
+    """``bench --fp8 ...`` (and the other modes spelt as flags) as ``bench fp8 ...``; returns the
+    arguments and a note naming the new spelling (None where nothing was translated).
+
+    Raises:
+        ValueError: two modes given as flags.
+    """
+    if not argv or argv[0] != "bench":
+        return argv, None
+    flags = [a for a in argv[1:] if a in OLD_FLAGS]
+    if not flags:
+        if "--e2e-modes" in argv and "e2e" not in argv:
+            raise ValueError("--e2e-modes applies to bench e2e only (bench e2e --modes ...)")
+        return argv, None
+    if len(flags) > 1:
+        raise ValueError("--backward, --e2e, --host-time, --tp and --fp8 are separate runs; give one of them")
+    flag, rest = flags[0], list(argv[1:])
+    at = rest.index(flag)
+    rest.pop(at)
+    mode = OLD_FLAGS[flag]
+    if flag == "--tp":
+        if at >= len(rest) or rest[at].startswith("-"):
+            raise ValueError("--tp needs a world size (bench tp --gpus N)")
+        rest.insert(at, "--gpus")
+    new = ["bench", mode, *rest]
+    return new, f"`bench {flag}` is spelt `bench {mode}{' --gpus N' if flag == '--tp' else ''}` now; running " \
+                f"`fused-swiglu {' '.join(new)}`"
+
+
+def run(args, console) -> int:
+    """The ``bench`` command: the kernels, or the mode named."""
+    mode = getattr(args, "mode", None)
+    return {None: _kernels, "backward": _backward, "fp8": _fp8, "tp": _tp, "e2e": _e2e,
+            "host-time": _host_time}[mode](args, console)
+
+
+def _kernels(args, console) -> int:
+    from ..bench.methods import METHODS, peer_problem
+    from ..bench.report import check_out_path
+    from ..bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
+
+    reps = REPS if args.rep is None else args.rep
+    warmup_ms = WARMUP_MS if args.warmup_ms is None else args.warmup_ms
+    # arguments first, so that a typo is reported on any machine
+    models = parse_models(args.models)
+    tokens = parse_tokens(args.tokens) if args.tokens else None
+    methods = split(args.methods, "--methods") if args.methods else None
+    config = parse_configs(args.config)
+    for method in methods or []:
+        if method not in METHODS:
+            raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
+    config_applies(config, methods or list(METHODS), args.dtype)
+    check_timing_options(reps, warmup_ms)
+    protocol, seconds = protocol_options(args, args.cuda_graph)
+    out = check_out_path(args.out) if args.out is not None else None
+    for method in methods or []:  # an optional peer asked for by name: its package, on any machine
+        if (problem := peer_problem(method)) is not None:
+            raise ValueError(f"--methods: {problem}")
+    if (code := no_hopper("bench")) is not None:
+        return code
+    opts = BenchOptions(models=models, dtype=args.dtype, out=out, config=config, warmup_ms=warmup_ms, reps=reps,
+                        cuda_graph=args.cuda_graph, protocol=protocol, seconds=seconds)
+    if tokens:
+        opts.tokens = tokens
+    if methods:
+        opts.methods = methods
+    run_bench(opts, console)
+    return 0
+
+
+def _backward(args, console) -> int:
+    from .. import configs
+    from ..bench import backward, shapes
+    from ..bench.report import check_out_path
+
+    # arguments first, so that a typo is reported on any machine
+    names = parse_models(args.models)
+    tokens, methods, reps, warmup_ms = run_options(args, backward)
+    protocol, seconds = protocol_options(args, args.cuda_graph)
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("bench backward")) is not None:
+        return code
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
+    backward.run_backward(shapes.find(names), tokens, methods, dtype, console, out=out, reps=reps,
+                          warmup_ms=warmup_ms, cuda_graph=args.cuda_graph, protocol=protocol, seconds=seconds)
+    return 0
+
+
+def _fp8(args, console) -> int:
+    from ..bench import fp8
+    from ..bench.report import check_out_path
+
+    try:
+        found = fp8.find_shapes(split(args.models, "--models") if args.models else None)
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    tokens, methods, reps, warmup_ms = run_options(args, fp8)
+    protocol, seconds = protocol_options(args, True)
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("bench fp8")) is not None:
+        return code
+    fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, protocol=protocol,
+                seconds=seconds)
+    return 0
+
+
+def _tp(args, console) -> int:
+    from .. import configs
+    from ..bench import shapes, tp
+    from ..bench.report import check_out_path
+
+    found = shapes.find(parse_models(args.models or list(tp.MODELS)))
+    tokens = parse_tokens(args.tokens) if args.tokens else list(tp.TOKENS)
+    reps = tp.REPS if args.rep is None else args.rep
+    check_timing_options(reps, 0.0)
+    if args.gpus < 2:
+        raise ValueError(f"--gpus: tensor parallel needs a world size of at least 2; got {args.gpus}")
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("bench tp")) is not None:
+        return code
+    tp.run_tp(found, tokens, args.gpus, configs.DTYPE_OF_SUFFIX[args.dtype], console, out=out, reps=reps)
+    return 0
+
+
+def _e2e_models(values: list[str] | None) -> list[str] | None:
+    """``--models`` of ``bench e2e``: names of the end-to-end models (case-insensitive).
+
+    Raises:
+        ValueError: an unknown name; the message starts with ``--models``.
+    """
+    from ..bench import e2e_models
+
+    names = split(values, "--models")
+    try:
+        found = [s.name for s in e2e_models.find(names)] if names else None
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    if found and (twice := repeated(found)):
+        raise ValueError(f"--models names {', '.join(map(repr, twice))} more than once")
+    return found
+
+
+def _e2e(args, console) -> int:
+    from ..bench.e2e import E2EOptions, check_modes, failures, run_e2e
+    from ..bench.report import check_out_path
+
+    # arguments first, so that a typo is reported on any machine
+    models = _e2e_models(args.models)
+    try:
+        modes = check_modes(split(args.e2e_modes, "--modes")) if args.e2e_modes else None
+    except ValueError as e:
+        raise ValueError(f"--modes: {e}") from None
+    out = check_out_path(args.out) if args.out is not None else None
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"bench e2e needs the transformers package (pip install transformers): {e}") from None
+    if (code := no_hopper("bench e2e")) is not None:
+        return code
+    results = run_e2e(E2EOptions(models=models, modes=modes, quick=args.quick, out=out, dtype=args.dtype), console)
+    failed = failures(results)
+    for line in failed:
+        print(f"fused-swiglu bench e2e: failed: {line.splitlines()[0]}", file=sys.stderr)
+    return EXIT_MODE_FAILED if failed else 0
+
+
+def _host_time(args, console) -> int:
+    from ..bench.host_time import run_host_time
+    from ..bench.report import check_out_path
+
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("bench host-time")) is not None:
+        return code
+    n, repeats = (500, 3) if args.quick else (2000, 5)
+    run_host_time(console, out=out, dtype=args.dtype, n=n, repeats=repeats)
+    return 0

@@ -1,0 +1,303 @@
+"""The ``fused-swiglu`` commands other than ``bench``: ``accuracy``, ``info``, ``build``, ``tune``,
+``sweep`` and ``report``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .options import (
+    EXIT_BAD_OPTION,
+    EXIT_STATUS,
+    known_config_names,
+    no_hopper,
+    parse_models,
+    split,
+    sweep_args,
+)
+
+
+def add_parsers(sub) -> None:
+    """The commands' parsers, under ``sub`` (the command's subparsers)."""
+    a = _command(sub, "accuracy", "eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048")
+    a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")
+    a.add_argument("--dtype", choices=("bf16", "fp16", "e4m3"), default="bf16",
+                   help="e4m3: the FP8 kernels and the unfused FP8 path (bf16 output) against float64 of the "
+                        "dequantized operands (--models also takes the FP8 checkpoints' shapes of bench fp8)")
+    a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
+    a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven; "
+                   "with --dtype e4m3 also the four FP8 checkpoints' shapes)")
+
+    _command(sub, "info", "GPU, nvcc, cache and kernel library status")
+
+    c = _command(sub, "build", "compile the kernel libraries into the cache ahead of time (no GPU needed)")
+    c.add_argument("configs", nargs="*", help="config names to build (default: all; a first call builds the "
+                   "config it needs)")
+    c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
+
+    t = _command(sub, "tune", "measure the config choice's costs and overrides on this GPU (writes tuned data)")
+    t.add_argument("--models", nargs="+", help="shapes to sweep: model names, Qwen2.5 sizes or HxI (default: the "
+                   "sweep's public shapes and the seven Qwen2.5 ones)")
+    t.add_argument("--tokens", nargs="+", help="token counts M (default: the sweep's, and for Qwen2.5 the benchmark's)")
+    t.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the dtype to tune (default bf16)")
+    t.add_argument("--rep", type=int, default=10, help="timed repetitions per config and problem in the first "
+                   "stage (default 10; the second stage times twice as many)")
+    t.add_argument("--out-dir", help="folder of the tuned data (default: the user's tuning folder, read first)")
+    t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
+
+    s = _command(sub, "sweep", "time the config choice against every compiled config, eager and cuBLAS")
+    s.add_argument("--models", nargs="+", help="model names, Qwen2.5 sizes or HxI (default: the public shapes)")
+    s.add_argument("--tokens", nargs="+", help="token counts M (default: 1,7,16,100,128,333,512,1000,2048,3000,6000,8192)")
+    s.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the dtype to time (default bf16)")
+    s.add_argument("--rep", type=int, default=10, help="timed repetitions per method and cell in the first stage "
+                   "(default 10; the second stage times twice as many)")
+    s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
+
+    r = _command(sub, "report", "plot the results files of a folder as PNGs (no GPU needed)")
+    r.add_argument("results", nargs="?", default="docs/results/h200",
+                   help="folder with bench_cuda_graph.json, accuracy.json, shapes.json (default docs/results/h200)")
+    r.add_argument("--out-dir", help="where the PNGs go (default: the results folder)")
+
+
+
+def _command(sub, name: str, text: str):
+    """A command's parser: ``text`` as its one-line help and (capitalised) description, the exit statuses
+    as its epilog."""
+    return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".", epilog=EXIT_STATUS)
+
+
+def accuracy(args, console) -> int:
+    from ..bench.accuracy_run import run_accuracy
+    from ..bench.report import check_out_path
+
+    if args.dtype == "e4m3":  # a typo is reported on any machine
+        from ..bench.fp8 import find_shapes
+
+        names = split(args.models, "--models") if args.models else None
+        try:
+            models = [m.model for m in find_shapes(names)] if names else None
+        except ValueError as e:
+            raise ValueError(f"--models: {e}") from None
+    else:
+        models = parse_models(args.models)
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63); got {args.seed}")
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("accuracy")) is not None:
+        return code
+    if args.dtype == "e4m3":
+        from ..bench.accuracy_fp8 import run_accuracy_fp8
+
+        run_accuracy_fp8(console, out=out, seed=args.seed, models=names if args.models else None)
+    else:
+        run_accuracy(console, out=out, dtype_name=args.dtype, seed=args.seed, models=models)
+    return 0
+
+
+def info(args, console) -> int:
+    import torch
+
+    from .. import __version__, env
+    from ..build import cache, cutlass, sources, toolchain
+    from ..errors import BuildError
+
+    console.print(f"fused_swiglu {__version__} (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})")
+    if torch.cuda.is_available():
+        from .. import tuning
+
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            console.print(f"GPU {i}: {p.name} (compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs)")
+            try:
+                data = tuning.load(p.name, "bf16")
+                what = (f"{len(data.overrides)} overrides" if data.overrides_apply
+                        else "no data of its own: the reference GPU's costs, no overrides; `fused-swiglu tune` writes it")
+                console.print(f"  config choice data: {data.source} ({what})")
+            except (ValueError, FileNotFoundError) as e:
+                console.print(f"  config choice data: unusable: {e}")
+    else:
+        console.print("GPU: no CUDA GPU")
+    tc = None
+    try:
+        tc = toolchain.find_nvcc()
+        console.print(f"nvcc: {tc.nvcc} ({tc.version[0]}.{tc.version[1]}, found via {tc.source})")
+    except BuildError as e:
+        console.print(f"nvcc: unavailable: {e}")
+    try:
+        console.print(f"CUTLASS: nvidia-cutlass {cutlass.version()} at {cutlass.include_dirs()[0]}")
+    except BuildError as e:
+        console.print(f"CUTLASS: unavailable: {e}")
+    try:
+        csrc = sources.csrc_dir()
+        console.print(f"sources: {csrc} ({len(sources.cuda_sources(csrc))} .cu files)")
+    except BuildError as e:
+        console.print(f"sources: {e}")
+    root = env.cache_dir()
+    unusable = _cache_problem(root)
+    console.print(f"cache dir: {root}" + (f" (cannot be used: {unusable}; set FUSED_SWIGLU_CACHE_DIR to a "
+                                          "writable directory)" if unusable else ""))
+    override = env.config_override()
+    if override:  # checked against this version's configs here, against the library's below
+        known = known_config_names()
+        unknown = [n for n in override if n not in known]
+        console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
+                      + (f" (not config names of this version, so ignored: {', '.join(unknown)})" if unknown else ""))
+    from ..build import prebuilt
+
+    path = prebuilt.core_library()
+    how = "FUSED_SWIGLU_LIBRARY" if env.library_path() is not None else "the wheel's prebuilt libraries"
+    if path is None:
+        path, how = cache.cached_library(), "cache"
+    if path is None and tc is None:
+        console.print("library: unknown: the cache is keyed by nvcc's version, and no nvcc was found (above)")
+        return 0
+    if path is None:
+        console.print("library: the core library is not built for the current sources and toolchain (it builds "
+                      "in seconds on first use; `fused-swiglu build` builds it and every config)")
+        return 0
+    console.print(f"library: {path} (from {how})")
+    from ..build import torch_ops
+
+    ops_path = torch_ops.prebuilt()
+    if ops_path is None:
+        try:
+            ops_path = torch_ops.cache_path()
+        except BuildError as e:
+            console.print(f"operator library: unavailable: {e}")
+    if ops_path is not None:
+        state = "" if ops_path.is_file() else " (not built yet: built in seconds on first use)"
+        console.print(f"operator library: {ops_path}{state}")
+    from .._lib import Library
+
+    try:
+        lib = Library(path, config_dirs=() if how == "cache" else (path.parent,))
+    except BuildError as e:
+        console.print(f"library: cannot be used: {e}")
+        return 1
+    found = {name: lib.find(name) for name in lib.ordered_names}
+    ready = [name for name, p in found.items() if p is not None]
+    console.print(f"configs ({len(found)}; {len(ready)} built, {len(found) - len(ready)} compiled on first use):")
+    for name in lib.ordered_names:
+        if found[name] is None:
+            console.print(f"  {name}  not built", highlight=False)
+            continue
+        try:
+            c = lib.info(name)
+        except BuildError as e:
+            console.print(f"  {name}  cannot be loaded: {e}", highlight=False)
+            continue
+        console.print(
+            f"  {c.name}  stages={c.stages}  smem={c.smem_bytes / 1024:.1f} KiB"
+            f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)", highlight=False
+        )
+    if override:
+        missing = [n for n in override if n not in lib.names]
+        if missing:
+            console.print(f"FUSED_SWIGLU_CONFIG: not in the library, so ignored: {', '.join(missing)}")
+    return 0
+
+
+def _cache_problem(root) -> str | None:
+    """Why the build cache folder ``root`` cannot be used, or None (a missing folder under a writable
+    parent is fine: the first build creates it)."""
+    if root.exists():
+        if not root.is_dir():
+            return "it is not a directory"
+        return None if os.access(root, os.W_OK | os.X_OK) else "it is not writable"
+    parent = next((p for p in root.parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"it does not exist and {parent} is not a writable directory"
+    return None
+
+
+def build(args, console) -> int:
+    from .. import env
+    from ..build import cache, torch_ops, units
+
+    def log(line: str) -> None:
+        console.print(line, highlight=False)
+
+    names = split(args.configs, "the list of config names") if args.configs else None
+    path = cache.ensure_built(force=args.force, log=log, names=names)
+    print(path)
+    ops_path = torch_ops.ensure_built(force=args.force, log=log)
+    log(f"operator library: {ops_path}")
+    override = env.library_path()
+    if override is not None and override.resolve() != path.resolve():
+        missing = "" if override.is_file() else " (which is not a file: calls will fail until it is unset or fixed)"
+        log(f"note: FUSED_SWIGLU_LIBRARY is set, so the package loads {override}{missing}, not the library above")
+    inputs = cache.Inputs()
+    for name in names or units.config_names(inputs.csrc):
+        library = cache.cached(name, inputs)
+        info = (cache.read_build_info(library) if library is not None else None) or {}
+        for k in info.get("ptxas", []):
+            props = k.get("properties", "")
+            console.print(f"  {name}: {k.get('registers', '?')} registers; {props}", highlight=False)
+    return 0
+
+
+def tune(args, console) -> int:
+    from .. import configs, tuning
+    from ..bench import model_shapes
+    from ..bench.shapes import MODELS
+    from ..bench.tune import run_tune
+
+    shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
+    if shapes is None and not args.tokens:
+        problems = model_shapes.tune_problems()
+    else:
+        chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
+        problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
+    out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
+    if (code := no_hopper("tune")) is not None:
+        return code
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
+    try:
+        path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
+    except RuntimeError as e:  # another tune holds this GPU's and dtype's files
+        print(f"fused-swiglu tune: {e}", file=sys.stderr)
+        return EXIT_BAD_OPTION
+    data = json.loads(path.read_text())
+    console.print(f"wrote {path}: {len(data['configs'])} configs' costs, {len(data['overrides'])} overrides "
+                  f"over {data['cells']} problems")
+    return 0
+
+
+def sweep(args, console) -> int:
+    from .. import configs
+    from ..bench import model_shapes, shapes_sweep
+    from ..bench.report import check_out_path, machine_meta
+
+    shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
+    out = check_out_path(args.out)
+    if (code := no_hopper("sweep")) is not None:
+        return code
+    dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
+    rows = shapes_sweep.run_sweep(shapes or list(model_shapes.SWEEP_MODELS), tokens, dtype, reps=args.rep,
+                                  console=console)
+    meta = {**machine_meta(), "dtype": args.dtype, "reps": args.rep}
+    shapes_sweep.write(rows, out, meta)
+    for method, s in shapes_sweep.summary(rows).items():
+        console.print(f"{method}: worst {s['worst_over_best']:.3f}x best compiled ({s['over_best_above_limit']} "
+                      f"cells > {shapes_sweep.WITHIN_BEST}), worst {s['worst_vs_cublas']:.3f} of cuBLAS "
+                      f"({s['below_cublas_limit']} < {shapes_sweep.MIN_VS_CUBLAS}), {s['slower_than_eager']} slower "
+                      f"than eager, over {s['cells']} cells")
+    console.print(f"wrote {out}")
+    return 0
+
+
+def report(args, console) -> int:
+    from ..bench import plots
+
+    try:
+        written = plots.report(Path(args.results), Path(args.out_dir) if args.out_dir else None)
+    except ImportError:
+        raise ValueError("report needs matplotlib (pip install matplotlib)") from None
+    except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written
+        raise ValueError(f"--out-dir: cannot write the plots to {e.filename or args.out_dir} "
+                         f"({e.strerror or e})") from None
+    for path in written:
+        console.print(f"wrote {path}")
+    return 0

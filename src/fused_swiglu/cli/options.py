@@ -1,0 +1,214 @@
+"""What every ``fused-swiglu`` command shares: the exit statuses, the argument parser that exits 1 on a
+usage error, and the checks of options several commands take (each raises ValueError naming the
+option and the rule)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_BAD_OPTION = 1
+EXIT_NO_GPU = 2
+EXIT_WRONG_OUTPUT = 3
+EXIT_MODE_FAILED = 4
+EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU or a bad nvcc or cache "
+               "setting included, and exits 0); 1 a bad option or another bad environment variable "
+               "(e.g. FUSED_SWIGLU_LIBRARY, FUSED_SWIGLU_JOBS), or a failed build; "
+               "2 bench, accuracy, tune or sweep without a Hopper GPU; 3 bench: a method's result failed the check "
+               "made before timing; 4 bench e2e: a mode failed on a model (its row holds the error); "
+               "130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors exiting 1, like the commands' own option checks, so that exit status 2
+    keeps one meaning: no Hopper GPU."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_OPTION, f"{self.prog}: error: {message}\n")
+
+
+def split(values: list[str] | None, option: str = "the option") -> list[str] | None:
+    """Accept both ``--x a b`` and ``--x a,b``; a given option that names nothing, an empty item
+    (``a,,b``) and an item named twice are errors."""
+    if values is None:
+        return None
+    items = [v for item in values for v in item.split(",")]
+    out = [v for v in items if v]
+    if not out:
+        raise ValueError(f"{option} names nothing; got {' '.join(values)!r}")
+    if len(out) != len(items):
+        raise ValueError(f"{option} has an empty item; got {' '.join(values)!r}")
+    twice = repeated(out)
+    if twice:
+        raise ValueError(f"{option} names {', '.join(map(repr, twice))} more than once")
+    return out
+
+
+def repeated(values: list) -> list:
+    """The values that occur more than once in ``values``, sorted."""
+    return sorted({v for v in values if values.count(v) > 1})
+
+
+def known_config_names() -> set[str]:
+    """The config names ``--config`` can name: :func:`fused_swiglu.configs.choosable_configs` in bf16 and
+    fp16 (the library's inference configs; its training kernels are called by name only)."""
+    from ..configs import DTYPE_SUFFIX, choosable_configs
+
+    return {c.name(dtype) for c in choosable_configs() for dtype in DTYPE_SUFFIX}
+
+
+def parse_configs(value: str | None) -> str | None:
+    """``--config``: comma-separated names, each one of the kernel library's inference configs
+    (:func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
+
+    Raises:
+        ValueError: an empty item, or a name that is not a config of the library.
+    """
+    if value is None:
+        return None
+    names = split([value], "--config")
+    known = known_config_names()
+    from .. import catalog
+
+    e4m3 = [n for n in names if n in catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
+            + catalog.fp8_dual_names()]
+    if e4m3:
+        raise ValueError(f"--config: {', '.join(map(repr, e4m3))} is an e4m3 config, which --config does not take "
+                         "(bench fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        bf16 = sorted(n for n in known if n.endswith("_bf16"))
+        raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library; "
+                         f"its configs are {', '.join(bf16)} and the same names ending in _fp16")
+    return ",".join(names)
+
+
+def config_applies(config: str | None, methods: list[str], dtype: str) -> None:
+    """``--config`` against ``--methods`` and ``--dtype``: a config name applies only to calls of its
+    kernel, dtype and accumulation (``FUSED_SWIGLU_CONFIG``), so each name must match a selected
+    fused method in the benchmark's dtype; otherwise the option would change nothing.
+
+    Raises:
+        ValueError: a name that no selected method would run (the message says which would).
+    """
+    from ..bench.methods import FUSED_KERNEL
+    from ..configs import is_promoted
+
+    for name in config.split(",") if config else []:
+        kernel, accumulation = name.split("_", 1)[0], "promoted" if is_promoted(name) else "fast"
+        runs = [m for m, ka in FUSED_KERNEL.items() if ka == (kernel, accumulation)]
+        if not name.endswith("_" + dtype):
+            raise ValueError(f"--config: {name!r} is a {name.rsplit('_', 1)[1]} config; the benchmark runs "
+                             f"--dtype {dtype}, so it would change nothing")
+        if not any(m in methods for m in runs):
+            raise ValueError(f"--config: {name!r} runs only in method {runs[0]}, which --methods leaves out, "
+                             "so it would change nothing")
+
+
+def parse_tokens(values: list[str]) -> list[int]:
+    """``--tokens`` values as positive integers.
+
+    Raises:
+        ValueError: a value is not an integer >= 1 (the message names it).
+    """
+    from ..env import parse_positive_int
+
+    from ..bench.shapes import MAX_SIZE
+
+    tokens = [parse_positive_int(v, "--tokens must be integers >= 1") for v in split(values, "--tokens") or []]
+    for v in tokens:
+        if v > MAX_SIZE:
+            raise ValueError(f"--tokens must be at most 2**31 - 1 (the kernels' 32-bit M); got {v}")
+    twice = repeated(tokens)
+    if twice:  # also when written differently (01 and 1)
+        raise ValueError(f"--tokens names {', '.join(map(str, twice))} more than once")
+    return tokens
+
+
+def parse_models(values: list[str] | None):
+    """``--models`` as MlpShapes (None: the seven Qwen2.5 models).
+
+    Raises:
+        ValueError: an unknown name or a bad ``HxI``; the message starts with ``--models``.
+    """
+    from ..bench import shapes
+
+    names = split(values, "--models")
+    try:
+        if names:  # each name resolved alone, so one shape named twice in different ways (7B and 7b,
+            # or 7B and 3584x18944) is caught; an unknown name raises here
+            found = [(m.hidden_size, m.intermediate_size) for n in names for m in shapes.find([n])]
+            for i, hi in enumerate(found):
+                first = found.index(hi)
+                if first != i:
+                    raise ValueError(f"{names[first]!r} and {names[i]!r} name the same shape (H={hi[0]}, I={hi[1]})")
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    return names
+
+
+def no_hopper(command: str) -> int | None:
+    from ..bench.device import NEEDS_HOPPER, hopper_problem
+
+    problem = hopper_problem()
+    if problem is None:
+        return None
+    print(f"fused-swiglu {command} {NEEDS_HOPPER}; {problem}.", file=sys.stderr)
+    return EXIT_NO_GPU
+
+
+def check_timing_options(reps: int, warmup_ms: float) -> None:
+    """``--rep`` and ``--warmup-ms`` of the timed benchmarks (ValueError naming the option)."""
+    if reps < 1:
+        raise ValueError(f"--rep must be a positive integer; got {reps}")
+    if not (0.0 <= warmup_ms < float("inf")):
+        raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
+
+
+def protocol_options(args, cuda_graph: bool) -> tuple[str, float]:
+    """``--protocol`` and ``--seconds`` (ValueError naming the option and the rule)."""
+    from ..bench import timing
+
+    protocol = args.protocol or "auto"
+    seconds = timing.SUSTAINED_SECONDS if args.seconds is None else args.seconds
+    if not (0.0 < seconds < float("inf")):
+        raise ValueError(f"--seconds must be a positive finite number; got {seconds}")
+    if protocol == "sustained" and not cuda_graph:
+        raise ValueError("--protocol sustained times CUDA-graph replays: add --cuda-graph")
+    if args.seconds is not None and protocol == "interleaved":
+        raise ValueError("--seconds applies to the sustained protocol, not to --protocol interleaved")
+    return protocol, seconds
+
+
+def run_options(args, run) -> tuple[list[int], list[str], int, float]:
+    """``--tokens``, ``--methods``, ``--rep`` and ``--warmup-ms`` of a benchmark module ``run`` (its
+    TOKENS, METHODS, check_methods, REPS and WARMUP_MS give the defaults and the rule).
+
+    Raises:
+        ValueError: naming the option and the rule.
+    """
+    tokens = parse_tokens(args.tokens) if args.tokens else list(run.TOKENS)
+    methods = split(args.methods, "--methods") if args.methods else list(run.METHODS)
+    try:
+        run.check_methods(methods)
+    except ValueError as e:
+        raise ValueError(f"--methods: {e}") from None
+    reps = run.REPS if args.rep is None else args.rep
+    warmup_ms = run.WARMUP_MS if args.warmup_ms is None else args.warmup_ms
+    check_timing_options(reps, warmup_ms)
+    return tokens, methods, reps, warmup_ms
+
+
+def sweep_args(args, default_tokens) -> tuple[list, list[int]]:
+    """``--models`` and ``--tokens`` of tune / sweep, checked (ValueError naming the option)."""
+    from ..bench import shapes as known
+
+    try:
+        shapes = known.find(split(args.models, "--models"), default=known.SWEEP_MODELS) if args.models else None
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    tokens = parse_tokens(args.tokens) if args.tokens else None
+    if args.rep < 1:
+        raise ValueError(f"--rep must be >= 1; got {args.rep}")
+    return shapes, tokens or list(default_tokens)

@@ -73,11 +73,13 @@ def forward(meta: dict, by_cell: dict) -> None:
     print()
 
 
+def section(title: str, meta: dict, name: str) -> None:
+    print(f"## {title}\n\n{header(meta, name)}\n")
+
+
 def training(meta: dict, by_cell: dict) -> None:
-    print("## Training step (forward + backward of the whole MLP block: gate, up, down), bf16")
-    print()
-    print(header(meta, "backward_sustained.json"))
-    print()
+    section("Training step (forward + backward of the whole MLP block: gate, up, down), bf16", meta,
+            "backward_sustained.json")
     methods = list(dict.fromkeys(m for c in by_cell.values() for m in c))
     print("| shape | M | " + " | ".join(f"{m} ms (MHz, W)" for m in methods) + " | "
           + " | ".join(f"eager / {m}" for m in methods if m != "eager") + " |")
@@ -90,10 +92,7 @@ def training(meta: dict, by_cell: dict) -> None:
 
 
 def fp8(meta: dict, by_cell: dict) -> None:
-    print("## e4m3 inputs, bf16 output")
-    print()
-    print(header(meta, "fp8_sustained.json"))
-    print()
+    section("e4m3 inputs, bf16 output", meta, "fp8_sustained.json")
     pairs = (("fp8_unfused", "fp8_fused", "row scales: unfused / fused"),
              ("fp8_unfused_blockwise", "fp8_fused_blockwise", "block scales: cuBLAS block-scaled + silu-and-mul / fused"),
              ("fused_packed", "fp8_fused", "bf16 packed / e4m3 fused"))

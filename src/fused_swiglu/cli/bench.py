@@ -52,23 +52,15 @@ def add_parsers(sub) -> None:
     m = modes.add_parser("backward", help="training step of the whole MLP block: forward + backward",
                          description="The training step of the whole MLP block (gate, up, down): forward + backward "
                                      "for eager, torch.compile and the fused paths.", epilog=EXIT_STATUS)
-    _shapes(m, "Qwen2.5 sizes or HxI shapes, as for bench (default: the seven Qwen2.5 models)")
-    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, backward.TOKENS))})")
+    _grid(m, backward, "Qwen2.5 sizes or HxI shapes, as for bench (default: the seven Qwen2.5 models)")
     _dtype(m)
-    m.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(backward.METHODS)} (default: all)")
-    _out(m, "write results as JSON here, and as CSV beside it")
-    _timing(m, backward.WARMUP_MS, backward.REPS)
     _graphs_and_protocol(m)
 
     m = modes.add_parser("fp8", help="the e4m3 kernels against the unfused FP8 path and the bf16 kernel",
                          description="The e4m3 kernels against the unfused FP8 path (torch._scaled_mm + silu-and-mul) "
                                      "and the bf16 kernel; CUDA-graph replays.", epilog=EXIT_STATUS)
-    _shapes(m, "Qwen2.5 sizes, HxI shapes or the FP8 checkpoints' shapes "
-               f"({', '.join(s.model for s in fp8.FP8_MODELS)}) (default: the Qwen2.5 and FP8 checkpoints' shapes)")
-    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, fp8.TOKENS))})")
-    m.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(fp8.METHODS)} (default: all)")
-    _out(m, "write results as JSON here, and as CSV beside it")
-    _timing(m, fp8.WARMUP_MS, fp8.REPS)
+    _grid(m, fp8, "Qwen2.5 sizes, HxI shapes or the FP8 checkpoints' shapes "
+                  f"({', '.join(s.model for s in fp8.FP8_MODELS)}) (default: the Qwen2.5 and FP8 checkpoints' shapes)")
     _protocol(m)
 
     m = modes.add_parser("tp", help="tensor parallel: the MLP block split over N GPUs against one GPU",
@@ -104,6 +96,16 @@ def add_parsers(sub) -> None:
 
 def _shapes(p, text: str) -> None:
     p.add_argument("--models", nargs="+", help=text)
+
+
+def _grid(p, run, models_help: str) -> None:
+    """The options of a mode that times ``run``'s methods over shapes and token counts (``run``: its
+    benchmark module, whose TOKENS, METHODS, WARMUP_MS and REPS are the defaults)."""
+    _shapes(p, models_help)
+    p.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, run.TOKENS))})")
+    p.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(run.METHODS)} (default: all)")
+    _out(p, "write results as JSON here, and as CSV beside it")
+    _timing(p, run.WARMUP_MS, run.REPS)
 
 
 def _dtype(p) -> None:

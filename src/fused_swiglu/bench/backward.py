@@ -114,15 +114,10 @@ def step_calls(sets: Sequence[StepSet], methods: Sequence[str]) -> dict[str, lis
 
 def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[dict]:
     """The rows of one cell; ``eager_over`` is None where eager was not timed."""
-    eager = timings.get("eager")
-    return [{"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
-             "tokens": M, "method": method, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-             "eager_over": eager.median_ms / t.median_ms if eager else None}
-            for method, t in timings.items()]
+    return timing.cell_rows(shape, M, timings, "eager_over", "eager")
 
 
-FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms",
-          "eager_over", "protocol", "sm_mhz", "power_w")
+FIELDS = timing.cell_fields("eager_over")
 
 
 def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], dtype: torch.dtype,

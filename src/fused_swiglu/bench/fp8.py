@@ -240,15 +240,12 @@ def check_outputs(sets: Sequence[Fp8Set], calls: dict[str, list[Callable[[], obj
 
 
 def rows_of(shape: MlpShape, M: int, timings: dict[str, timing.Timing]) -> list[dict]:
-    bf16 = timings.get("fused_packed")
-    return [{"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
-             "tokens": M, "method": method, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-             "bf16_over": bf16.median_ms / t.median_ms if bf16 else None}
-            for method, t in timings.items()]
+    """The rows of one cell; ``bf16_over`` (the bf16 packed kernel's time / the method's) is None where
+    the bf16 kernel was not timed."""
+    return timing.cell_rows(shape, M, timings, "bf16_over", "fused_packed")
 
 
-FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms",
-          "bf16_over", "protocol", "sm_mhz", "power_w")
+FIELDS = timing.cell_fields("bf16_over")
 
 
 def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence[str], console,

@@ -342,6 +342,23 @@ def time_interleaved(
     return {name: summarize([b.elapsed_time(e) / per_rep[name] for b, e in events[name]]) for name in names}
 
 
+def cell_rows(shape, M: int, timings: dict[str, Timing], over: str, reference: str) -> list[dict]:
+    """The rows of one cell of :func:`time_grid` (``shape``: an MlpShape): shape, M, method and its
+    times, and ``over``: the ``reference`` method's time / the method's (None where the reference was
+    not timed)."""
+    ref = timings.get(reference)
+    return [{"model": shape.model, "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
+             "tokens": M, "method": method, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+             over: ref.median_ms / t.median_ms if ref else None}
+            for method, t in timings.items()]
+
+
+def cell_fields(over: str) -> tuple[str, ...]:
+    """The fields of :func:`cell_rows`' rows once :func:`time_grid` has added its own."""
+    return ("model", "hidden_size", "intermediate_size", "tokens", "method", "median_ms", "p10_ms", "p90_ms", over,
+            *GRID_FIELDS)
+
+
 def time_grid(
     shapes: Sequence,
     tokens: Sequence[int],

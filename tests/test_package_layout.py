@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -90,3 +92,14 @@ def test_the_checks_see_a_private_import_and_a_cycle(tmp_path):
     (pkg / "b.py").write_text("from . import a\n_hidden = 1\n")
     assert private_imports(tmp_path) == ["fused_swiglu.a imports _hidden from fused_swiglu.b"]
     assert import_cycles(tmp_path) == ["fused_swiglu.a -> fused_swiglu.b -> fused_swiglu.a"]
+
+
+def test_the_package_declares_its_license_and_ships_its_types():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    root = SRC.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "BSD-3-Clause" and (root / "LICENSE").read_text().startswith("BSD 3-Clause License")
+    assert (SRC / "fused_swiglu" / "py.typed").exists()
+    assert "py.typed" in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "fused_swiglu"]
+    assert (root / "CHANGELOG.md").read_text().startswith("# Changelog")

@@ -298,3 +298,26 @@ def test_a_grid_that_swizzle_8_pads_gets_swizzle_4_at_the_power_cap():
     for kernel in ("dual", "packed"):
         chosen = configs.choose_config(kernel, 8192, 11008, 2048, gpu=H200)
         assert (chosen.raster, chosen.swizzle) == (2, 4), chosen
+
+
+def test_explain_says_why_each_kind_of_choice_was_made(monkeypatch):
+    def why(kernel, config, M, N, K, available=ALL):
+        choice, reason = configs.explain(kernel, config, M, N, K, torch.bfloat16, 132, H200, available=available)
+        want = configs.select(kernel, M, N, K, torch.bfloat16, available, configs.AUTO_CONFIG.get(config, "fast"),
+                              132, H200) if config in configs.AUTO_CONFIG else configs.Choice(config)
+        assert choice == want  # explain never chooses differently
+        return choice, reason
+
+    name = "dual_pingpong_128x128x64_1x1_bf16"
+    assert why("dual", name, 64, 64, 64)[1] == "named by the call's config argument"
+    (kernel, accumulation, M, N, K), found = next(iter(tuning.load(H200, "bf16").overrides.items()))
+    choice, reason = why(kernel, "" if accumulation == "fast" else "promoted", M, N, K)
+    assert choice.name.startswith(found.config) and reason.startswith("the tuned override for this problem")
+    choice, reason = why("dual", "", 8192, 18944, 3584)
+    assert reason.startswith("the cost model") and " us predicted; next " in reason
+    missing = ALL - {choice.name}
+    fallback, reason = why("dual", "", 8192, 18944, 3584, available=missing)
+    assert fallback.name != choice.name and reason.startswith(f"the choice, {choice.name}, is not in the kernel library")
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", name)
+    configs._select.cache_clear()
+    assert why("dual", "", 8192, 18944, 3584) == (configs.Choice(name), "FUSED_SWIGLU_CONFIG names it")

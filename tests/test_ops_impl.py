@@ -91,3 +91,14 @@ def test_cuda_kernels_are_registered_before_the_libraries_load():
         assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
         assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
     assert ops.swiglu_dual.name() == "fused_swiglu::swiglu_dual"
+
+
+def test_plan_callback_prints_each_plan_and_its_reason_when_asked(stub_library, monkeypatch, capsys):
+    _plan(1, b"", 8192, 18944, 3584, 0)
+    assert capsys.readouterr().err == ""  # off by default
+    monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
+    rc, index, raster, swizzle, _ = _plan(1, b"", 8192, 18944, 3584, 0)
+    line = capsys.readouterr().err
+    assert rc == 0 and line.count("\n") == 1
+    assert line.startswith(f"fused_swiglu plan: dual M=8192 I=18944 H=3584 bf16 on NVIDIA H200 (132 SMs): "
+                           f"{AVAILABLE[index]} raster {raster} swizzle {swizzle}; the cost model")

@@ -1,12 +1,14 @@
 """The operator library's launch plans, answered by the config choice: on a plan-cache miss the C++
 side calls :data:`PLAN` (bound by :func:`fused_swiglu._lib.load_torch_ops`) with the problem, and
-gets the config's index in the kernel library and its rasterisation and swizzle."""
+gets the config's index in the kernel library and its rasterisation and swizzle. With
+``FUSED_SWIGLU_LOG_PLANS=1`` each plan is printed to stderr with the reason for it."""
 
 from __future__ import annotations
 
 import ctypes
+import sys
 
-from . import _lib, configs
+from . import _lib, configs, env
 
 
 def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
@@ -16,8 +18,13 @@ def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, 
     exception's type and text written into ``message`` (``size`` bytes, NUL-terminated)."""
     try:
         num_sms, gpu, smem_limit = _lib.target(device)
-        choice = configs.resolve(_lib.KERNEL_NAMES[kind], config.decode(), m, n, k, _lib.TORCH_DTYPES[dtype], num_sms,
-                                 gpu, smem_limit)
+        kernel, torch_dtype = _lib.KERNEL_NAMES[kind], _lib.TORCH_DTYPES[dtype]
+        choice = configs.resolve(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+        if env.log_plans():
+            _, why = configs.explain(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+            print(f"fused_swiglu plan: {kernel} M={m} I={n} H={k} {_lib.DTYPE_NAMES[dtype]} on {gpu or 'a GPU'} "
+                  f"({num_sms} SMs): {choice.name} raster {choice.raster} swizzle {choice.swizzle}; {why}",
+                  file=sys.stderr, flush=True)
         index[0], raster[0], swizzle[0] = _lib.library().ensure(choice.name), choice.raster, choice.swizzle
         return 0
     except BaseException as e:  # noqa: BLE001 (nothing may cross back into C++)

@@ -430,6 +430,47 @@ def resolve(
     return Choice(config)
 
 
+def explain(
+    kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
+    smem_limit: int | None = None, available: frozenset[str] | None = None,
+) -> tuple[Choice, str]:
+    """:func:`resolve`'s choice for one launch (M tokens, N = I, K = H) and why, in words: the call named
+    the config; ``FUSED_SWIGLU_CONFIG`` named it; the choice's config is not in the kernel library (the
+    fallback); the tuned override for this exact problem; or the cost model, with its prediction and the
+    runner-up's. ``available``: as in :func:`select` (None: the loaded library's configs).
+
+    Raises:
+        As :func:`resolve`.
+    """
+    check_config(kernel, config, dtype)
+    if config not in AUTO_CONFIG:
+        return Choice(config), "named by the call's config argument"
+    accumulation = AUTO_CONFIG[config]
+    choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
+    picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
+    if choice.name in env.config_override():
+        return choice, "FUSED_SWIGLU_CONFIG names it"
+    if choice.name != picked.name(dtype):
+        return choice, (f"the choice, {picked.name(dtype)}, is not in the kernel library; the first available "
+                        f"{kernel} config of this dtype and accumulation instead")
+    data = tuning.load(gpu, DTYPE_SUFFIX[dtype])
+    found = data.override(kernel, accumulation, M, N, K)
+    if found is not None and (found.config, found.raster, found.swizzle) == (picked.base_name, picked.raster,
+                                                                             picked.swizzle):
+        return choice, f"the tuned override for this problem ({data.source}; timed {found.protocol})"
+    ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+    if not ranked:
+        return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
+    best = ranked[0][0]
+    others = [(t, c) for t, c in ranked if (c.base_name, c.raster, c.swizzle) != (picked.base_name, picked.raster,
+                                                                                   picked.swizzle)]
+    reason = f"the cost model ({data.source}): {best:.1f} us predicted"
+    if others:
+        t, c = others[0]
+        reason += f"; next {c.base_name} raster {c.raster} swizzle {c.swizzle}: {t:.1f} us"
+    return choice, reason
+
+
 def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` or a name of a ``kernel`` config
     for ``dtype`` (the ops' ``config`` argument; see :func:`resolve`)."""

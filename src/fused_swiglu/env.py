@@ -18,6 +18,9 @@ All are read when used (not at import), so a process can change them between cal
                             ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel,
                             dtype and accumulation its name spells (for benchmarking and tuning);
                             names not in the library are ignored with one warning each.
+``FUSED_SWIGLU_LOG_PLANS``  ``1`` prints one line to stderr per launch plan the operators make (each
+                            new problem): the config, rasterisation, swizzle and why
+                            (:func:`fused_swiglu.configs.explain`); falsy values as for VERBOSE.
 =========================  ==========================================================================
 """
 
@@ -78,11 +81,21 @@ def parse_positive_int(text: str, rule: str) -> int:
     return n
 
 
-def verbose() -> bool:
-    """Whether ``FUSED_SWIGLU_VERBOSE`` asks for build logging: any value but empty, ``0``, ``false``,
-    ``no`` or ``off`` (case-insensitive)."""
-    value = _get("VERBOSE")
+def _flag(name: str) -> bool:
+    """Whether ``FUSED_SWIGLU_<name>`` is set to anything but empty, ``0``, ``false``, ``no`` or ``off``
+    (case-insensitive)."""
+    value = _get(name)
     return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def verbose() -> bool:
+    """Whether ``FUSED_SWIGLU_VERBOSE`` asks for build logging."""
+    return _flag("VERBOSE")
+
+
+def log_plans() -> bool:
+    """Whether ``FUSED_SWIGLU_LOG_PLANS`` asks for one line per launch plan."""
+    return _flag("LOG_PLANS")
 
 
 def config_override() -> list[str]:

@@ -425,6 +425,8 @@ def test_the_old_mode_flags_still_run_and_name_the_new_spelling(capsys):
     err = capsys.readouterr().err
     assert "`bench --tp` is spelt `bench tp --gpus N` now; running `fused-swiglu bench tp --gpus 1 --models 7B`" in err
     assert "--gpus: tensor parallel needs a world size of at least 2; got 1" in err
+    assert cli.main(["bench", "--tp=1"]) == cli.EXIT_BAD_OPTION
+    assert "running `fused-swiglu bench tp --gpus 1`" in capsys.readouterr().err
     assert cli.main(["bench", "--models", "7B", "--fp8", "--rep", "0"]) == cli.EXIT_BAD_OPTION
     err = capsys.readouterr().err
     assert "`bench --fp8` is spelt `bench fp8` now" in err and "fused-swiglu bench fp8: --rep must be" in err

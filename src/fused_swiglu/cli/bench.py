@@ -148,6 +148,7 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
     """
     if not argv or argv[0] != "bench":
         return argv, None
+    argv = [part for a in argv for part in (a.split("=", 1) if a.startswith("--tp=") else [a])]
     flags = [a for a in argv[1:] if a in OLD_FLAGS]
     if not flags:
         if "--e2e-modes" in argv and "e2e" not in argv:

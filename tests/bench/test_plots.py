@@ -28,7 +28,7 @@ def test_report_writes_the_plots_of_the_files_present(tmp_path, capsys):
     (tmp_path / "accuracy.json").write_text(json.dumps({"meta": META, "rows": [
         {"model": "Qwen2.5-0.5B", "method": m, "exact": e, "max_ulp": u} for m, e, u in
         (("eager", 0.58, 4), ("fused_packed", 0.998, 1))]}))
-    written = plots.report(tmp_path, tmp_path / "png")
+    written = plots.report([tmp_path], tmp_path / "png")
     assert sorted(p.name for p in written) == ["accuracy.png", "speedup_vs_eager.png", "vs_cublas_and_quack.png"]
     assert all(p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
     assert plots.caption(META) == ("NVIDIA H200, fused-swiglu 0.1.0, torch 2.11, kernel library 0123456789abcdef, "
@@ -39,9 +39,29 @@ def test_report_writes_the_plots_of_the_files_present(tmp_path, capsys):
 
 def test_report_says_what_is_missing(tmp_path, capsys):
     with pytest.raises(ValueError, match="holds none of"):
-        plots.report(tmp_path)
+        plots.report([tmp_path])
     assert cli.main(["report", str(tmp_path / "nowhere")]) == 1
-    assert "is not a directory" in capsys.readouterr().err
+    assert "is neither a results file nor a folder of them" in capsys.readouterr().err
+    assert cli.main(["report"]) == 1  # no default: nothing is written over the committed plots
+    assert "the following arguments are required: results" in capsys.readouterr().err
+
+
+def test_report_plots_the_file_bench_wrote_beside_it_by_what_it_holds(tmp_path, capsys):
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"meta": {**META, "cuda_graph": False}, "rows": _bench_rows()}))
+    acc = tmp_path / "sub" / "acc.json"
+    acc.parent.mkdir()
+    acc.write_text(json.dumps({"meta": META, "rows": [{"model": "Qwen2.5-0.5B", "method": "eager", "exact": 0.5,
+                                                       "max_ulp": 3}]}))
+    assert cli.main(["report", str(bench), str(acc)]) == 0
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["acc_accuracy.png", "bench_speedup_vs_eager.png",
+                                                               "bench_vs_cublas_and_quack.png"]
+    assert (tmp_path / "sub" / "acc_accuracy.png").is_file()  # beside its input
+    assert cli.main(["report", str(bench), "--out-dir", str(tmp_path / "png")]) == 0
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["bench_speedup_vs_eager.png",
+                                                                  "bench_vs_cublas_and_quack.png"]
+    sweep = {"meta": META, "rows": [{**r, "method": m} for r in _bench_rows()[:2] for m in ("best_compiled_packed",)]}
+    assert plots.kind_of(sweep) == "sweep" and plots.kind_of({"rows": _bench_rows()}) == "bench"
 
 
 def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
@@ -62,7 +82,7 @@ def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
 def test_report_names_a_malformed_results_file(tmp_path, capsys, body, words):
     (tmp_path / "bench_cuda_graph.json").write_text(body)
     with pytest.raises(ValueError, match=words):
-        plots.report(tmp_path, tmp_path / "png")
+        plots.report([tmp_path], tmp_path / "png")
     assert cli.main(["report", str(tmp_path), "--out-dir", str(tmp_path / "png")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and (words in err.replace("\n", " ") or "no plot drawn" in err)

@@ -1,6 +1,8 @@
-"""``fused-swiglu report``: PNG plots of the committed results (matplotlib, Agg backend).
+"""``fused-swiglu report``: PNG plots of results files (matplotlib, Agg backend).
 
-Each plot is drawn from one results file and names, under its title, the GPU, the library and torch
+A file ``bench``, ``accuracy`` or ``sweep`` wrote is plotted by what it holds, beside it as
+``<file stem>_<plot>.png``; a folder of the committed results (the file names below) as the names
+below. Each plot is drawn from one results file and names, under its title, the GPU, the library and torch
 versions, the kernel library hash and the commit recorded in that file's ``meta``:
 
 * ``speedup_vs_eager.png`` (``bench_cuda_graph.json``): eager PyTorch time / fused time by M, one
@@ -56,6 +58,13 @@ def save(fig, path: Path, plt, dpi: int = 110) -> Path:
     return path
 
 
+def _timed(results: dict) -> str:
+    """How a bench file's rows were timed, and their dtypes, for a title."""
+    how = "CUDA graphs" if results["meta"].get("cuda_graph", True) else "eager calls"
+    dtypes = sorted({str(r.get("dtype", "bf16")) for r in results["rows"]})
+    return f"{how}, {'/'.join(dtypes)}"
+
+
 def _by(rows: list[dict], *keys: str) -> dict:
     out: dict = {}
     for r in rows:
@@ -101,7 +110,7 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
         ax.axis("off")
     axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Speed-up over eager PyTorch (CUDA graphs, bf16)\n{caption(results['meta'])}", fontsize=9)
+    fig.suptitle(f"Speed-up over eager PyTorch ({_timed(results)})\n{caption(results['meta'])}", fontsize=9)
     return save(fig, path, plt)
 
 
@@ -122,7 +131,8 @@ def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
         _tokens_axis(ax, f"{peer} time / packed kernel time")
         ax.set_title(names[peer], fontsize=9)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"The packed kernel against its peers (> 1: faster; CUDA graphs, bf16)\n{caption(results['meta'])}",
+    fig.suptitle(f"The packed kernel against its peers (> 1: faster; {_timed(results)})\n"
+                 f"{caption(results['meta'])}",
                  fontsize=9)
     return save(fig, path, plt)
 
@@ -181,38 +191,63 @@ PLOTS: dict[str, tuple[str, Callable[[dict, Path], Path | None]]] = {
 }
 
 
-def report(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Every plot of :data:`PLOTS` whose results file is in ``results_dir``, written to ``out_dir``
-    (default: ``results_dir``); returns the paths written.
+# what a results file holds -> its plots (the PNG names a results folder's files get)
+KINDS: dict[str, tuple[str, ...]] = {
+    "bench": ("speedup_vs_eager.png", "vs_cublas_and_quack.png"),
+    "accuracy": ("accuracy.png",),
+    "sweep": ("shapes.png",),
+}
+
+
+def kind_of(results: dict) -> str:
+    """``"accuracy"`` (rows with ``exact``), ``"sweep"`` (``fused-swiglu sweep``: rows of the
+    ``best_compiled_*`` methods) or ``"bench"`` (everything else: timings by model, M and method)."""
+    rows = results["rows"]
+    if rows and all("exact" in r for r in rows):
+        return "accuracy"
+    if any(str(r.get("method", "")).startswith("best_compiled_") for r in rows):
+        return "sweep"
+    return "bench"
+
+
+def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
+    """The plots of results files: each path a results JSON file (``bench --out``, ``accuracy --out``,
+    ``sweep --out``; its plots by what it holds, :func:`kind_of`, named ``<file stem>_<plot>.png``) or a
+    folder (its :data:`PLOTS` files, plots named as there). Written beside each input, or into
+    ``out_dir``; returns the paths written.
 
     Raises:
-        ValueError: ``results_dir`` is not a folder, none of the results files is there, a file is
+        ValueError: a path that does not exist, a folder with none of the results files, a file that is
             not JSON or lacks the rows its plot reads (the message names the file), no plot could be
-            drawn from the files there, or a plot cannot be written. ImportError: matplotlib is
-            missing (pip install matplotlib).
+            drawn, or a plot cannot be written. ImportError: matplotlib is missing (pip install matplotlib).
     """
-    if not results_dir.is_dir():
-        raise ValueError(f"results folder {results_dir} is not a directory")
-    sources = sorted({s for s, _ in PLOTS.values()})
-    if not any((results_dir / source).is_file() for source in sources):
-        raise ValueError(f"{results_dir} holds none of {', '.join(sources)}")
-    pyplot()  # ImportError here, before anything is read
-    out_dir = out_dir or results_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[Path, Path, Callable[[dict, Path], Path | None]]] = []  # (source, png, draw)
+    for path in paths:
+        if path.is_dir():
+            sources = sorted({s for s, _ in PLOTS.values()})
+            if not any((path / source).is_file() for source in sources):
+                raise ValueError(f"{path} holds none of {', '.join(sources)}")
+            jobs += [(path / source, (out_dir or path) / png, draw) for png, (source, draw) in PLOTS.items()
+                     if (path / source).is_file()]
+        elif path.is_file():
+            jobs += [(path, (out_dir or path.parent) / f"{path.stem}_{png}", PLOTS[png][1])
+                     for png in KINDS[kind_of(_results(path))]]
+        else:
+            raise ValueError(f"{path} is neither a results file nor a folder of them")
+    pyplot()  # ImportError here, before anything is drawn
     written = []
-    for png, (source, draw) in PLOTS.items():
-        path = results_dir / source
-        if path.is_file():
-            try:
-                done = draw(_results(path), out_dir / png)
-            except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
-                raise ValueError(f"{path}: a row lacks a field {png} needs, or holds one of the wrong type "
-                                 f"({type(e).__name__}: {e})") from None
-            if done is not None:
-                written.append(done)
+    for source, png, draw in jobs:
+        png.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            done = draw(_results(source), png)
+        except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
+            raise ValueError(f"{source}: a row lacks a field {png.name} needs, or holds one of the wrong type "
+                             f"({type(e).__name__}: {e})") from None
+        if done is not None:
+            written.append(done)
     if not written:
-        raise ValueError(f"no plot drawn: the results files in {results_dir} hold no rows of the methods "
-                         "the plots compare (e.g. eager and fused_packed)")
+        raise ValueError(f"no plot drawn: {', '.join(map(str, paths))} hold no rows of the methods the plots "
+                         "compare (e.g. eager and fused_packed)")
     return written
 
 

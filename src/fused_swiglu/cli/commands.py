@@ -55,10 +55,11 @@ def add_parsers(sub) -> None:
                    "(default 10; the second stage times twice as many)")
     s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
 
-    r = _command(sub, "report", "plot the results files of a folder as PNGs (no GPU needed)")
-    r.add_argument("results", nargs="?", default="docs/results/h200",
-                   help="folder with bench_cuda_graph.json, accuracy.json, shapes.json (default docs/results/h200)")
-    r.add_argument("--out-dir", help="where the PNGs go (default: the results folder)")
+    r = _command(sub, "report", "plot results files as PNGs (no GPU needed)")
+    r.add_argument("results", nargs="+", help="results files that bench, accuracy or sweep wrote (--out), each "
+                   "plotted as <name>_<plot>.png, or folders of them (bench_cuda_graph.json, accuracy.json, "
+                   "shapes.json there, plotted as speedup_vs_eager.png, ...)")
+    r.add_argument("--out-dir", help="where the PNGs go (default: beside each results file, or in its folder)")
 
 
 
@@ -292,7 +293,7 @@ def report(args, console) -> int:
     from ..bench import plots
 
     try:
-        written = plots.report(Path(args.results), Path(args.out_dir) if args.out_dir else None)
+        written = plots.report([Path(p) for p in args.results], Path(args.out_dir) if args.out_dir else None)
     except ImportError:
         raise ValueError("report needs matplotlib (pip install matplotlib)") from None
     except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written

@@ -324,6 +324,9 @@ def test_out_in_a_folder_that_takes_no_files_is_refused_before_the_run(tmp_path,
     monkeypatch.setattr(report.tempfile, "mkstemp", refuse)
     assert cli.main(["accuracy", "--out", str(tmp_path / "x.json")]) == 1
     assert f"--out: cannot write in the folder {tmp_path} (Read-only file system)" in capsys.readouterr().err
+    assert cli.main(["accuracy", "--out", str(tmp_path / "new" / "x.json")]) == 1  # the folder to be made is named
+    assert (f"--out: cannot create the folder {tmp_path / 'new'}: {tmp_path} takes no new files (Read-only file "
+            "system)") in capsys.readouterr().err
 
 
 def test_out_probe_leaves_nothing_behind(tmp_path):
@@ -425,6 +428,15 @@ def test_the_old_mode_flags_still_run_and_name_the_new_spelling(capsys):
     err = capsys.readouterr().err
     assert "`bench --tp` is spelt `bench tp --gpus N` now; running `fused-swiglu bench tp --gpus 1 --models 7B`" in err
     assert "--gpus: tensor parallel needs a world size of at least 2; got 1" in err
+    for argv in (["bench", "--tp", "--gpus", "1"], ["bench", "tp", "--gpus=1", "--tp"]):
+        assert cli.main(argv) == cli.EXIT_BAD_OPTION  # the mode flag beside the new spelling: the world size checked
+        assert "--gpus: tensor parallel needs a world size of at least 2; got 1" in capsys.readouterr().err
+    assert cli.main(["bench", "fp8", "--fp8", "--models", "9000B"]) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert "running `fused-swiglu bench fp8 --models 9000B`" in err
+    assert "--models: unknown model '9000B'" in err and "or an FP8 checkpoint's shape: Qwen3-8B" in err
+    assert cli.main(["bench", "fp8", "--e2e"]) == cli.EXIT_BAD_OPTION
+    assert "bench fp8 and --e2e are separate runs" in capsys.readouterr().err
     assert cli.main(["bench", "--tp=1"]) == cli.EXIT_BAD_OPTION
     assert "running `fused-swiglu bench tp --gpus 1`" in capsys.readouterr().err
     assert cli.main(["bench", "--models", "7B", "--fp8", "--rep", "0"]) == cli.EXIT_BAD_OPTION

@@ -321,3 +321,20 @@ def test_explain_says_why_each_kind_of_choice_was_made(monkeypatch):
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", name)
     configs._select.cache_clear()
     assert why("dual", "", 8192, 18944, 3584) == (configs.Choice(name), "FUSED_SWIGLU_CONFIG names it")
+
+
+def test_explain_builds_nothing_and_refuses_sizes_no_kernel_serves(monkeypatch):
+    from fused_swiglu import _lib
+
+    def no_library():
+        raise AssertionError("explain loaded the kernel library")
+
+    monkeypatch.setattr(_lib, "is_loaded", lambda: False)
+    monkeypatch.setattr(_lib, "config_names", no_library)
+    choice, why = configs.explain("dual", "", 8192, 18944, 3584, torch.bfloat16, 132, H200)
+    assert choice.name in ALL and why.startswith("the cost model")
+    choice, why = configs.explain("packed", "", 0, 4864, 896, torch.bfloat16, 132, H200)
+    assert why.startswith("M = 0: the operators return the empty result without a launch (else: ")
+    for N, K in ((18945, 3584), (18944, 0), (0, 3584)):
+        with pytest.raises(ValueError, match="positive multiples of 8"):
+            configs.explain("dual", "", 16, N, K, torch.bfloat16, 132, H200)

@@ -437,12 +437,32 @@ def explain(
     """:func:`resolve`'s choice for one launch (M tokens, N = I, K = H) and why, in words: the call named
     the config; ``FUSED_SWIGLU_CONFIG`` named it; the choice's config is not in the kernel library (the
     fallback); the tuned override for this exact problem; or the cost model, with its prediction and the
-    runner-up's. ``available``: as in :func:`select` (None: the loaded library's configs).
+    runner-up's. ``available``: the config names to choose from; None: the kernel library's if it is
+    loaded, else every config of the catalog (nothing is loaded or built).
 
     Raises:
-        As :func:`resolve`.
+        As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
+        TMA rows: no launch could serve the problem).
     """
     check_config(kernel, config, dtype)
+    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
+    if N == 0 or K == 0 or N % 8 or K % 8:
+        raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
+    if available is None:
+        from . import _lib
+
+        available = _lib.config_names() if _lib.is_loaded() else frozenset(catalog.names())
+    choice, why = _explain(kernel, config, M, N, K, dtype, num_sms, gpu, smem_limit, frozenset(available))
+    if M == 0:
+        why = f"M = 0: the operators return the empty result without a launch (else: {why})"
+    return choice, why
+
+
+def _explain(
+    kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
+    smem_limit: int | None = None, available: frozenset[str] | None = None,
+) -> tuple[Choice, str]:
+    """:func:`explain` of a checked problem."""
     if config not in AUTO_CONFIG:
         return Choice(config), "named by the call's config argument"
     accumulation = AUTO_CONFIG[config]

@@ -71,7 +71,10 @@ def find_shapes(names: Sequence[str] | None) -> list[MlpShape]:
     if not names:
         return list(SHAPES)
     own = {m.model.lower(): m for m in FP8_MODELS}
-    return [own[n.lower()] if n.lower() in own else shapes.find([n])[0] for n in names]
+    try:
+        return [own[n.lower()] if n.lower() in own else shapes.find([n])[0] for n in names]
+    except ValueError as e:
+        raise ValueError(f"{e}; or an FP8 checkpoint's shape: {', '.join(m.model for m in FP8_MODELS)}") from None
 REPS = 30
 WARMUP_MS = 100.0
 

@@ -138,6 +138,9 @@ def check_out_path(path: str | Path, option: str = "--out") -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
+        if existing != path.parent.absolute():
+            raise ValueError(f"{option}: cannot create the folder {path.parent}: {existing} takes no new files "
+                             f"({e.strerror or e})") from e
         raise ValueError(f"{option}: cannot write in the folder {existing} ({e.strerror or e})") from e
     return path
 

@@ -160,11 +160,14 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
     at = rest.index(flag)
     rest.pop(at)
     mode = OLD_FLAGS[flag]
-    if flag == "--tp":
+    given = rest[0] if rest and rest[0] in OLD_FLAGS.values() else None  # the mode as a subcommand too
+    if given is not None and given != mode:
+        raise ValueError(f"bench {given} and {flag} are separate runs; give one of them")
+    if flag == "--tp" and not any(a == "--gpus" or a.startswith("--gpus=") for a in rest):
         if at >= len(rest) or rest[at].startswith("-"):
             raise ValueError("--tp needs a world size (bench tp --gpus N)")
         rest.insert(at, "--gpus")
-    new = ["bench", mode, *rest]
+    new = ["bench", *rest] if given else ["bench", mode, *rest]
     return new, f"`bench {flag}` is spelt `bench {mode}{' --gpus N' if flag == '--tp' else ''}` now; running " \
                 f"`fused-swiglu {' '.join(new)}`"
 

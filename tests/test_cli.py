@@ -414,7 +414,8 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "tp", "--gpus", "1"], "--gpus: tensor parallel needs a world size of at least 2; got 1"),
     (["bench", "tp"], "the following arguments are required: --gpus"),
     (["bench", "e2e", "--modes", "bogus"], "--modes: unknown mode 'bogus'"),
-    (["bench", "host-time", "--methods", "eager"], "unrecognized arguments: --methods eager"),
+    (["bench", "host-time", "--methods", "eager"], "fused-swiglu bench host-time: error: unrecognized arguments: --methods eager"),
+    (["info", "--bogus"], "usage: fused-swiglu info [-h]"),
     (["bench", "--fp8", "--e2e"], "--backward, --e2e, --host-time, --tp and --fp8 are separate runs"),
     (["bench", "--tp", "--models", "7B"], "--tp needs a world size (bench tp --gpus N)"),
 ])

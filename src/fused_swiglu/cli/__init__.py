@@ -15,6 +15,7 @@ row holds the error; the other modes ran); 130 interrupted; 141 stdout closed ea
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -34,7 +35,18 @@ def _parser() -> Parser:
     sub = p.add_subparsers(dest="command", required=True)
     bench.add_parsers(sub)
     commands.add_parsers(sub)
+    _mark_pages(p)
     return p
+
+
+def _mark_pages(parser: argparse.ArgumentParser) -> None:
+    """Each (sub)command's parser records itself as ``args._page``, so that an unknown option is reported
+    with the usage of the command it was given to."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for page in action.choices.values():
+                page.set_defaults(_page=page)
+                _mark_pages(page)
 
 
 class _Terminated(BaseException):
@@ -82,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     if note is not None:
         print(f"fused-swiglu: {note}", file=sys.stderr)
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            getattr(args, "_page", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as e:  # --help, --version or a usage error, which argparse has printed
         return e.code if isinstance(e.code, int) else EXIT_BAD_OPTION
     # no wrapping of plain lines; wide tables when piped into a log

@@ -102,3 +102,13 @@ def test_plan_callback_prints_each_plan_and_its_reason_when_asked(stub_library, 
     assert rc == 0 and line.count("\n") == 1
     assert line.startswith(f"fused_swiglu plan: dual M=8192 I=18944 H=3584 bf16 on NVIDIA H200 (132 SMs): "
                            f"{AVAILABLE[index]} raster {raster} swizzle {swizzle}; the cost model")
+
+
+def test_a_failing_explanation_never_fails_the_plan(stub_library, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise ValueError("boom")
+
+    monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
+    monkeypatch.setattr(configs, "explain", broken)
+    rc, *_ = _plan(1, b"", 64, 4096, 1024, 0)
+    assert rc == 0 and capsys.readouterr().err.rstrip().endswith("; no reason given (ValueError: boom)")

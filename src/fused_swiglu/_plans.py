@@ -21,7 +21,10 @@ def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, 
         kernel, torch_dtype = _lib.KERNEL_NAMES[kind], _lib.TORCH_DTYPES[dtype]
         choice = configs.resolve(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
         if env.log_plans():
-            _, why = configs.explain(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+            try:
+                _, why = configs.explain(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+            except Exception as e:  # noqa: BLE001 (the log line never fails a launch)
+                why = f"no reason given ({type(e).__name__}: {e})"
             print(f"fused_swiglu plan: {kernel} M={m} I={n} H={k} {_lib.DTYPE_NAMES[dtype]} on {gpu or 'a GPU'} "
                   f"({num_sms} SMs): {choice.name} raster {choice.raster} swizzle {choice.swizzle}; {why}",
                   file=sys.stderr, flush=True)

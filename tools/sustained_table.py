@@ -55,8 +55,8 @@ def forward(meta: dict, by_cell: dict) -> None:
         print(f"| {model} | {M} | {e:.3f} | {cb:.3f} | {d:.3f} | {p:.3f} | {cb / b:.3f} | {cb / d:.3f} | "
               f"{e / b:.3f} | {mhz} | {watts} | {short('fused_dual')} | {short('fused_packed')} |")
     print()
-    for label, pick in (("the seven Qwen2.5 shapes", lambda m: m in QWEN), ("the other public shapes", lambda m: m not in QWEN),
-                        ("all shapes", lambda m: True)):
+    for label, pick in (("the seven Qwen2.5 shapes", lambda m: m in QWEN),
+                        ("the other public shapes", lambda m: m not in QWEN), ("all shapes", lambda m: True)):
         keys = [k for k in best if pick(k[0])]
         if not keys:
             continue
@@ -94,12 +94,15 @@ def training(meta: dict, by_cell: dict) -> None:
 def fp8(meta: dict, by_cell: dict) -> None:
     section("e4m3 inputs, bf16 output", meta, "fp8_sustained.json")
     pairs = (("fp8_unfused", "fp8_fused", "row scales: unfused / fused"),
-             ("fp8_unfused_blockwise", "fp8_fused_blockwise", "block scales: cuBLAS block-scaled + silu-and-mul / fused"),
+             ("fp8_unfused_blockwise", "fp8_fused_blockwise",
+              "block scales: cuBLAS block-scaled + silu-and-mul / fused"),
              ("fused_packed", "fp8_fused", "bf16 packed / e4m3 fused"))
-    print("| shape | M | " + " | ".join(p[2] for p in pairs) + " | MHz fused / unfused (row) | MHz fused / unfused (block) |")
+    print("| shape | M | " + " | ".join(p[2] for p in pairs)
+          + " | MHz fused / unfused (row) | MHz fused / unfused (block) |")
     print("|---|---|" + "---|" * (len(pairs) + 2))
     for (model, M), c in by_cell.items():
-        ratios = " | ".join(f"{c[a]['median_ms'] / c[b]['median_ms']:.3f}" if a in c and b in c else "–" for a, b, _ in pairs)
+        ratios = " | ".join(f"{c[a]['median_ms'] / c[b]['median_ms']:.3f}" if a in c and b in c else "–"
+                            for a, b, _ in pairs)
         mhz = lambda a, b: f"{c[a]['sm_mhz']:.0f} / {c[b]['sm_mhz']:.0f}" if a in c and b in c else "–"  # noqa: E731
         print(f"| {model} | {M} | {ratios} | {mhz('fp8_fused', 'fp8_unfused')} | "
               f"{mhz('fp8_fused_blockwise', 'fp8_unfused_blockwise')} |")
@@ -108,7 +111,8 @@ def fp8(meta: dict, by_cell: dict) -> None:
 
 def main(folder: str) -> None:
     root = Path(folder)
-    for name, table in (("sustained.json", forward), ("backward_sustained.json", training), ("fp8_sustained.json", fp8)):
+    for name, table in (("sustained.json", forward), ("backward_sustained.json", training),
+                        ("fp8_sustained.json", fp8)):
         if (root / name).exists():
             table(*cells(root / name))
 

@@ -109,7 +109,8 @@ def _grid(p, run, models_help: str) -> None:
 
 
 def _dtype(p) -> None:
-    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="activation and weight dtype (default bf16)")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
+                   help="activation and weight dtype (default bf16)")
 
 
 def _out(p, text: str) -> None:

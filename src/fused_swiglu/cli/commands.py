@@ -297,8 +297,8 @@ def report(args, console) -> int:
     except ImportError:
         raise ValueError("report needs matplotlib (pip install matplotlib)") from None
     except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written
-        raise ValueError(f"--out-dir: cannot write the plots to {e.filename or args.out_dir} "
-                         f"({e.strerror or e})") from None
+        where = "--out-dir: cannot write the plots to" if args.out_dir else "cannot write the plots beside the results:"
+        raise ValueError(f"{where} {e.filename or args.out_dir} ({e.strerror or e})") from None
     for path in written:
         console.print(f"wrote {path}")
     return 0

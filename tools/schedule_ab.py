@@ -83,10 +83,8 @@ def main() -> None:
             for launch in pool_launches:
                 variant = tune.Variant(launch, launch.raster, launch.swizzle)
                 found.setdefault(variant.key, variant)
-            timed = tune.time_variants(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
-                                       sets=sets, monitor=monitor, seconds=a.seconds)
-            if monitor is None:  # interleaved: medians only
-                timed = {k: timing.Timing(t, t, t, a.reps) for k, t in timed.items()}
+            timed = tune.variant_timings(list(found.values()), M, N, K, dtype, device, a.reps, flush, extra=extra,
+                                         sets=sets, monitor=monitor, seconds=a.seconds)
             times = {k: t.median_ms for k, t in timed.items()}
             base = {"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M, "protocol": a.protocol}
             rows += [{**base, "method": m, "median_ms": t.median_ms, "sm_mhz": t.sm_mhz, "power_w": t.power_w}

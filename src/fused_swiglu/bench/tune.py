@@ -101,12 +101,21 @@ def launcher(variant: Variant, s: Operands, dtype: torch.dtype) -> Callable[[], 
 
 def time_variants(found: Sequence[Variant], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
                   reps: int, flush: torch.Tensor, extra: dict[str, list[Callable[[], object]]] | None = None,
-                  sets: list[Operands] | None = None, monitor=None,
-                  seconds: float = timing.SUSTAINED_SECONDS) -> dict[str, float] | dict[str, timing.Timing]:
+                  sets: list[Operands] | None = None) -> dict[str, float]:
     """Median milliseconds of each variant (and of each ``extra`` method) on one problem, timed in turn
-    rep by rep. A variant the library rejects for this problem is left out. With a ``monitor``
-    (:class:`fused_swiglu.bench.power.Monitor`): by the sustained protocol instead, each for
-    ``seconds``, returning the whole :class:`~fused_swiglu.bench.timing.Timing` of each."""
+    rep by rep (:func:`variant_timings`)."""
+    timed = variant_timings(found, M, N, K, dtype, device, reps, flush, extra, sets)
+    return {key: t.median_ms for key, t in timed.items()}
+
+
+def variant_timings(found: Sequence[Variant], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
+                    reps: int, flush: torch.Tensor, extra: dict[str, list[Callable[[], object]]] | None = None,
+                    sets: list[Operands] | None = None, monitor=None,
+                    seconds: float = timing.SUSTAINED_SECONDS) -> dict[str, timing.Timing]:
+    """The :class:`~fused_swiglu.bench.timing.Timing` of each variant (and of each ``extra`` method) on
+    one problem, timed in turn rep by rep; with a ``monitor`` (:class:`fused_swiglu.bench.power.Monitor`)
+    by the sustained protocol instead, each for ``seconds``. A variant the library rejects for this
+    problem is left out."""
     sets = sets if sets is not None else make_operands(M, N, K, dtype, device)
     calls: dict[str, list[Callable[[], object]]] = dict(extra or {})
     for v in found:
@@ -120,8 +129,7 @@ def time_variants(found: Sequence[Variant], M: int, N: int, K: int, dtype: torch
         return {}
     if monitor is not None:
         return timing.time_sustained(timing.as_graph_replays(calls, device), device, monitor, seconds, flush)
-    timed = timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
-    return {key: t.median_ms for key, t in timed.items()}
+    return timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
 
 
 FINALISTS = 3  # per kernel and accumulation, re-timed together in the second stage

@@ -267,11 +267,12 @@ def choose_config(
 def override_applies(override: tuning.Override, config: KernelConfig, M: int, N: int, K: int, num_sms: int,
                      data: tuning.Tuning) -> bool:
     """Whether a measured override stands for its problem: one timed by the sustained protocol
-    always; one timed interleaved (rep by rep among its rivals) below M =
-    :data:`fused_swiglu.tuning.SUSTAINED_FROM_M`, and above it only where its tile order reads no
-    operand from HBM twice (:func:`fused_swiglu.cost_model.dram_traffic`): at the power cap what
-    re-reads cost is energy, which interleaving averages over the candidates and cannot see."""
-    if override.protocol == "sustained" or M < tuning.SUSTAINED_FROM_M or data.device.energy_us_per_byte <= 0:
+    always; one timed interleaved (rep by rep among its rivals) below the M where the cost model's
+    power term starts (the tuned data's ``power_from_m``), and above it only where its tile order
+    reads no operand from HBM twice (:func:`fused_swiglu.cost_model.dram_traffic`): at the power cap
+    what re-reads cost is energy, which interleaving averages over the candidates and cannot see."""
+    if (override.protocol == "sustained" or M < data.device.power_from_m
+            or data.device.energy_us_per_byte <= 0):
         return True
     traffic = cost_model.dram_traffic(config, M, N, K, num_sms, data.device.l2_reuse_bytes, config.raster,
                                       config.swizzle)

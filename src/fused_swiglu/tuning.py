@@ -42,8 +42,8 @@ FORMAT = 1
 OVERRIDE_GAIN = 1.02
 REFERENCE = ("NVIDIA H200", "bf16")
 # From this M on the GPU runs at its power cap: the benchmark's sustained timing protocol
-# (fused_swiglu.bench.timing), and where an override timed interleaved stands is narrower
-# (fused_swiglu.configs.override_applies).
+# (fused_swiglu.bench.timing). The config choice reads the same threshold from the tuned data
+# (its device's power_from_m, by default this value).
 SUSTAINED_FROM_M = 1024
 PACKAGE_DIR = Path(__file__).resolve().parent / "tuned"
 DTYPES = catalog.DTYPES
@@ -100,6 +100,11 @@ def user_dir() -> Path:
     return cache_dir() / "tuning"
 
 
+# the device fields a tuned file may leave out, and their types
+_OPTIONAL_DEVICE = {"l2_bytes": float, "blend": float, "energy_us_per_byte": float, "l2_reuse_bytes": float,
+                    "power_from_m": int}
+
+
 def parse(data: dict, source: Path | None = None) -> Tuning:
     """A :class:`Tuning` from a file's JSON object.
 
@@ -110,10 +115,8 @@ def parse(data: dict, source: Path | None = None) -> Tuning:
         raise ValueError(f"tuning data {source}: format must be {FORMAT}; got {data.get('format')!r}")
     try:
         dev = data["device"]
-        device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]),
-                             float(dev.get("l2_bytes", 25e6)), float(dev.get("blend", 2.0)),
-                             float(dev.get("energy_us_per_byte", 0.0)), float(dev.get("l2_reuse_bytes", 30e6)),
-                             int(dev.get("power_from_m", 1024)))
+        optional = {k: cast(dev[k]) for k, cast in _OPTIONAL_DEVICE.items() if k in dev}  # else DeviceCosts' defaults
+        device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]), **optional)
         costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
                  for name, c in data["configs"].items()}
         smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}

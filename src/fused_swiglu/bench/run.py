@@ -200,8 +200,8 @@ def _report(rows: list[dict], opts: BenchOptions, device: torch.device, console,
                                   "before each, input sets rotated), SM clock and power sampled by NVML; the "
                                   "other rows: the methods interleaved rep by rep",
                      "complete": stopped is None})
-        if timer is not None and timer.soak is not None:
-            meta["heat_soak"] = timer.soak_meta()
+        if timer is not None and (soak := timer.soak_meta()) is not None:
+            meta["heat_soak"] = soak
         if reason is not None:
             meta["stopped_by"] = reason
         if peers_not_run:

@@ -122,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
-        print(f"fused-swiglu {args.command}: interrupted", file=sys.stderr)
+        print(f"fused-swiglu {_name(args)}: interrupted", file=sys.stderr)
         return 130
     except _Terminated:
-        print(f"fused-swiglu {args.command}: terminated", file=sys.stderr)
+        print(f"fused-swiglu {_name(args)}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
         if in_main_thread:

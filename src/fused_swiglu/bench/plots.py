@@ -222,6 +222,13 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
             drawn, or a plot cannot be written. ImportError: matplotlib is missing (pip install matplotlib).
     """
     jobs: list[tuple[Path, Path, Callable[[dict, Path], Path | None]]] = []  # (source, png, draw)
+    read: dict[Path, dict] = {}  # each results file parsed once
+
+    def results(source: Path) -> dict:
+        if source not in read:
+            read[source] = _results(source)
+        return read[source]
+
     for path in paths:
         if path.is_dir():
             sources = sorted({s for s, _ in PLOTS.values()})
@@ -231,7 +238,7 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
                      if (path / source).is_file()]
         elif path.is_file():
             jobs += [(path, (out_dir or path.parent) / f"{path.stem}_{png}", PLOTS[png][1])
-                     for png in KINDS[kind_of(_results(path))]]
+                     for png in KINDS[kind_of(results(path))]]
         else:
             raise ValueError(f"{path} is neither a results file nor a folder of them")
     pyplot()  # ImportError here, before anything is drawn
@@ -239,7 +246,7 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
     for source, png, draw in jobs:
         png.parent.mkdir(parents=True, exist_ok=True)
         try:
-            done = draw(_results(source), png)
+            done = draw(results(source), png)
         except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
             raise ValueError(f"{source}: a row lacks a field {png.name} needs, or holds one of the wrong type "
                              f"({type(e).__name__}: {e})") from None

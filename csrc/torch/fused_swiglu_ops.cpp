@@ -118,8 +118,8 @@ std::unordered_map<PlanKey, Plan, PlanKeyHash> g_plans;
 Binding const& binding() {
   Binding const* b = g_binding.load(std::memory_order_acquire);
   FSW_CHECK(b != nullptr,
-                  "fused_swiglu: the CUDA operators are loaded but not bound to the kernel library; call them "
-                  "through fused_swiglu (import fused_swiglu.ops), which binds them");
+            "fused_swiglu: the CUDA operators are loaded but not bound to the kernel library; call them "
+            "through fused_swiglu (import fused_swiglu.ops), which binds them");
   return *b;
 }
 
@@ -134,7 +134,7 @@ int32_t check_dtypes(const char* op, std::initializer_list<std::pair<const char*
   static const int32_t bf16 = aoti_torch_dtype_bfloat16(), fp16 = aoti_torch_dtype_float16();
   int32_t first = dtype_code(*named.begin()->second);
   FSW_CHECK(first == bf16 || first == fp16, "fused_swiglu::", op,
-                  ": x must be torch.bfloat16 or torch.float16 on CUDA");
+            ": x must be torch.bfloat16 or torch.float16 on CUDA");
   for (auto const& [arg, t] : named) {
     FSW_CHECK(dtype_code(*t) == first, "fused_swiglu::", op, ": ", arg, " must have x's dtype");
   }
@@ -146,21 +146,21 @@ int32_t check_devices(const char* op, std::initializer_list<std::pair<const char
   for (auto const& [arg, t] : named) {
     FSW_CHECK(t->is_cuda(), "fused_swiglu::", op, ": ", arg, " must be a CUDA tensor");
     FSW_CHECK(t->get_device_index() == first, "fused_swiglu::", op, ": ", arg,
-                    " must be on x's device cuda:", first, "; got cuda:", t->get_device_index());
+              " must be on x's device cuda:", first, "; got cuda:", t->get_device_index());
   }
   return first;
 }
 
 void check_2d(const char* op, const char* arg, Tensor const& t, const char* shape) {
   FSW_CHECK(t.dim() == 2, "fused_swiglu::", op, ": ", arg, " must be 2-D ", shape, "; got ", t.dim(),
-                  "-D");
+            "-D");
 }
 
 void check_tma_sizes(const char* op, int64_t n, int64_t k) {
   FSW_CHECK(k > 0 && k % kAlign == 0, "fused_swiglu::", op, ": H must be a positive multiple of ", kAlign,
-                  " for 16-byte TMA rows; got H=", k);
+            " for 16-byte TMA rows; got H=", k);
   FSW_CHECK(n % kAlign == 0, "fused_swiglu::", op, ": I must be a multiple of ", kAlign,
-                  " for 16-byte TMA rows; got I=", n);
+            " for 16-byte TMA rows; got I=", n);
 }
 
 // t (rows, cols) as TMA reads it: unit column stride, row stride a multiple of 8 elements and at least
@@ -245,7 +245,7 @@ void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw
   FSW_SHIM_CHECK(b.current_stream(device, &stream));
   fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, stream);
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", kind == FSW_KERNEL_DUAL ? "swiglu_dual" : "swiglu_packed",
-                  ": fsw_run failed: ", b.last_error());
+            ": fsw_run failed: ", b.last_error());
 }
 
 // Where one operand goes in an fsw_problem: its pointer and leading dimension.
@@ -284,9 +284,9 @@ Tensor swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
   check_2d(op, "w_up", w_up, "(I, H)");
   int64_t k = x.size(1), n = w_gate.size(0);
   FSW_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
-                  ": w_gate and w_up must have the same shape (I, H)");
+            ": w_gate and w_up must have the same shape (I, H)");
   FSW_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
-                  w_gate.size(1), "; got H=", k);
+            w_gate.size(1), "; got H=", k);
   fsw_problem p{};
   p.dtype = check_dtypes(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
   int32_t device = check_devices(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
@@ -302,9 +302,9 @@ Tensor swiglu_packed(Tensor x, Tensor w_packed, std::string config) {
   check_2d(op, "w_packed", w_packed, "(2I, H)");
   int64_t k = x.size(1), rows = w_packed.size(0);
   FSW_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
-                  rows);
+            rows);
   FSW_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
-                  ": x must be (M, H) with H = w_packed.shape[1] = ", w_packed.size(1), "; got H=", k);
+            ": x must be (M, H) with H = w_packed.shape[1] = ", w_packed.size(1), "; got H=", k);
   int64_t n = rows / 2;
   fsw_problem p{};
   p.dtype = check_dtypes(op, {{"x", &x}, {"w_packed", &w_packed}});

@@ -18,11 +18,11 @@ def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, 
     exception's type and text written into ``message`` (``size`` bytes, NUL-terminated)."""
     try:
         num_sms, gpu, smem_limit = _lib.target(device)
-        kernel, torch_dtype = _lib.KERNEL_NAMES[kind], _lib.TORCH_DTYPES[dtype]
-        choice = configs.resolve(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+        kernel, torch_dtype, config = _lib.KERNEL_NAMES[kind], _lib.TORCH_DTYPES[dtype], config.decode()
+        choice = configs.resolve(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit)
         if env.log_plans():
             try:
-                _, why = configs.explain(kernel, config.decode(), m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+                _, why = configs.explain(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit)
             except Exception as e:  # noqa: BLE001 (the log line never fails a launch)
                 why = f"no reason given ({type(e).__name__}: {e})"
             print(f"fused_swiglu plan: {kernel} M={m} I={n} H={k} {_lib.DTYPE_NAMES[dtype]} on {gpu or 'a GPU'} "

@@ -265,15 +265,32 @@ def test_writes_through_data_need_repack():
     torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
 
 
-def test_a_block_patched_on_the_meta_device_packs_at_its_first_call():
-    torch.manual_seed(11)
-    real = FP8MLP()
+def _meta_fp8_block(cls):
     with torch.device("meta"):
-        mlp = FP8MLP.__new__(FP8MLP)
+        mlp = cls.__new__(cls)
         nn.Module.__init__(mlp)
         mlp.gate_proj, mlp.up_proj = FP8Linear(256, 384, (128, 128)), FP8Linear(256, 384, (128, 128))
         mlp.down_proj, mlp.act_fn = FP8Linear(384, 256, (128, 128)), nn.SiLU()
-    assert fuse_swiglu_mlps(mlp) == [""]
+    return mlp
+
+
+def test_a_block_of_unknown_class_on_the_meta_device_is_left_unfused():
+    # its forward cannot be probed without weights: only the listed classes are trusted by class
+    mlp = _meta_fp8_block(FP8MLP)
+    with pytest.warns(UserWarning, match="meta device"):
+        assert fuse_swiglu_mlps(mlp) == []
+
+
+def test_a_block_patched_on_the_meta_device_packs_at_its_first_call():
+    torch.manual_seed(11)
+    real = FP8MLP()
+    Qwen3MLP = pytest.importorskip("transformers.models.qwen3.modeling_qwen3").Qwen3MLP
+    with torch.device("meta"):
+        mlp = Qwen3MLP.__new__(Qwen3MLP)  # a class whose forward is known: no probe needed
+        nn.Module.__init__(mlp)
+        mlp.gate_proj, mlp.up_proj = FP8Linear(256, 384, (128, 128)), FP8Linear(256, 384, (128, 128))
+        mlp.down_proj, mlp.act_fn = FP8Linear(384, 256, (128, 128)), nn.SiLU()
+    assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
     assert vars(mlp)["forward"].w_packed is None
     mlp.to_empty(device="cpu")
     mlp.load_state_dict(real.state_dict())

@@ -16,13 +16,15 @@ Example::
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import torch
 from torch import nn
 
 from . import _validate as v
 from . import mlp_ops, ops
-from ._blocks import act_name, global_hooks, has_hooks, is_silu
+from ._blocks import act_name, experts_reason, global_hooks, has_hooks, is_silu, is_silu_type
+from ._verify import verify
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
@@ -82,23 +84,49 @@ def _kernel_reason(module: nn.Module) -> str | None:
     return None
 
 
-def _unfused_warning(skipped: list[tuple[str, str]], patched: int, already: int) -> str:
-    """One message naming the blocks left unfused, grouped by reason."""
+ROOT_NAME = "(the model itself)"  # how the names this module returns and warns with name the root module
+
+
+def readable(name: str) -> str:
+    """A qualified module name as this module reports it: the root module (``""``) as :data:`ROOT_NAME`."""
+    return name or ROOT_NAME
+
+
+def _grouped(entries: list[tuple[str, str]]) -> str:
+    """``'a', 'b', 'c' and 4 more: reason; ...``: names (three per reason, then a count) by reason."""
     by_reason: dict[str, list[str]] = {}
-    for name, reason in skipped:
-        by_reason.setdefault(reason, []).append(repr(name or "(the model itself)"))
+    for name, reason in entries:
+        by_reason.setdefault(reason, []).append(repr(readable(name)))
     parts = []
     for reason, names in by_reason.items():
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         parts.append(f"{shown}: {reason}")
-    if not patched and not already:
-        head = (f"fuse_swiglu_mlps patched no block: {len(skipped)} block(s) have gate_proj, up_proj and "
-                "down_proj, none of which could be patched")
+    return "; ".join(parts)
+
+
+EXPERTS_NOTE = ("mixture-of-experts routed experts are not fused by this version: they run the model's own "
+                "experts code (shared experts and dense MLP layers are patched as dense blocks)")
+
+
+def _unfused_warning(skipped: list[tuple[str, str]], experts: list[tuple[str, str]], patched: int,
+                     already: int) -> str:
+    """One message naming the blocks left unfused, grouped by reason, and the experts modules left as
+    they are."""
+    before = f" ({already} patched already)" if already else ""
+    if skipped:
+        if not patched and not already:
+            head = (f"fuse_swiglu_mlps patched no block: {len(skipped)} block(s) have gate_proj, up_proj and "
+                    "down_proj, none of which could be patched")
+        else:
+            head = (f"fuse_swiglu_mlps patched {patched} block(s){before} and left {len(skipped)} unfused (they "
+                    "run their original forward)")
+        message = f"{head}; {_grouped(skipped)}"
     else:
-        before = f" ({already} patched already)" if already else ""
-        head = (f"fuse_swiglu_mlps patched {patched} block(s){before} and left {len(skipped)} unfused (they run "
-                "their original forward)")
-    return f"{head}; " + "; ".join(parts)
+        message = f"fuse_swiglu_mlps patched {patched} block(s){before}"
+    if experts:
+        message += (f". {len(experts)} mixture-of-experts experts module(s) left unfused: {_grouped(experts)}. "
+                    f"{EXPERTS_NOTE[0].upper()}{EXPERTS_NOTE[1:]}")
+    return message
 
 
 class FusedSwiGLUForward:
@@ -131,6 +159,11 @@ class FusedSwiGLUForward:
         self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
         self.previous, self.recompute = previous, recompute
         self.config = AUTO[accumulation]
+        # what a traced call decides from (_traced): whether it may call the dual operator directly on a
+        # Hopper GPU / on the CPU, and whether autograd-recorded calls may run the whole-block operator
+        self.direct_cuda = kernel != "packed" and backend != "torch"
+        self.direct_cpu = kernel != "packed" and backend != "cutlass"
+        self.whole_block = not recompute and accumulation == "fast"
         self._disarm()
 
     # what the fast path was last checked for, unarmed: None never matches
@@ -153,6 +186,8 @@ class FusedSwiGLUForward:
         return type(self.module).forward(self.module, x)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return _traced(self, x)
         m = self.module
         g, u = m.gate_proj, m.up_proj
         if (
@@ -227,6 +262,60 @@ class FusedSwiGLUForward:
         return False
 
 
+@torch.compiler.assume_constant_result
+def _plain_linear_types(*classes: type) -> bool:
+    """Whether each class is ``nn.Linear`` or a subclass that keeps its forward. Assumed constant under
+    torch.compile (as :func:`_swiglu_types`)."""
+    return all(issubclass(c, nn.Linear) and c.forward is nn.Linear.forward for c in classes)
+
+
+@torch.compiler.assume_constant_result
+def _swiglu_types(gate: type, up: type, act: type) -> bool:
+    """Whether a block with layers of these classes is one the fused forward replaces: gate and up
+    plain linear layers, a SiLU act_fn. Assumed constant under torch.compile: the layers' own type
+    guards re-trace a call whose classes change, so reading the classes here adds no guard."""
+    return _plain_linear_types(gate, up) and is_silu_type(act)
+
+
+def _traced(patch: FusedSwiGLUForward, x: torch.Tensor) -> torch.Tensor:
+    """A patched block's call as torch.compile traces it (the compiled code runs what this returns).
+
+    It makes the full check's decisions from what the stock forward's trace reads anyway (the layers,
+    their weights, biases and hooks, the act_fn's type and hooks) and from two attributes of the patch
+    (its module and config), so that Dynamo guards no more per block than for the stock block, and it
+    writes nothing: the eager path's arming state is neither read nor set (an attribute set in traced
+    code is replayed after every call of the compiled code). Guards re-trace it when any of what it
+    read changes (a hook added, a layer or weight replaced, a dtype changed).
+    """
+    m = patch.module
+    g, u, act = m.gate_proj, m.up_proj, m.act_fn
+    if not (
+        _swiglu_types(type(g), type(u), type(act)) and g.bias is None and u.bias is None
+        and not (has_hooks(g) or has_hooks(u) or has_hooks(act) or global_hooks())
+    ):
+        return patch.original(x)
+    wg, wu = g.weight, u.weight
+    if not (
+        x.dtype in v.DTYPES and wg.dtype == x.dtype and wu.dtype == x.dtype and wg.shape == wu.shape
+        and x.dim() > 0 and x.shape[-1] == wg.shape[1] and wg.device == x.device and wu.device == x.device
+        and wg.shape[0] % v.ALIGN == 0 and wg.shape[1] % v.ALIGN == 0
+    ):
+        return patch.original(x)
+    direct = patch.direct_cuda and v.hopper_status(x.device) is None if x.is_cuda else patch.direct_cpu
+    if not direct:
+        return m.down_proj(swiglu(x, wg, wu, kernel=patch.kernel, accumulation=patch.accumulation,
+                                  backend=patch.backend))
+    if torch.is_grad_enabled() and (x.requires_grad or wg.requires_grad or wu.requires_grad):
+        d = m.down_proj
+        if (
+            patch.whole_block and _plain_linear_types(type(d))
+            and d.bias is None and not has_hooks(d) and d.weight.shape == (wg.shape[1], wg.shape[0])
+            and d.weight.dtype == x.dtype and d.weight.device == x.device
+        ):
+            return on_2d(mlp_ops.mlp, x, wg, wu, d.weight)
+    return m.down_proj(run_op(ops.swiglu_dual, x, wg, wu, patch.config))
+
+
 def _patch(module: nn.Module) -> FusedSwiGLUForward | fp8_modules.FusedFP8SwiGLUForward | None:
     f = vars(module).get("forward")
     return f if isinstance(f, (FusedSwiGLUForward, fp8_modules.FusedFP8SwiGLUForward)) else None
@@ -241,11 +330,20 @@ def fuse_swiglu_mlps(
     A submodule is patched when it has ``gate_proj``, ``up_proj`` and ``down_proj`` attributes that
     are ``nn.Linear`` without bias, gate and up weights of one shape ``(I, H)``, and an ``act_fn``
     that is SiLU: ``torch.nn.SiLU`` (or a subclass that keeps its ``forward``) or Hugging Face's
-    ``SiLUActivation``, whichever ``ACT2FN["silu"]`` returns in the installed transformers. Blocks
-    are recognised by these attributes only, so the block's own forward must be
-    ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``, as in Hugging Face's Llama, Qwen2 and Mistral MLPs;
-    a block with the same attributes that computes something else would be replaced wrongly. Its
-    forward then computes ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Blocks the
+    ``SiLUActivation``, whichever ``ACT2FN["silu"]`` returns in the installed transformers, and whose
+    own forward computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``: known by its class for the
+    Hugging Face MLPs of :data:`fused_swiglu._verify.KNOWN_FORWARDS` (Llama, Mistral, Qwen2, Qwen3, the
+    dense and shared-expert MLPs of Qwen2-MoE, Qwen3-MoE and DeepSeek-V3, ...), else checked by a probe:
+    the forward run once on a small random input in eval and in training mode, which must match to
+    within rounding and be deterministic (no dropout); global random states, ``training`` flags and
+    buffers are restored, and hooks on ``down_proj`` see the probe's calls. A block with these
+    attributes whose forward computes something else (a residual, a scale, gate and up swapped,
+    another activation, dropout) keeps its forward and is named in the warning; so is a block of
+    another class on the meta device (nothing to probe). The patched forward computes
+    ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Mixture-of-experts layers: routed
+    experts stored as 3-D tensors (transformers 5's ``gate_up_proj`` in Qwen2/3-MoE, Mixtral,
+    DeepSeek-V3) are not fused by this version and are named in the warning; shared experts and dense
+    MLP layers are patched as dense blocks. Blocks the
     kernels could never run as they are (weights not bf16/fp16, as in an fp32 model; I or H not a
     multiple of 8) are left unpatched; convert a model before patching it. At call time, inputs
     the kernels cannot take (x not of the weights' dtype, weights moved to another dtype or device)
@@ -292,13 +390,15 @@ def fuse_swiglu_mlps(
             products in the backward (less memory, more time; supports ``create_graph=True``).
 
     Returns:
-        The qualified names (``model.named_modules()``) of the blocks patched by this call.
+        The qualified names (``model.named_modules()``) of the blocks patched by this call; the root
+        module, when it is itself a block, as ``"(the model itself)"``.
 
     Warns:
         UserWarning: once per call, when it leaves blocks that have ``gate_proj``, ``up_proj`` and
         ``down_proj`` unpatched: their names (three per reason, then a count) and why, e.g.
-        ``'model.layers.0.mlp', ... and 25 more: act_fn is GELUTanh, not SiLU``; or, when nothing is
-        or was patched and no submodule has those attributes, that it found no such block.
+        ``'model.layers.0.mlp', ... and 25 more: act_fn is GELUTanh, not SiLU``, and the
+        mixture-of-experts experts modules it left as they are; or, when nothing is or was patched
+        and no submodule has those attributes, that it found no such block.
 
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
@@ -311,39 +411,64 @@ def fuse_swiglu_mlps(
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
-    patched, already, skipped = [], 0, []
+    patched, already, skipped, experts = [], 0, [], []
     for name, module in model.named_modules():
         if _patch(module) is not None:
             already += 1
             continue
+        what = experts_reason(module, name)
+        if what is not None:
+            experts.append((name, what))
+            continue
         if not _has_projections(module):
             continue
         fp8 = fp8_modules.is_fp8_block(module)
-        reason = fp8_modules.skip_reason(module) if fp8 else (skip_reason(module) or _kernel_reason(module))
-        if reason is None and hasattr(module, "_hf_hook"):
-            reason = "it carries an accelerate hook (_hf_hook)"
+        previous = vars(module).get("forward")  # an instance forward set by someone else, or None
+        reason = block_reason(module, previous)
         if reason is not None:
             skipped.append((name, reason))
             continue
-        previous = vars(module).get("forward")  # an instance forward set by someone else, or None
         if fp8:
             module.forward = fp8_modules.FusedFP8SwiGLUForward(module, backend, previous)
         else:
             module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
-        patched.append(name)
-    if skipped:
-        warnings.warn(_unfused_warning(skipped, len(patched), already), UserWarning, stacklevel=2)
+        patched.append(readable(name))
+    if skipped or experts:
+        warnings.warn(_unfused_warning(skipped, experts, len(patched), already), UserWarning, stacklevel=2)
     elif not patched and not already:
         warnings.warn("fuse_swiglu_mlps patched no block: no submodule has gate_proj, up_proj and down_proj "
                       "attributes (Hugging Face's Llama / Qwen2 / Mistral MLP layout)", UserWarning, stacklevel=2)
     return patched
 
 
+def block_reason(module: nn.Module, previous=None) -> str | None:
+    """Why the block ``module`` (it has gate_proj, up_proj and down_proj) may not be replaced by a
+    fused forward (None: it may): :func:`skip_reason` and the kernels' dtype and alignment rules (or
+    the FP8 block's rules), an accelerate hook, and then what its forward computes
+    (:func:`fused_swiglu._verify.verify`: known by its class, else probed). ``previous``: the block's
+    instance ``forward``, if it has one (it is what the block runs, so it is what is probed)."""
+    fp8 = fp8_modules.is_fp8_block(module)
+    reason = fp8_modules.skip_reason(module) if fp8 else (skip_reason(module) or _kernel_reason(module))
+    if reason is None and hasattr(module, "_hf_hook"):
+        reason = "it carries an accelerate hook (_hf_hook)"
+    if reason is None:
+        reason = forward_reason(module, previous, torch.bfloat16 if fp8 else module.gate_proj.weight.dtype)
+    return reason
+
+
+def forward_reason(module: nn.Module, previous=None, dtype: torch.dtype | None = None) -> str | None:
+    """Why the forward that the block ``module`` runs (``previous``, its instance forward, if any; else
+    its class's) may not be taken for ``down_proj(silu(gate_proj(x)) * up_proj(x))`` (None: it may);
+    :func:`fused_swiglu._verify.verify` with activations of ``dtype`` (default: gate_proj's weight dtype)."""
+    forward = previous if previous is not None else partial(type(module).forward, module)
+    return verify(module, forward, previous, dtype or module.gate_proj.weight.dtype)
+
+
 def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
     """Undo :func:`fuse_swiglu_mlps`: restore the original forward of every patched block.
 
     Returns:
-        The qualified names of the blocks restored.
+        The qualified names of the blocks restored (the root module as ``"(the model itself)"``).
 
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
@@ -361,5 +486,5 @@ def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
             del module.forward  # the class's forward again
         else:
             module.forward = patch.previous
-        restored.append(name)
+        restored.append(readable(name))
     return restored

@@ -139,7 +139,7 @@ def test_shard_swiglu_mlps_names_the_block_and_changes_nothing(one_rank):
 
     from tp_worker import Mlp
 
-    good, bad = torch.zeros(16, 16, dtype=torch.bfloat16), torch.zeros(12, 16, dtype=torch.bfloat16)
+    good, bad = torch.randn(16, 16, dtype=torch.bfloat16), torch.randn(12, 16, dtype=torch.bfloat16)
     model = nn.Sequential(Mlp(good, good, good.T.contiguous()), Mlp(bad, bad, bad.T.contiguous()))
     with pytest.raises(ValueError, match="MLP block '1': intermediate size I=12 .*no block was replaced"):
         shard_swiglu_mlps(model)

@@ -10,6 +10,8 @@ that every rank returns the whole MLP output. Under autograd x's gradient is all
 
 from __future__ import annotations
 
+import warnings
+
 from collections.abc import Mapping
 
 import torch
@@ -22,7 +24,7 @@ from .._dispatch import on_2d
 from ..configs import KERNELS
 from ..functional import swiglu, swiglu_packed
 from ..mlp import swiglu_mlp, swiglu_mlp_packed
-from ..modules import skip_reason
+from ..modules import forward_reason, readable, skip_reason
 from ..weights import LAYOUTS, pack_gate_up
 from .comm import copy_to_ranks, reduce_from_ranks, world
 from .sharding import shard_down, shard_gate_up, shard_packed
@@ -188,8 +190,10 @@ def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
 def shard_swiglu_mlps(model: nn.Module, group: dist.ProcessGroup | None = None, *, kernel: str = "dual",
                       **options) -> list[str]:
     """Replace every SwiGLU MLP block of ``model`` (the blocks :func:`fused_swiglu.fuse_swiglu_mlps`
-    recognises: bias-free gate_proj/up_proj/down_proj ``nn.Linear`` and a SiLU act_fn) by this
-    rank's :class:`TensorParallelSwiGLUMLP`, in place. The rest of the model stays as it is (each rank
+    recognises: bias-free gate_proj/up_proj/down_proj ``nn.Linear``, a SiLU act_fn, and a forward that
+    computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``, known by its class or probed) by this
+    rank's :class:`TensorParallelSwiGLUMLP`, in place; blocks with those attributes whose forward
+    computes something else are left as they are and named in one warning. The rest of the model stays as it is (each rank
     runs it on the same input); the full MLP weights are dropped, so each rank keeps ``1 / t`` of them.
     Not reversible: reload the model to undo it.
 
@@ -207,7 +211,17 @@ def shard_swiglu_mlps(model: nn.Module, group: dist.ProcessGroup | None = None, 
     """
     v.check_choice("kernel", kernel, KERNELS)
     _, world_size = world(group)
-    blocks = [(name, m) for name, m in model.named_modules() if name and skip_reason(m) is None]
+    candidates = [(name, m) for name, m in model.named_modules() if name and skip_reason(m) is None]
+    blocks, other = [], []
+    for name, m in candidates:
+        reason = forward_reason(m, vars(m).get("forward"))
+        if reason is None:
+            blocks.append((name, m))
+        else:
+            other.append(f"{readable(name)!r}: {reason}")
+    if other:
+        warnings.warn(f"shard_swiglu_mlps left {len(other)} block(s) as they are: " + "; ".join(other), UserWarning,
+                      stacklevel=2)
     for name, m in blocks:  # every size checked before any block changes
         I = m.gate_proj.weight.shape[0]
         if I % (8 * world_size) != 0:

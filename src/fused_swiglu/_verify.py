@@ -1,0 +1,152 @@
+"""Whether an MLP block's own forward computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``, so that
+:func:`fused_swiglu.fuse_swiglu_mlps` may replace it without changing what the model computes.
+
+Blocks are recognised by their attributes (``gate_proj``, ``up_proj``, ``down_proj``, a SiLU
+``act_fn``), but attributes say nothing about the forward: a block with those names may add a
+residual, scale its output, swap gate and up, or apply dropout. So a block is patched only after one
+of two checks:
+
+- **by class**: its class's ``forward`` is one of the Hugging Face MLP forwards listed in
+  :data:`KNOWN_FORWARDS`, each of which is ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` (a test
+  reads their source in the installed transformers), and no instance ``forward`` overrides it;
+- **by a probe**: its forward is run on a small random input, in eval and in training mode, and
+  compared with ``down_proj(silu(gate_proj(x)) * up_proj(x))`` computed from the same layers; it must
+  agree to within rounding and give the same result twice (no dropout or other randomness).
+
+The probe runs under ``torch.no_grad()`` on the block's own device and dtype, with its own random
+generator; the global random states (CPU and the block's CUDA device), the block's and its
+submodules' ``training`` flags and its buffers are restored afterwards. Hooks on ``down_proj`` (the
+one layer the patched forward still calls as a module) see the probe's calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Hugging Face MLP classes whose forward is down_proj(act_fn(gate_proj(x)) * up_proj(x)), by module.
+# Their act_fn, biases and layer types are still checked block by block (a Gemma MLP's GELU is
+# refused there); this list only vouches for the forward.
+KNOWN_FORWARDS: dict[str, tuple[str, ...]] = {
+    "transformers.models.llama.modeling_llama": ("LlamaMLP",),
+    "transformers.models.mistral.modeling_mistral": ("MistralMLP",),
+    "transformers.models.qwen2.modeling_qwen2": ("Qwen2MLP",),
+    "transformers.models.qwen3.modeling_qwen3": ("Qwen3MLP",),
+    "transformers.models.qwen2_moe.modeling_qwen2_moe": ("Qwen2MoeMLP",),
+    "transformers.models.qwen3_moe.modeling_qwen3_moe": ("Qwen3MoeMLP",),
+    "transformers.models.deepseek_v3.modeling_deepseek_v3": ("DeepseekV3MLP",),
+    "transformers.models.olmo2.modeling_olmo2": ("Olmo2MLP",),
+    "transformers.models.smollm3.modeling_smollm3": ("SmolLM3MLP",),
+    "transformers.models.granite.modeling_granite": ("GraniteMLP",),
+    "transformers.models.glm4_moe.modeling_glm4_moe": ("Glm4MoeMLP",),
+}
+
+# Rows of the probe input, (PROBE_BATCH, PROBE_TOKENS, H): a few tokens, as a model's MLP sees them.
+PROBE_BATCH, PROBE_TOKENS = 2, 4
+# The probe's tolerance: ||forward(x) - reference|| <= PROBE_ULPS * unit roundoff * ||reference||.
+# Computing the same function with other roundings (fp32 intermediates, another operand order) stays
+# well inside it; a residual, a scale, swapped gate and up or another activation do not.
+PROBE_ULPS = 4.0
+
+
+def known_forward(module: nn.Module) -> bool:
+    """Whether ``type(module).forward`` is one of :data:`KNOWN_FORWARDS` (by its defining module and
+    qualified name, so a subclass that overrides ``forward`` is not taken for its parent)."""
+    fwd = type(module).forward
+    names = KNOWN_FORWARDS.get(getattr(fwd, "__module__", None), ())
+    return any(getattr(fwd, "__qualname__", None) == f"{name}.forward" for name in names)
+
+
+def _reference(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return module.down_proj(F.silu(module.gate_proj(x)) * module.up_proj(x))
+
+
+def _unit_roundoff(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps / 2
+
+
+def _mismatch(got: object, want: torch.Tensor, dtype: torch.dtype) -> str | None:
+    """Why ``got`` is not ``want`` to within :data:`PROBE_ULPS` (None: it is)."""
+    if not isinstance(got, torch.Tensor):
+        return f"its forward returns {type(got).__name__}, not a tensor"
+    if got.shape != want.shape:
+        return f"its forward returns shape {tuple(got.shape)}, not down_proj's {tuple(want.shape)}"
+    want64, got64 = want.double(), got.double()
+    if not bool(torch.isfinite(want64).all()):
+        return "the probe's reference output is not finite, so what its forward computes cannot be checked"
+    scale = float(want64.norm())
+    if scale == 0.0:
+        return ("its weights give an all-zero output, so what its forward computes cannot be checked "
+                "(patch after loading the weights)")
+    rel = float((got64 - want64).norm()) / scale
+    if not rel <= PROBE_ULPS * _unit_roundoff(dtype):  # NaN fails too
+        return f"its forward differs from down_proj(silu(gate_proj(x)) * up_proj(x)) (relative difference {rel:.3g})"
+    return None
+
+
+def _set_training(modules: list[nn.Module], flags: list[bool]) -> None:
+    for m, flag in zip(modules, flags):
+        m.training = flag
+
+
+def _run_probe(module: nn.Module, forward: Callable, x: torch.Tensor) -> str | None:
+    """The probe proper, in the current mode of each submodule; see :func:`probe`."""
+    subs = list(module.modules())
+    for training in (False, True):
+        _set_training(subs, [training] * len(subs))
+        want = _reference(module, x)
+        first = forward(x)
+        second = forward(x)  # the random state has moved on: dropout would draw another mask
+        mode = "training" if training else "eval"
+        reason = _mismatch(first, want, x.dtype)
+        if reason is not None:
+            return f"{reason} in {mode} mode"
+        if not torch.equal(first, second):
+            return f"its forward is not deterministic in {mode} mode (dropout or other randomness)"
+    return None
+
+
+def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | None:
+    """Run ``forward`` (the block's own forward, not ``module.__call__``) on a random
+    (:data:`PROBE_BATCH`, :data:`PROBE_TOKENS`, H) input of ``dtype`` on the block's device and compare
+    it with ``down_proj(silu(gate_proj(x)) * up_proj(x))``, in eval and in training mode.
+
+    Returns None when it matches; else why not (a sentence). Exceptions raised by the forward are
+    returned as a reason, never raised. Leaves the global random states, the ``training`` flags and
+    the buffers of ``module`` as they were.
+    """
+    weight = module.gate_proj.weight
+    if weight.device.type == "meta":
+        return "its weights are on the meta device, so what its forward computes cannot be checked (load them first)"
+    H = weight.shape[1]
+    gen = torch.Generator(device=weight.device).manual_seed(0)
+    x = torch.randn((PROBE_BATCH, PROBE_TOKENS, H), generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
+    subs = list(module.modules())
+    flags = [m.training for m in subs]
+    buffers = [(b, b.clone()) for b in module.buffers()]
+    devices = [weight.device] if weight.device.type == "cuda" else []
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices, device_type="cuda"):
+            return _run_probe(module, forward, x)
+    except Exception as e:  # the block's own code: whatever it raises means "cannot verify"
+        first = (str(e).splitlines() or [""])[0]
+        said = f" ({first[:120]}{'...' if len(first) > 120 else ''})" if first else ""
+        return f"its forward raised {type(e).__name__} on a probe input{said}"
+    finally:
+        _set_training(subs, flags)
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def verify(module: nn.Module, forward: Callable, previous: Callable | None, dtype: torch.dtype) -> str | None:
+    """Why the block ``module`` may not be replaced by the fused forward (None: it may): its class's
+    forward is known (:func:`known_forward`) and no instance forward (``previous``) overrides it, or
+    :func:`probe` finds that ``forward`` computes the SwiGLU MLP. ``dtype``: the probe input's dtype
+    (the block's activations)."""
+    if previous is None and known_forward(module):
+        return None
+    return probe(module, forward, dtype)

@@ -1,0 +1,283 @@
+"""fuse_swiglu_mlps replaces a block only when its forward computes down_proj(silu(gate_proj(x)) * up_proj(x)):
+known Hugging Face classes by class, anything else by a probe (fused_swiglu._verify)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fused_swiglu import _verify, fuse_swiglu_mlps, unfuse_swiglu_mlps
+
+
+class MLP(nn.Module):
+    """SwiGLU's attribute names; subclasses change only the forward."""
+
+    def __init__(self, H=64, I=96, dtype=torch.bfloat16):
+        super().__init__()
+        self.gate_proj = nn.Linear(H, I, bias=False, dtype=dtype)
+        self.up_proj = nn.Linear(H, I, bias=False, dtype=dtype)
+        self.down_proj = nn.Linear(I, H, bias=False, dtype=dtype)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Residual(MLP):
+    def forward(self, x):
+        return x + self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Swapped(MLP):
+    def forward(self, x):
+        return self.down_proj(self.gate_proj(x) * self.act_fn(self.up_proj(x)))
+
+
+class Scaled(MLP):
+    def forward(self, x):
+        return 2 * self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Gelu(MLP):
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class AddedBias(MLP):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(96, dtype=torch.bfloat16))
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x) + self.bias) * self.up_proj(x))
+
+
+class Dropout(MLP):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.down_proj(self.dropout(self.act_fn(self.gate_proj(x)) * self.up_proj(x)))
+
+
+class EvalOnlyScale(MLP):
+    """SwiGLU in training mode, something else in eval mode."""
+
+    def forward(self, x):
+        y = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return y if self.training else 0.5 * y
+
+
+class Upcast(MLP):
+    """The same function with fp32 intermediates: other roundings only."""
+
+    def forward(self, x):
+        h = F.silu(self.gate_proj(x).float()) * self.up_proj(x).float()
+        return self.down_proj(h.to(x.dtype))
+
+
+OTHER_FORWARDS = [Residual, Swapped, Scaled, Gelu, AddedBias, Dropout, EvalOnlyScale]
+
+
+class Block(nn.Module):
+    def __init__(self, mlp):
+        super().__init__()
+        self.mlp = mlp
+
+    def forward(self, x):
+        return self.mlp(x) + x
+
+
+@pytest.mark.parametrize("cls", OTHER_FORWARDS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_blocks_computing_something_else_are_left_unpatched_and_bit_identical(cls, training):
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(cls()), Block(MLP())).train(training)
+    x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    torch.manual_seed(1)
+    want = model[0](x)
+    with pytest.warns(UserWarning, match=r"'0\.mlp': its forward (differs|is not deterministic)"):
+        assert fuse_swiglu_mlps(model) == ["1.mlp"]
+    assert "forward" not in vars(model[0].mlp)
+    torch.manual_seed(1)
+    assert torch.equal(model[0](x), want)
+
+
+def test_the_same_function_with_other_roundings_is_patched():
+    assert fuse_swiglu_mlps(Block(Upcast())) == ["mlp"]
+
+
+def test_the_probe_leaves_random_state_modes_and_buffers_as_they_were():
+    class WithBuffer(Dropout):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(()))
+
+        def forward(self, x):
+            self.calls += 1
+            return super().forward(x)
+
+    mlp = WithBuffer().eval()
+    mlp.dropout.train()  # mixed flags are restored one by one
+    state = torch.get_rng_state()
+    with pytest.warns(UserWarning):
+        fuse_swiglu_mlps(mlp)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert not mlp.training and mlp.dropout.training and not mlp.gate_proj.training
+    assert mlp.calls.item() == 0
+
+
+def test_a_forward_that_raises_is_named_not_raised():
+    class Needs2d(MLP):
+        def forward(self, x):
+            if x.dim() != 2:
+                raise ValueError("2-D only")
+            return super().forward(x)
+
+    with pytest.warns(UserWarning, match=r"its forward raised ValueError on a probe input \(2-D only\)"):
+        assert fuse_swiglu_mlps(Needs2d()) == []
+
+
+def test_zero_and_meta_weights_cannot_be_probed_and_say_so():
+    zero = MLP()
+    nn.init.zeros_(zero.down_proj.weight)
+    with pytest.warns(UserWarning, match="all-zero output"):
+        assert fuse_swiglu_mlps(zero) == []
+    with torch.device("meta"):
+        meta = MLP()
+    with pytest.warns(UserWarning, match="meta device"):
+        assert fuse_swiglu_mlps(meta) == []
+
+
+def test_an_instance_forward_is_what_is_probed():
+    mlp = MLP()
+    mlp.forward = lambda x: 3 * MLP.forward(mlp, x)
+    with pytest.warns(UserWarning, match="differs"):
+        assert fuse_swiglu_mlps(mlp) == []
+
+
+def test_the_root_module_is_named_readably():
+    mlp = MLP()
+    assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
+    assert unfuse_swiglu_mlps(mlp) == ["(the model itself)"]
+
+
+transformers = pytest.importorskip("transformers")
+
+CANONICAL = {
+    "returnself.down_proj(self.act_fn(self.gate_proj(x))*self.up_proj(x))",
+    "down_proj=self.down_proj(self.act_fn(self.gate_proj(x))*self.up_proj(x))returndown_proj",
+}
+
+
+def _listed_classes():
+    import importlib
+
+    for module_name, names in _verify.KNOWN_FORWARDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names:
+            yield getattr(module, name)
+
+
+def test_the_listed_classes_forwards_are_the_swiglu_mlp_in_the_installed_transformers():
+    classes = list(_listed_classes())
+    assert len(classes) >= 6  # Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE at least
+    for cls in classes:
+        body = inspect.getsource(cls.forward).split(":", 1)[1]  # after "def forward(self, x)"
+        code = re.sub(r"#.*", "", body)
+        assert re.sub(r"\s+", "", code) in CANONICAL, cls.__qualname__
+
+
+def test_a_subclass_overriding_a_listed_forward_is_probed():
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    class Mine(LlamaMLP):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=96)
+    assert _verify.known_forward(LlamaMLP(config))
+    assert not _verify.known_forward(Mine(config))
+    mlp = Mine(config).to(torch.bfloat16)
+    with pytest.warns(UserWarning, match="differs"):
+        assert fuse_swiglu_mlps(mlp) == []
+
+
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             vocab_size=128, head_dim=16)
+
+
+def _model(config_cls, model_cls, **extra):
+    torch.manual_seed(0)
+    config = getattr(transformers, config_cls)(**{**SMALL, **extra})
+    return getattr(transformers, model_cls)(config).to(torch.bfloat16).eval()
+
+
+DENSE = [("Qwen2Config", "Qwen2ForCausalLM"), ("LlamaConfig", "LlamaForCausalLM"),
+         ("MistralConfig", "MistralForCausalLM"), ("Qwen3Config", "Qwen3ForCausalLM")]
+
+
+@pytest.mark.parametrize("config_cls,model_cls", DENSE, ids=[d[1] for d in DENSE])
+def test_dense_hugging_face_blocks_are_patched_by_class_and_match_stock(config_cls, model_cls, monkeypatch):
+    model = _model(config_cls, model_cls)
+    ids = torch.randint(0, 128, (2, 7))
+    with torch.no_grad():
+        want = model(ids).logits
+    probed = []
+    monkeypatch.setattr(_verify, "probe", lambda *a: probed.append(a) or "probed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU fallback's warning
+        names = fuse_swiglu_mlps(model)
+    assert names == ["model.layers.0.mlp", "model.layers.1.mlp"] and not probed
+    with torch.no_grad():
+        got = model(ids).logits
+    torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
+
+
+def _moe_warning(model):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        names = fuse_swiglu_mlps(model)
+    messages = [str(w.message) for w in caught if "fuse_swiglu_mlps" in str(w.message)]
+    assert len(messages) == 1, messages
+    return names, messages[0]
+
+
+def test_qwen2_moe_shared_experts_are_patched_and_routed_experts_named():
+    model = _model("Qwen2MoeConfig", "Qwen2MoeForCausalLM", moe_intermediate_size=32,
+                   shared_expert_intermediate_size=64, num_experts=4, num_experts_per_tok=2)
+    ids = torch.randint(0, 128, (2, 7))
+    with torch.no_grad():
+        want = model(ids).logits
+    names, message = _moe_warning(model)
+    assert names == ["model.layers.0.mlp.shared_expert", "model.layers.1.mlp.shared_expert"]
+    assert "2 mixture-of-experts experts module(s) left unfused: 'model.layers.0.mlp.experts'" in message
+    assert "not fused by this version" in message
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits.float(), want.float(), rtol=0.05, atol=0.05)
+
+
+def test_qwen3_moe_experts_and_its_dense_layer():
+    model = _model("Qwen3MoeConfig", "Qwen3MoeForCausalLM", moe_intermediate_size=32, num_experts=4,
+                   num_experts_per_tok=2, mlp_only_layers=[1])
+    names, message = _moe_warning(model)
+    assert names == ["model.layers.1.mlp"]
+    assert "1 mixture-of-experts experts module(s) left unfused: 'model.layers.0.mlp.experts': routed experts" in message
+
+
+def test_mixtral_experts_are_named_when_nothing_is_patched():
+    model = _model("MixtralConfig", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2)
+    names, message = _moe_warning(model)
+    assert names == []
+    assert message.startswith("fuse_swiglu_mlps patched 0 block(s). 2 mixture-of-experts experts module(s)")
+    assert "'model.layers.0.mlp.experts', 'model.layers.1.mlp.experts': routed experts, gate_up_proj (4, " in message

@@ -146,7 +146,9 @@ class FusedSwiGLUForward:
     are read at every call. On the fast path, a call that autograd records runs the whole block as
     ``fused_swiglu::mlp_forward`` instead (:func:`fused_swiglu.mlp_ops.mlp`), when the full check also armed ``down_proj`` (a plain
     bias-free ``nn.Linear`` of shape ``(H, I)``, not ``recompute``, fast accumulation) and it is still
-    that layer, with that weight, no bias and no hooks.
+    that layer, with that weight, no bias and no hooks. Under torch.compile a call is traced by
+    :func:`_traced` instead, which takes the same decisions from the block's layers alone and neither
+    reads nor sets the arming state, so a compiled patched block carries no more guards than the stock one.
 
     Attributes:
         module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.

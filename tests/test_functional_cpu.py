@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fused_swiglu import pack_gate_up, swiglu, swiglu_packed
+from fused_swiglu import pack_gate_up, swiglu, swiglu_mlp, swiglu_mlp_packed, swiglu_packed
 from fused_swiglu.reference import swiglu_fp32_one_rounding
 from numerics import Float64Truth
 
@@ -132,3 +132,23 @@ def test_nested_tensors_are_refused_by_name():
         swiglu(nt, w, w)
     with pytest.raises(TypeError, match="w_gate must be a dense"):
         pack_gate_up(torch.nested.nested_tensor([w, w]), w)
+
+
+def test_mlp_shape_errors_name_the_argument_and_show_the_shapes():
+    """swiglu_mlp(_packed) on the 0.5B shape (H = 896, I = 4864) with a weight given as its .T."""
+    H, I = 896, 4864
+    x = torch.zeros(2, H, dtype=torch.bfloat16)
+    wg, wu = torch.zeros(I, H, dtype=torch.bfloat16), torch.zeros(I, H, dtype=torch.bfloat16)
+    wd = torch.zeros(H, I, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"^w_gate and w_up must be \(I, H\) .*got w_gate \(896, 4864\), "
+                                         r"w_up \(896, 4864\) and x \(2, 896\): .*look transposed: pass w_gate.T "
+                                         r"and w_up.T"):
+        swiglu_mlp(x, wg.T, wu.T, wd, backend="torch")
+    with pytest.raises(ValueError, match=r"^w_packed must be \(2I, H\) .*got w_packed \(896, 9728\) and x "
+                                         r"\(2, 896\): .*looks transposed: pass w_packed.T"):
+        swiglu_mlp_packed(x, torch.cat([wg, wu]).T, wd, layout="concatenated", backend="torch")
+    for call in (lambda: swiglu_mlp(x, wg, wu, wd.T, backend="torch"),
+                 lambda: swiglu_mlp_packed(x, torch.cat([wg, wu]), wd.T, layout="concatenated", backend="torch")):
+        with pytest.raises(ValueError, match=r"^w_down must be 2-D \(H, I\) = \(896, 4864\) \(down_proj.weight "
+                                             r"of the same MLP\); got w_down of shape \(4864, 896\)$"):
+            call()

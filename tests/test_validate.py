@@ -58,7 +58,8 @@ def test_dtypes(backend):
 def test_shapes(backend):
     wg, wu = _w(16, 32)
     x = torch.zeros(2, 32, dtype=BF)
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\).*got x \(2, 24\) and H=32"):
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\).*got x \(2, 24\) and H=32 "
+                                         r"\(w_gate \(16, 32\)\)"):
         swiglu(torch.zeros(2, 24, dtype=BF), wg, wu, backend=backend)
     with pytest.raises(ValueError, match=r"w_gate \(16, 32\) and w_up \(8, 32\)"):
         swiglu(x, wg, wu[:8], backend=backend)
@@ -70,6 +71,82 @@ def test_shapes(backend):
         swiglu_packed(x, torch.zeros(32, dtype=BF), layout="concatenated", backend=backend)
     with pytest.raises(ValueError, match=r"x must have shape"):
         swiglu_packed(torch.zeros((), dtype=BF), torch.zeros(32, 32, dtype=BF), layout="concatenated", backend=backend)
+
+
+# Weights given as (H, I), e.g. w_gate.T of an nn.Linear weight, on the 0.5B shape: the message blames the
+# weight, not x, and shows every shape it got.
+H5, I5 = 896, 4864
+
+
+def _shape_args():
+    x = torch.zeros(2, 3, H5, dtype=BF)
+    wg, wu = torch.zeros(I5, H5, dtype=BF), torch.zeros(I5, H5, dtype=BF)
+    return x, wg, wu
+
+
+def test_transposed_weight_pair_is_blamed_not_x(backend):
+    x, wg, wu = _shape_args()
+    with pytest.raises(ValueError, match=(
+            r"^w_gate and w_up must be \(I, H\) = \(out_features, in_features\), as nn.Linear.weight stores it; "
+            r"got w_gate \(896, 4864\), w_up \(896, 4864\) and x \(2, 3, 896\): x's last dimension, 896, is "
+            r"w_gate.shape\[0\], so w_gate and w_up look transposed: pass w_gate.T and w_up.T, i.e. "
+            r"gate_proj.weight as stored and up_proj.weight as stored, not their .T\. If the weights are right, "
+            r"x is not: x must have shape \(\.\.\., H\) with H = w_gate.shape\[1\] = 4864$")):
+        swiglu(x, wg.T, wu.T, backend=backend)
+
+
+@pytest.mark.parametrize("arg", ["w_gate", "w_up"])
+def test_one_transposed_weight_is_named(backend, arg):
+    x, wg, wu = _shape_args()
+    args = {"w_gate": wg, "w_up": wu}
+    args[arg] = args[arg].T
+    got = {"w_gate": r"w_gate \(896, 4864\), w_up \(4864, 896\)",
+           "w_up": r"w_gate \(4864, 896\), w_up \(896, 4864\)"}[arg]
+    with pytest.raises(ValueError, match=(
+            rf"^{arg} must be \(I, H\) = \(out_features, in_features\).*; got {got} and x \(2, 3, 896\): "
+            rf"x's last dimension, 896, is {arg}.shape\[0\], so {arg} looks transposed: pass {arg}.T, i.e. "
+            rf"\w+_proj.weight as stored, not its .T$")):
+        swiglu(x, args["w_gate"], args["w_up"], backend=backend)
+
+
+def test_transposed_packed_weight_is_blamed_not_x(backend):
+    x, wg, wu = _shape_args()
+    for layout, w_packed in (("concatenated", torch.cat([wg, wu])), ("interleaved", torch.zeros(2 * I5, H5, dtype=BF))):
+        with pytest.raises(ValueError, match=(
+                r"^w_packed must be \(2I, H\) = \(out_features, in_features\), as nn.Linear.weight stores it; "
+                r"got w_packed \(896, 9728\) and x \(2, 3, 896\): x's last dimension, 896, is w_packed.shape\[0\], "
+                r"so w_packed looks transposed: pass w_packed.T, i.e. pack_gate_up\(gate_proj.weight, "
+                r"up_proj.weight\) or their torch.cat, not its .T\. If the weights are right, x is not: x must have "
+                r"shape \(\.\.\., H\) with H = w_packed.shape\[1\] = 9728$")):
+            swiglu_packed(x, w_packed.T, layout=layout, backend=backend)
+
+
+def test_x_of_the_wrong_width_is_blamed_with_the_weight_shown(backend):
+    x, wg, wu = _shape_args()
+    with pytest.raises(ValueError, match=r"^x must have shape \(\.\.\., H\) with H = w_gate.shape\[1\]; got x "
+                                         r"\(2, 3, 904\) and H=896 \(w_gate \(4864, 896\)\)$"):
+        swiglu(torch.zeros(2, 3, 904, dtype=BF), wg, wu, backend=backend)
+    with pytest.raises(ValueError, match=r"^x must have shape \(\.\.\., H\) with H = w_packed.shape\[1\]; got x "
+                                         r"\(2, 3, 904\) and H=896 \(w_packed \(9728, 896\)\)$"):
+        swiglu_packed(torch.zeros(2, 3, 904, dtype=BF), torch.cat([wg, wu]), layout="concatenated", backend=backend)
+
+
+def test_weights_of_different_shapes_show_both():
+    x, wg, wu = _shape_args()
+    with pytest.raises(ValueError, match=r"^w_gate and w_up must have the same shape \(I, H\); got w_gate "
+                                         r"\(4864, 896\) and w_up \(4856, 896\)$"):
+        v.check_weight_pair(x, wg, wu[:-8])
+    with pytest.raises(ValueError, match=r"^w_packed must have an even number of rows \(2I\); got 9727 rows "
+                                         r"\(w_packed \(9727, 896\)\)$"):
+        v.check_packed(x, torch.cat([wg, wu])[:-1])
+
+
+def test_square_weights_are_never_called_transposed():
+    # I == H: x's last dimension matches both of a weight's dimensions, so the weights are taken as given
+    x, w = torch.zeros(2, 64, dtype=BF), torch.zeros(64, 64, dtype=BF)
+    assert v.check_weight_pair(x, w, w) == (64, 64)
+    with pytest.raises(ValueError, match=r"^x must have shape"):
+        v.check_weight_pair(torch.zeros(2, 32, dtype=BF), w, w)
 
 
 def test_devices():
@@ -160,4 +237,14 @@ def test_auto_backend_warns_once_on_cpu(monkeypatch):
         swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated")
     msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(msgs) == 1 and "PyTorch fallback because tensors are on cpu" in msgs[0]
-    assert "slower than the unfused bf16/fp16 products it replaces" in msgs[0]
+    assert "rounds once, for correctness, not speed" in msgs[0]
+    assert v.fallback_cost(torch.device("cpu")) in msgs[0]
+
+
+def test_fallback_cost_is_stated_per_device_type():
+    cpu = v.fallback_cost(torch.device("cpu"))
+    assert "can take about 1-5x the time of eager bf16/fp16" in cpu and "AVX2-only CPU it can be faster" in cpu
+    gpu = v.fallback_cost(torch.device("cuda", 0))  # a device object only: no GPU is needed
+    assert "slower than the unfused bf16/fp16 products it replaces" in gpu
+    assert v.fallback_cost(torch.device("meta")) == (
+        "Its speed against the unfused bf16/fp16 products has not been measured on meta.")

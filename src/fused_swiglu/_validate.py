@@ -62,36 +62,92 @@ def check_devices(**named: torch.Tensor) -> torch.device:
     return first.device
 
 
-def _check_x(x: torch.Tensor, H: int, weight_desc: str) -> None:
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def _check_x(x: torch.Tensor, arg: str, w: torch.Tensor) -> None:
+    """x of shape (..., H) with H = ``w.shape[1]`` (w is the weight named ``arg``); ValueError naming x."""
+    H = w.shape[1]
     if x.dim() < 1 or x.shape[-1] != H:
         raise ValueError(
-            f"x must have shape (..., H) with H = {weight_desc}; got x {tuple(x.shape)} and H={H}"
+            f"x must have shape (..., H) with H = {arg}.shape[1]; got x {_shape(x)} and H={H} "
+            f"({arg} {_shape(w)})"
         )
+
+
+def _transposed(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether x's last dimension is the 2-D weight ``w``'s first, not its second: ``w`` given as its .T."""
+    return x.dim() >= 1 and w.shape[1] != x.shape[-1] and w.shape[0] == x.shape[-1]
+
+
+def _check_orientation(x: torch.Tensor, rows: str, stored: dict[str, str], **weights: torch.Tensor) -> None:
+    """ValueError naming each 2-D weight of ``weights`` that looks transposed against x (:func:`_transposed`).
+
+    ``rows`` is the weights' row count as the docs write it (``"I"``, ``"2I"``); ``stored[arg]`` names
+    a weight of the right orientation (e.g. ``"gate_proj.weight as stored"``). When every weight looks
+    transposed, x itself may be the argument at fault, and the message also gives x's rule.
+    """
+    bad = [arg for arg, w in weights.items() if _transposed(x, w)]
+    if not bad:
+        return
+    names = " and ".join(bad)
+    got = ", ".join(f"{arg} {_shape(w)}" for arg, w in weights.items())
+    one = len(bad) == 1
+    message = (
+        f"{names} must be ({rows}, H) = (out_features, in_features), as nn.Linear.weight stores it; got {got} "
+        f"and x {_shape(x)}: x's last dimension, {x.shape[-1]}, is {bad[0]}.shape[0], so {names} "
+        f"{'looks' if one else 'look'} transposed: pass {' and '.join(f'{arg}.T' for arg in bad)}, i.e. "
+        f"{' and '.join(stored[arg] for arg in bad)}, not {'its' if one else 'their'} .T"
+    )
+    if len(bad) == len(weights):
+        first, w = next(iter(weights.items()))
+        message += (f". If the weights are right, x is not: x must have shape (..., H) with H = {first}.shape[1] "
+                    f"= {w.shape[1]}")
+    raise ValueError(message)
 
 
 def check_weight_pair(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> tuple[int, int]:
-    """w_gate and w_up 2-D (I, H) of one shape, x (..., H); returns (I, H)."""
+    """w_gate and w_up 2-D (I, H) of one shape, x (..., H); returns (I, H).
+
+    Raises:
+        ValueError: naming the argument at fault and showing the shapes: a weight not 2-D; a weight
+            given transposed, (H, I) (x's last dimension is its first); w_gate and w_up of different
+            shapes; x whose last dimension is not H.
+    """
     for arg, w in (("w_gate", w_gate), ("w_up", w_up)):
         if w.dim() != 2:
-            raise ValueError(f"{arg} must be 2-D (I, H); got {arg} of shape {tuple(w.shape)}")
+            raise ValueError(f"{arg} must be 2-D (I, H); got {arg} of shape {_shape(w)}")
+    stored = {"w_gate": "gate_proj.weight as stored", "w_up": "up_proj.weight as stored"}
+    _check_orientation(x, "I", stored, w_gate=w_gate, w_up=w_up)
     if w_gate.shape != w_up.shape:
         raise ValueError(
-            f"w_gate and w_up must have the same shape (I, H); got w_gate {tuple(w_gate.shape)} "
-            f"and w_up {tuple(w_up.shape)}"
+            f"w_gate and w_up must have the same shape (I, H); got w_gate {_shape(w_gate)} "
+            f"and w_up {_shape(w_up)}"
         )
+    _check_x(x, "w_gate", w_gate)
     I, H = w_gate.shape
-    _check_x(x, H, "w_gate.shape[1]")
     return I, H
 
 
 def check_packed(x: torch.Tensor, w_packed: torch.Tensor) -> tuple[int, int]:
-    """w_packed 2-D (2I, H) with an even row count, x (..., H); returns (I, H)."""
+    """w_packed 2-D (2I, H) with an even row count, x (..., H); returns (I, H).
+
+    Raises:
+        ValueError: naming the argument at fault and showing the shapes: w_packed not 2-D, given
+            transposed, (H, 2I) (x's last dimension is its first), or with an odd row count; x whose
+            last dimension is not H.
+    """
     if w_packed.dim() != 2:
-        raise ValueError(f"w_packed must be 2-D (2I, H); got w_packed of shape {tuple(w_packed.shape)}")
+        raise ValueError(f"w_packed must be 2-D (2I, H); got w_packed of shape {_shape(w_packed)}")
+    stored = {"w_packed": "pack_gate_up(gate_proj.weight, up_proj.weight) or their torch.cat"}
+    _check_orientation(x, "2I", stored, w_packed=w_packed)
     rows, H = w_packed.shape
     if rows % 2 != 0:
-        raise ValueError(f"w_packed must have an even number of rows (2I); got {rows} rows")
-    _check_x(x, H, "w_packed.shape[1]")
+        raise ValueError(
+            f"w_packed must have an even number of rows (2I); got {rows} rows (w_packed {_shape(w_packed)})"
+        )
+    _check_x(x, "w_packed", w_packed)
     return rows // 2, H
 
 
@@ -129,8 +185,26 @@ def hopper_status(device: torch.device) -> str | None:
     return None
 
 
+def fallback_cost(device: torch.device) -> str:
+    """A sentence on the PyTorch fallback's speed on ``device``'s type against the unfused bf16/fp16
+    products it replaces: fixed text per device type (``"cpu"``, ``"cuda"``, others), for warnings."""
+    if device.type == "cpu":
+        return (
+            "On a CPU with bf16/fp16 matrix instructions (AVX-512 BF16, AMX) it can take about 1-5x the time of "
+            "eager bf16/fp16 (M = 1-512 tokens, H = 896, I = 4864), so a patched model can run slower than the "
+            "stock one; on an AVX2-only CPU it can be faster than eager."
+        )
+    if device.type == "cuda":
+        return (
+            "On a GPU its fp32 products do not run on the bf16/fp16 tensor cores: it is slower than the unfused "
+            "bf16/fp16 products it replaces, so a patched model runs slower than the stock one."
+        )
+    return f"Its speed against the unfused bf16/fp16 products has not been measured on {device.type}."
+
+
 def resolve_backend(backend: str, device: torch.device, stacklevel: int = 4) -> str:
-    """'cutlass' or 'torch'. 'auto' picks cutlass on Hopper, else torch with one warning per process.
+    """'cutlass' or 'torch'. 'auto' picks cutlass on Hopper, else torch with one warning per process
+    (why the kernels cannot run, and :func:`fallback_cost`).
 
     An explicit 'cutlass' is returned as is: call :func:`require_hopper` after the argument checks.
     """
@@ -142,9 +216,8 @@ def resolve_backend(backend: str, device: torch.device, stacklevel: int = 4) -> 
         return "cutlass"
     warn_once(
         "auto-backend",
-        f"fused_swiglu: backend='auto' runs the PyTorch fallback because {why}. The fallback computes in fp32 "
-        "and rounds once: slower than the unfused bf16/fp16 products it replaces (a patched model runs slower "
-        "than the stock one here).",
+        f"fused_swiglu: backend='auto' runs the PyTorch fallback because {why}. The fallback multiplies in fp32 "
+        f"and rounds once, for correctness, not speed. {fallback_cost(device)}",
         stacklevel,
     )
     return "torch"

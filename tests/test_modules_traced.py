@@ -137,3 +137,35 @@ def test_the_patch_object_is_guarded_on_its_module_and_config_only():
     read = {g.name.split(".forward.", 1)[1].split(".")[0] for g in guards if ".forward." in g.name}
     assert read <= {"module", "config", "direct_cpu", "direct_cuda"}, read
     assert "module" in read
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_compiled_patched_block_on_the_gpu_runs_the_kernel_and_matches_eager(backend):
+    torch.manual_seed(0)
+    model = Stack(2).to("cuda", torch.bfloat16)
+    fuse_swiglu_mlps(model)
+    x = torch.randn(3, 5, 64, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.compile(model, backend=backend, fullgraph=True)(x)
+    assert torch.equal(got, want)
+    assert any("fused_swiglu::swiglu_dual" in e.name for e in prof.events())
+
+
+@pytest.mark.gpu
+def test_a_patched_block_on_the_gpu_adds_no_guard_beyond_the_stock_blocks():
+    def guards(n, patched):
+        torch.manual_seed(0)
+        model = Stack(n).to("cuda", torch.bfloat16)
+        if patched:
+            fuse_swiglu_mlps(model)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            return len(torch._dynamo.explain(model)(torch.randn(2, 3, 64, device="cuda",
+                                                                 dtype=torch.bfloat16)).out_guards)
+
+    per_block = {p: guards(2, p) - guards(1, p) for p in (False, True)}
+    assert per_block[True] <= per_block[False], per_block

@@ -458,3 +458,142 @@ def test_every_command_and_mode_has_a_description_and_the_exit_statuses():
         for action in page._actions:
             if action.option_strings and action.dest != "help":
                 assert action.help, f"{name} {action.option_strings[0]} has no help"
+
+
+@pytest.mark.parametrize("argv, page", [
+    (["--bogus"], "fused-swiglu"),
+    (["report", "--bogus"], "fused-swiglu report"),
+    (["report", "--bogus", "x.json"], "fused-swiglu report"),
+    (["bench", "--bogus"], "fused-swiglu bench"),
+    (["bench", "tp", "--bogus"], "fused-swiglu bench tp"),  # --gpus is required there too
+    (["build", "--bogus"], "fused-swiglu build"),
+])
+def test_an_unknown_option_is_named_at_every_level(argv, page, capsys):
+    assert cli.main(argv) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"{page}: error: unrecognized arguments: --bogus"
+    assert err.startswith(f"usage: {page} ") and "required" not in err
+
+
+@pytest.mark.parametrize("argv, page, missing", [
+    ([], "fused-swiglu", "command"),
+    (["report"], "fused-swiglu report", "results"),
+    (["bench", "tp", "--models", "7B"], "fused-swiglu bench tp", "--gpus"),
+])
+def test_a_missing_argument_is_named_where_no_option_is_unknown(argv, page, missing, capsys):
+    assert cli.main(argv) == cli.EXIT_BAD_OPTION
+    assert capsys.readouterr().err.splitlines()[-1] == f"{page}: error: the following arguments are required: {missing}"
+
+
+def _pages() -> dict:
+    """Every help page: the main one, each command's and each bench mode's."""
+    parser = cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    modes = next(a for a in commands["bench"]._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {"": parser, **commands, **{f"bench {m}": p for m, p in modes.items()}}
+
+
+@pytest.mark.parametrize("columns", [50, 80, 123])
+def test_help_never_breaks_a_name(columns, monkeypatch):
+    from fused_swiglu.bench import backward, fp8, methods
+    from fused_swiglu.bench.e2e import STEPS
+
+    monkeypatch.setenv("COLUMNS", "1000")
+    wide = {name: page.format_help() for name, page in _pages().items()}
+    monkeypatch.setenv("COLUMNS", str(columns))
+    for name, page in _pages().items():
+        text = page.format_help()
+        assert text.split() == wide[name].split(), f"{name!r} at {columns} columns"  # lines break between words
+    flat = {name: " ".join(page.format_help().split()) for name, page in _pages().items()}
+    for page, names in (("bench", methods.METHODS), ("bench fp8", fp8.METHODS), ("bench backward", backward.METHODS),
+                        ("bench e2e", STEPS), ("bench", ["--cuda-graph", "Qwen2.5-7B", "Mistral-Small-24B"])):
+        for name in names:
+            assert name in flat[page], (page, name)
+
+
+def test_models_help_lists_every_name_the_option_takes():
+    from fused_swiglu.bench import e2e_models, fp8, shapes
+
+    accepted = [*(m.model.removeprefix("Qwen2.5-") for m in shapes.MODELS), *(m.model for m in shapes.SWEEP_MODELS),
+                "HxI"]
+    pages = _pages()
+    for name in ("bench", "bench backward", "bench fp8", "bench tp", "accuracy", "tune", "sweep"):
+        text = next(a.help for a in pages[name]._actions if "--models" in a.option_strings)
+        assert [n for n in accepted if n not in text] == [], name
+    fp8_text = next(a.help for a in pages["bench fp8"]._actions if "--models" in a.option_strings)
+    assert all(m.model in fp8_text for m in fp8.FP8_MODELS)
+    e2e_text = next(a.help for a in pages["bench e2e"]._actions if "--models" in a.option_strings)
+    assert all(n in e2e_text for n in e2e_models.names())
+
+
+def test_every_help_page_lists_the_same_exit_statuses_bad_input_included(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    flat_status = " ".join(cli.EXIT_STATUS.split())
+    for name, page in _pages().items():
+        assert flat_status in " ".join(page.format_help().split()), name
+    for code in (0, 1, 2, 3, 4, 130, 141, 143):
+        assert f" {code} " in cli.EXIT_STATUS
+    assert "1 bad input: an unknown or bad option, a results file that report cannot read" in cli.EXIT_STATUS
+
+
+def _no_build(monkeypatch):
+    from fused_swiglu.build import cache
+
+    def ensure_built(**kwargs):
+        pytest.fail("build compiled after a check that should have stopped it")
+
+    monkeypatch.setattr(cache, "ensure_built", ensure_built)
+
+
+def test_build_names_an_unknown_config_with_the_closest_ones(monkeypatch, capsys):
+    _no_build(monkeypatch)
+    assert cli.main(["build", "bogus"]) == cli.EXIT_BAD_OPTION
+    assert capsys.readouterr().err == ("fused-swiglu build: 'bogus' is not a config name (none is close to it); "
+                                       "`fused-swiglu build --list` lists them all\n")
+    assert cli.main(["build", "packed_pingpong_64x64x64_1x1"]) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert err.startswith("fused-swiglu build: 'packed_pingpong_64x64x64_1x1' is not a config name (closest: ")
+    assert "packed_pingpong_64x64x64_1x1_bf16" in err and err.count("_bf16") + err.count("_fp16") == 3
+
+
+def test_build_list_prints_every_config_name_and_builds_nothing(monkeypatch, capsys):
+    from fused_swiglu.build import sources, units
+
+    _no_build(monkeypatch)
+    assert cli.main(["build", "--list"]) == 0
+    assert capsys.readouterr().out.split("\n")[:-1] == units.config_names(sources.csrc_dir())
+    assert cli.main(["build", "--list", "bogus"]) == cli.EXIT_BAD_OPTION
+    assert "--list builds nothing; give it without config names" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_a_cache_folder_under_proc_is_reported_by_info_and_stops_build(monkeypatch, capsys):
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", "/proc/x")
+    monkeypatch.delenv("FUSED_SWIGLU_LIBRARY", raising=False)
+    assert cli.main(["info"]) == 0
+    assert ("cache dir: /proc/x (cannot be used: /proc takes no new folders, so it cannot be created: "
+            in capsys.readouterr().out)
+    _no_build(monkeypatch)
+    assert cli.main(["build"]) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert err.startswith("fused-swiglu build: the build cache folder /proc/x cannot be used: /proc takes no new "
+                          "folders, so it cannot be created: ")
+    assert err.endswith("; set FUSED_SWIGLU_CACHE_DIR to a writable directory\n")
+
+
+def test_a_cache_folder_that_takes_no_files_is_reported_though_its_permissions_allow_it(monkeypatch, capsys,
+                                                                                         tmp_path):
+    from fused_swiglu.cli import commands
+
+    def refuse(**kwargs):  # a read-only file system, where the superuser passes os.access
+        raise PermissionError(30, "Read-only file system")
+
+    monkeypatch.setattr(commands.tempfile, "mkdtemp", refuse)
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("FUSED_SWIGLU_LIBRARY", raising=False)
+    assert cli.main(["info"]) == 0
+    assert f"cache dir: {tmp_path} (cannot be used: it is not writable: Read-only file system; set " \
+           "FUSED_SWIGLU_CACHE_DIR to a writable directory)" in capsys.readouterr().out
+    _no_build(monkeypatch)
+    assert cli.main(["build", "packed_pingpong_64x64x64_1x1_bf16"]) == cli.EXIT_BAD_OPTION
+    assert "FUSED_SWIGLU_CACHE_DIR" in capsys.readouterr().err

@@ -40,8 +40,8 @@ def test_report_writes_the_plots_of_the_files_present(tmp_path, capsys):
 def test_report_says_what_is_missing(tmp_path, capsys):
     with pytest.raises(ValueError, match="holds none of"):
         plots.report([tmp_path])
-    assert cli.main(["report", str(tmp_path / "nowhere")]) == 1
-    assert "is neither a results file nor a folder of them" in capsys.readouterr().err
+    assert cli.main(["report", str(tmp_path / "nowhere.json")]) == 1
+    assert capsys.readouterr().err == f"fused-swiglu report: {tmp_path / 'nowhere.json'}: not found\n"
     assert cli.main(["report"]) == 1  # no default: nothing is written over the committed plots
     assert "the following arguments are required: results" in capsys.readouterr().err
 
@@ -75,16 +75,26 @@ def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
     ("{nope", "not a JSON results file"),
     ("[]", "not a results file of fused-swiglu"),
     ("{}", "not a results file of fused-swiglu"),
-    ('{"rows": [{"x": 1}]}', "not a results file of fused-swiglu"),
-    ('{"rows": [{"model": "m", "method": "eager"}]}', "lacks a field"),
-    ('{"rows": []}', "no plot drawn"),
+    ('{"rows": [1, 2]}', "not a results file of fused-swiglu"),
+    ('{"meta": [], "rows": []}', "not a results file of fused-swiglu"),
+    ('{"rows": [{"model": "m", "tokens": 1, "method": "eager", "median_ms": "x"}, '
+     '{"model": "m", "tokens": 1, "method": "fused_packed", "median_ms": 1.0}]}', "lacks a field"),
+    ('{"rows": []}', "nothing to plot or print"),
 ])
 def test_report_names_a_malformed_results_file(tmp_path, capsys, body, words):
     (tmp_path / "bench_cuda_graph.json").write_text(body)
     with pytest.raises(ValueError, match=words):
         plots.report([tmp_path], tmp_path / "png")
-    assert cli.main(["report", str(tmp_path), "--out-dir", str(tmp_path / "png")]) == 1
+    assert cli.main(["report", str(tmp_path), "--out-dir", str(tmp_path / "png")]) == cli.EXIT_BAD_OPTION
     err = capsys.readouterr().err
-    assert "Traceback" not in err and (words in err.replace("\n", " ") or "no plot drawn" in err)
-    if words != "no plot drawn":
-        assert "bench_cuda_graph.json" in err
+    assert "Traceback" not in err and words in err.replace("\n", " ")
+    assert "bench_cuda_graph.json" in err
+
+
+def test_a_file_whose_plots_have_nothing_to_draw_is_printed_as_a_table(tmp_path, capsys):
+    rows = [r for r in _bench_rows() if r["method"] in ("fused_packed", "fused_dual")]  # no eager, no cuBLAS
+    (tmp_path / "ab.json").write_text(json.dumps({"meta": META, "rows": rows}))
+    assert cli.main(["report", str(tmp_path / "ab.json")]) == 0
+    out = capsys.readouterr().out
+    assert "ab.json: 12 rows" in out and "wrote" not in out and not list(tmp_path.glob("*.png"))
+    assert "NVIDIA H200, fused-swiglu 0.1.0" in out  # the file's meta under the table, as under a plot

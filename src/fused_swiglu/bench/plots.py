@@ -1,18 +1,27 @@
-"""``fused-swiglu report``: PNG plots of results files (matplotlib, Agg backend).
+"""``fused-swiglu report``: PNG plots (matplotlib, Agg backend) and tables (rich) of results files.
 
-A file ``bench``, ``accuracy`` or ``sweep`` wrote is plotted by what it holds, beside it as
-``<file stem>_<plot>.png``; a folder of the committed results (the file names below) as the names
-below. Each plot is drawn from one results file and names, under its title, the GPU, the library and torch
-versions, the kernel library hash and the commit recorded in that file's ``meta``:
+A results file is drawn by what it holds (:func:`kind_of`), whichever command wrote it: its plots
+beside it as ``<file stem>_<plot>.png``, and as tables what no plot shows; a folder of the committed
+results (the file names below) gets the plots named below. Each plot is drawn from one results file
+and names, under its title, the GPU, the library and torch versions, the kernel library hash and the
+commit recorded in that file's ``meta``:
 
 * ``speedup_vs_eager.png`` (``bench_cuda_graph.json``): eager PyTorch time / fused time by M, one
-  panel per model, both kernels;
+  panel per model, both kernels (from a ``bench backward`` file: of the training step);
 * ``vs_cublas_and_quack.png`` (``bench_cuda_graph.json``): cuBLAS GEMM-only time / fused time, and
   quack's time / fused time where quack was timed, by M, one line per model (the packed kernel);
 * ``accuracy.png`` (``accuracy.json``): the share of elements bit-exact with the float64 result
   rounded once, and the largest ulp distance, per method and model;
 * ``shapes.png`` (``shapes.json``): cuBLAS time / the chosen config's time by M for every swept shape
-  (the packed kernel), with a line at 0.90.
+  (the packed kernel), with a line at 0.90;
+* ``e2e.png``, ``e2e_quick.png`` (``e2e.json``, ``e2e_quick.json``): stock time / fused time per mode
+  and model, the plot ``bench e2e`` draws beside its JSON (``<file stem>_stock_vs_fused.png`` from a
+  file); the accuracy rows beside them are printed as a table.
+
+Printed as tables instead: the files of ``bench fp8`` (each method against the bf16 kernel, by shape
+and M), ``bench tp`` and ``bench host-time``; any other file of the form ``{"meta": {...}, "rows":
+[{...}, ...]}`` (every row, every field that holds one value); and a file of a kind above none of
+whose plots can be drawn from its rows (e.g. a bench run without eager and cuBLAS).
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ def save(fig, path: Path, plt, dpi: int = 110) -> Path:
 def _timed(results: dict) -> str:
     """How a bench file's rows were timed, and their dtypes, for a title."""
     how = "CUDA graphs" if results["meta"].get("cuda_graph", True) else "eager calls"
-    dtypes = sorted({str(r.get("dtype", "bf16")) for r in results["rows"]})
+    dtypes = sorted({str(r.get("dtype", results["meta"].get("dtype", "bf16"))) for r in results["rows"]})
     return f"{how}, {'/'.join(dtypes)}"
 
 
@@ -72,11 +81,23 @@ def _by(rows: list[dict], *keys: str) -> dict:
     return out
 
 
+def _pairs(rows: list[dict], cells: dict, model: str, num: str, den: str) -> list[tuple[int, float]]:
+    """(M, ``num`` time / ``den`` time) of ``model``, at each M holding both rows."""
+    tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
+    return [(M, cells[(model, M, num)]["median_ms"] / cells[(model, M, den)]["median_ms"])
+            for M in tokens if (model, M, num) in cells and (model, M, den) in cells]
+
+
+def _compares(rows: list[dict], cells: dict, num: str, dens: tuple[str, ...]) -> bool:
+    """Whether some model has a time of ``num`` and of one of ``dens`` at the same M, so that a plot of
+    their ratio has a line to draw (an empty figure is never written)."""
+    models = dict.fromkeys(r["model"] for r in rows)
+    return any(_pairs(rows, cells, model, num, den) for model in models for den in dens)
+
+
 def _ratio_line(ax, rows: list[dict], cells: dict, model: str, num: str, den: str, **style) -> None:
     """Plot ``num`` time / ``den`` time of ``model`` by M on ``ax``, at each M holding both rows."""
-    tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
-    pts = [(M, cells[(model, M, num)]["median_ms"] / cells[(model, M, den)]["median_ms"])
-           for M in tokens if (model, M, num) in cells and (model, M, den) in cells]
+    pts = _pairs(rows, cells, model, num, den)
     if pts:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, **style)
 
@@ -92,12 +113,12 @@ def _tokens_axis(ax, ylabel: str | None = None) -> None:
 
 def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     """Eager / fused by M per model (module docstring); None where no row has both."""
-    plt = pyplot()
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    if not any((m, r["tokens"], "eager") in cells and r["method"] == "fused_packed" for m in models for r in rows):
+    if not _compares(rows, cells, "eager", tuple(method for method, _ in FUSED)):
         return None
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
     cols = min(4, len(models))
     nrows = -(-len(models) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False, sharey=True)
@@ -110,19 +131,20 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
         ax.axis("off")
     axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Speed-up over eager PyTorch ({_timed(results)})\n{caption(results['meta'])}", fontsize=9)
+    step = "Training step of the MLP block (forward + backward): s" if all("eager_over" in r for r in rows) else "S"
+    fig.suptitle(f"{step}peed-up over eager PyTorch ({_timed(results)})\n{caption(results['meta'])}", fontsize=9)
     return save(fig, path, plt)
 
 
 def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     """cuBLAS / packed and quack / packed by M, a line per model; None without such rows."""
-    plt = pyplot()
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    peers = [p for p in ("cublas_gemm", "quack") if any(r["method"] == p for r in rows)]
-    if "cublas_gemm" not in peers:
+    if not _compares(rows, cells, "cublas_gemm", ("fused_packed",)):
         return None
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    peers = [p for p in ("cublas_gemm", "quack") if _compares(rows, cells, p, ("fused_packed",))]
     fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
     names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
     for ax, peer in zip(axes[0], peers):
@@ -139,10 +161,10 @@ def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
 
 def accuracy(results: dict, path: Path) -> Path | None:
     """Bit-exact share and max ulp per method and model; None without rows."""
-    plt = pyplot()
     rows = results["rows"]
     if not rows:
         return None
+    plt = pyplot()
     models = list(dict.fromkeys(r["model"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cells = _by(rows, "model", "method")
@@ -165,13 +187,13 @@ def accuracy(results: dict, path: Path) -> Path | None:
 
 
 def shapes(results: dict, path: Path) -> Path | None:
-    """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without rows."""
-    plt = pyplot()
+    """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without such rows."""
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    if not models:
+    if not _compares(rows, cells, "cublas_gemm", ("fused_packed",)):
         return None
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for model in models:
         _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_packed", linewidth=0.9, label=model)
@@ -183,45 +205,153 @@ def shapes(results: dict, path: Path) -> Path | None:
     return save(fig, path, plt)
 
 
-PLOTS: dict[str, tuple[str, Callable[[dict, Path], Path | None]]] = {
-    "speedup_vs_eager.png": ("bench_cuda_graph.json", speedup_vs_eager),
-    "vs_cublas_and_quack.png": ("bench_cuda_graph.json", vs_cublas_and_quack),
-    "accuracy.png": ("accuracy.json", accuracy),
-    "shapes.png": ("shapes.json", shapes),
+def stock_vs_fused(results: dict, path: Path) -> Path | None:
+    """Grouped bars of stock / fused time per mode per model of a ``bench e2e`` file (the plot that run
+    draws beside its JSON), a line at 1.0, GPU and versions in the title; None where no row has both
+    times."""
+    rows = [r for r in results["rows"] if r.get("speedup") is not None]
+    if not rows:
+        return None
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    width = 0.8 / len(modes)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(models) + 2), 4.5))
+    for j, mode in enumerate(modes):
+        by_model = {r["model"]: r["speedup"] for r in rows if r["mode"] == mode}
+        xs = [i + (j - (len(modes) - 1) / 2) * width for i, m in enumerate(models) if m in by_model]
+        ax.bar(xs, [by_model[m] for m in models if m in by_model], width, label=mode)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(models)), models)
+    ax.set_ylabel("stock time / fused time (> 1: fused faster)")
+    m = results["meta"]
+    ax.set_title(f"fused-swiglu {m.get('fused_swiglu_version')} end to end on {m.get('gpu') or m.get('device')}\n"
+                 f"torch {m.get('torch_version')}, transformers {m.get('transformers_version')}, {m.get('dtype')}",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on them
+    return save(fig, path, plt, dpi=120)
+
+
+# a plot's name -> its drawing function (which returns None, writing nothing, where the rows hold nothing to draw)
+PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
+    "speedup_vs_eager": speedup_vs_eager,
+    "vs_cublas_and_quack": vs_cublas_and_quack,
+    "accuracy": accuracy,
+    "shapes": shapes,
+    "stock_vs_fused": stock_vs_fused,
 }
 
+# a results folder's PNGs: name -> (the results file drawn, the plot)
+FOLDER: dict[str, tuple[str, str]] = {
+    "speedup_vs_eager.png": ("bench_cuda_graph.json", "speedup_vs_eager"),
+    "vs_cublas_and_quack.png": ("bench_cuda_graph.json", "vs_cublas_and_quack"),
+    "accuracy.png": ("accuracy.json", "accuracy"),
+    "shapes.png": ("shapes.json", "shapes"),
+    "e2e.png": ("e2e.json", "stock_vs_fused"),
+    "e2e_quick.png": ("e2e_quick.json", "stock_vs_fused"),
+}
 
-# what a results file holds -> its plots (the PNG names a results folder's files get)
+# what a results file holds (kind_of) -> its plots; a kind without one is printed as a table
 KINDS: dict[str, tuple[str, ...]] = {
-    "bench": ("speedup_vs_eager.png", "vs_cublas_and_quack.png"),
-    "accuracy": ("accuracy.png",),
-    "sweep": ("shapes.png",),
+    "bench": ("speedup_vs_eager", "vs_cublas_and_quack"),
+    "backward": ("speedup_vs_eager",),
+    "accuracy": ("accuracy",),
+    "sweep": ("shapes",),
+    "e2e": ("stock_vs_fused",),
+    "fp8": (),
+    "tp": (),
+    "host-time": (),
+    "rows": (),
 }
 
 
 def kind_of(results: dict) -> str:
-    """``"accuracy"`` (rows with ``exact``), ``"sweep"`` (``fused-swiglu sweep``: rows of the
-    ``best_compiled_*`` methods) or ``"bench"`` (everything else: timings by model, M and method)."""
+    """Which command's rows a results file holds, by their fields: ``"accuracy"`` (``exact``; accuracy
+    in any dtype), ``"e2e"`` (``mode``, ``stock_ms``, ``fused_ms``, ``speedup``), ``"host-time"``
+    (``us_per_call``),
+    ``"tp"`` (``world_size``, ``one_gpu_ms``, ``tp_ms``), and of timings by model, M and method:
+    ``"sweep"`` (``fused-swiglu sweep``: the ``best_compiled_*`` methods), ``"fp8"`` (``bf16_over``),
+    ``"backward"`` (``eager_over``) or ``"bench"``; ``"rows"`` for anything else, and for no rows."""
     rows = results["rows"]
-    if rows and all("exact" in r for r in rows):
+
+    def every(*keys: str) -> bool:
+        return bool(rows) and all(set(keys) <= r.keys() for r in rows)
+
+    if every("exact"):
         return "accuracy"
-    if any(str(r.get("method", "")).startswith("best_compiled_") for r in rows):
+    if every("model", "mode", "stock_ms", "fused_ms", "speedup"):
+        return "e2e"
+    if every("method", "us_per_call"):
+        return "host-time"
+    if every("model", "tokens", "world_size", "one_gpu_ms", "tp_ms"):
+        return "tp"
+    if not every("model", "tokens", "method", "median_ms"):
+        return "rows"
+    if any(str(r["method"]).startswith("best_compiled_") for r in rows):
         return "sweep"
-    return "bench"
+    if every("bf16_over"):
+        return "fp8"
+    return "backward" if every("eager_over") else "bench"
 
 
-def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
-    """The plots of results files: each path a results JSON file (``bench --out``, ``accuracy --out``,
-    ``sweep --out``; its plots by what it holds, :func:`kind_of`, named ``<file stem>_<plot>.png``) or a
-    folder (its :data:`PLOTS` files, plots named as there). Written beside each input, or into
-    ``out_dir``; returns the paths written.
+def tables(results: dict, plotted: bool) -> list:
+    """The rich tables of a results file: what its plots do not show (``plotted``: whether one was drawn).
+    A kind without a plot, or whose plots had nothing to draw, is printed whole; of ``bench e2e``, the
+    accuracy rows beside the timings are printed in any case.
 
     Raises:
-        ValueError: a path that does not exist, a folder with none of the results files, a file that is
-            not JSON or lacks the rows its plot reads (the message names the file), no plot could be
-            drawn, or a plot cannot be written. ImportError: matplotlib is missing (pip install matplotlib).
+        KeyError, TypeError: a row lacks a field the table reads, or holds one of another type.
     """
-    jobs: list[tuple[Path, Path, Callable[[dict, Path], Path | None]]] = []  # (source, png, draw)
+    from . import report
+
+    kind, rows = kind_of(results), results["rows"]
+    if kind == "e2e":
+        timings = [] if plotted else [report.e2e_table(rows)]
+        return timings + ([report.e2e_accuracy_table(results["accuracy"])] if results.get("accuracy") else [])
+    if plotted or not rows:
+        return []
+    if kind == "fp8":
+        return [report.fp8_table(rows)]
+    if kind == "tp":
+        return [report.tp_table(rows)]
+    if kind == "host-time":
+        return [_host_time_table(results)]
+    return [report.rows_table(rows)]
+
+
+def _host_time_table(results: dict):
+    """``bench host-time``'s table (:func:`fused_swiglu.bench.host_time.table`) of the shape its meta
+    names, with the ratios it printed under it."""
+    from . import host_time
+
+    meta = results["meta"]
+    shape = tuple(meta.get(k) for k in ("tokens", "hidden_size", "intermediate_size"))
+    table = host_time.table(results["rows"], *([shape] if all(isinstance(v, int) for v in shape) else []))
+    ratios = results.get("ratios")
+    if isinstance(ratios, dict) and ratios:
+        line = "ratios: " + ", ".join(f"{name} {'-' if value is None else f'{value:.2f}'}"
+                                      for name, value in ratios.items())
+        table.caption = f"{table.caption}\n{line}" if table.caption else line
+    return table
+
+
+def report(paths: list[Path], out_dir: Path | None = None) -> list:
+    """What ``fused-swiglu report`` shows of results files, in the order given: each path a results
+    file (its plots by what it holds, :func:`kind_of`, named ``<file stem>_<plot>.png``) or a folder
+    (the plots of its :data:`FOLDER` files, named as there); with each file read, the tables of what no
+    plot shows (:func:`tables`). The PNGs are written beside each input, or into ``out_dir``.
+
+    Returns:
+        The PNGs written (Paths) and the tables to print (rich Tables, titled with their file's name).
+
+    Raises:
+        ValueError: a path that is not found, a folder with none of the :data:`FOLDER` files, a file
+            that is not JSON or not of the form ``{"rows": [{...}, ...]}``, or that lacks a field its
+            plot or table reads (the message names the file), rows in none of the files, or a plot
+            cannot be written. ImportError: matplotlib is missing where a plot is to be drawn (pip
+            install matplotlib).
+    """
+    jobs: list[tuple[Path, list[tuple[Path, str]]]] = []  # (results file, [(png, plot)])
     read: dict[Path, dict] = {}  # each results file parsed once
 
     def results(source: Path) -> dict:
@@ -231,36 +361,63 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list[Path]:
 
     for path in paths:
         if path.is_dir():
-            sources = sorted({s for s, _ in PLOTS.values()})
-            if not any((path / source).is_file() for source in sources):
-                raise ValueError(f"{path} holds none of {', '.join(sources)}")
-            jobs += [(path / source, (out_dir or path) / png, draw) for png, (source, draw) in PLOTS.items()
-                     if (path / source).is_file()]
+            found: dict[Path, list[tuple[Path, str]]] = {}
+            for png, (source, plot) in FOLDER.items():
+                if (path / source).is_file():
+                    found.setdefault(path / source, []).append(((out_dir or path) / png, plot))
+            if not found:
+                raise ValueError(f"{path} holds none of {', '.join(sorted({s for s, _ in FOLDER.values()}))}")
+            jobs += found.items()
         elif path.is_file():
-            jobs += [(path, (out_dir or path.parent) / f"{path.stem}_{png}", PLOTS[png][1])
-                     for png in KINDS[kind_of(results(path))]]
+            jobs.append((path, [((out_dir or path.parent) / f"{path.stem}_{plot}.png", plot)
+                                for plot in KINDS[kind_of(results(path))]]))
+        elif path.exists():
+            raise ValueError(f"{path}: neither a results file nor a folder of them")
         else:
-            raise ValueError(f"{path} is neither a results file nor a folder of them")
-    pyplot()  # ImportError here, before anything is drawn
-    written = []
-    for source, png, draw in jobs:
-        png.parent.mkdir(parents=True, exist_ok=True)
+            raise ValueError(f"{path}: not found")
+    if any(pngs for _, pngs in jobs):
+        pyplot()  # ImportError here, before anything is drawn
+    shown: list = []
+    for source, pngs in jobs:
+        drawn = [p for p in (_draw(source, png, plot, results(source)) for png, plot in pngs) if p is not None]
         try:
-            done = draw(results(source), png)
-        except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
-            raise ValueError(f"{source}: a row lacks a field {png.name} needs, or holds one of the wrong type "
+            found_tables = tables(results(source), plotted=bool(drawn))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{source}: a row lacks a field its table needs, or holds one of the wrong type "
                              f"({type(e).__name__}: {e})") from None
-        if done is not None:
-            written.append(done)
-    if not written:
-        raise ValueError(f"no plot drawn: {', '.join(map(str, paths))} hold no rows of the methods the plots "
-                         "compare (e.g. eager and fused_packed)")
-    return written
+        shown += drawn + [_titled(t, source, results(source)["meta"]) for t in found_tables]
+    if not shown:
+        raise ValueError(f"nothing to plot or print: {', '.join(map(str, read))} "
+                         f"{'holds' if len(read) == 1 else 'hold'} no rows")
+    return shown
+
+
+def _draw(source: Path, png: Path, plot: str, results: dict) -> Path | None:
+    """Draw ``plot`` of ``results`` (read from ``source``) into ``png``; None where it has nothing to draw.
+
+    Raises:
+        ValueError: a row lacks a field the plot reads (the message names ``source``), or the PNG
+            cannot be written.
+    """
+    png.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return PLOTS[plot](results, png)
+    except (KeyError, TypeError) as e:  # a row without a field this plot reads, or of another type
+        raise ValueError(f"{source}: a row lacks a field {png.name} needs, or holds one of the wrong type "
+                         f"({type(e).__name__}: {e})") from None
+
+
+def _titled(table, source: Path, meta: dict):
+    """``table`` with ``source``'s name before its title and, where the file records them, the GPU and
+    versions of its ``meta`` (:func:`caption`) under it, as the plots carry them."""
+    table.title = f"{source.name}: {table.title}" if table.title else source.name
+    if any(key in meta for key in ("gpu", "fused_swiglu_version", "git_commit")):
+        table.caption = f"{table.caption}\n{caption(meta)}" if table.caption else caption(meta)
+    return table
 
 
 def _results(path: Path) -> dict:
-    """A results file's ``{"meta": {...}, "rows": [{...}, ...]}``, each row with the keys every plot
-    reads (``model``, ``method``).
+    """A results file's ``{"meta": {...}, "rows": [{...}, ...]}`` (``meta`` empty where the file has none).
 
     Raises:
         ValueError: not JSON, or not of that form; the message names the file.
@@ -271,8 +428,8 @@ def _results(path: Path) -> dict:
         raise ValueError(f"{path}: not a JSON results file ({e})") from None
     rows = results.get("rows") if isinstance(results, dict) else None
     if not isinstance(rows, list) or not isinstance(results.get("meta", {}), dict) or not all(
-            isinstance(r, dict) and {"model", "method"} <= r.keys() for r in rows):
+            isinstance(r, dict) for r in rows):
         raise ValueError(f"{path}: not a results file of fused-swiglu (expected an object with a 'rows' list "
-                         "of rows that have 'model' and 'method')")
+                         "of objects, and a 'meta' object if any)")
     results.setdefault("meta", {})
     return results

@@ -218,3 +218,122 @@ def accuracy_table(rows: Sequence[dict], dtype: str):
             str(r["n"]),
         )
     return table
+
+
+def e2e_table(rows: Sequence[dict]):
+    """``bench e2e``'s timing rows: stock and fused ms per model and mode, and their ratio."""
+    from rich.table import Table
+
+    table = Table(title="End to end: stock vs fused SwiGLU MLPs (same model; ms, median)")
+    for col in ("model", "mode", "shape", "stock ms", "fused ms", "stock / fused", "note"):
+        table.add_column(col, justify="left" if col in ("model", "mode", "shape", "note") else "right")
+    for r in rows:
+        if "tokens" in r:
+            shape = f"{r['batch']} x {r['tokens']}"
+        elif "new_tokens" in r:
+            shape = f"b{r['batch']}, {r['new_tokens']} tokens"
+        elif "batch" in r:
+            shape = f"b{r['batch']}, 1 token"
+        else:
+            shape = ""
+        note = r.get("error") or r.get("skipped") or ""
+        table.add_row(r["model"], r["mode"], shape, _fmt(r["stock_ms"], 3), _fmt(r["fused_ms"], 3),
+                      "-" if r.get("speedup") is None else f"{r['speedup']:.3f}", note[:120])
+    return table
+
+
+def e2e_accuracy_table(rows: Sequence[dict]):
+    """``bench e2e``'s accuracy rows: greedy agreement and logits errors per model."""
+    from rich.table import Table
+
+    table = Table(title="End to end: accuracy (greedy agreement, batch 1; logits of one prompt vs a float32 copy)")
+    cols = ("model", "tokens equal", "first mismatch", "stock rel err", "fused rel err", "stock top-1 = fp32",
+            "fused top-1 = fp32", "note")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("model", "note") else "right")
+    for r in rows:
+        if r.get("error"):
+            table.add_row(r["model"], *["-"] * (len(cols) - 2), r["error"][:120])
+            continue
+        first = r["first_mismatch"]
+        table.add_row(r["model"], f"{r['token_agreement']:.3f} of {r['new_tokens']}",
+                      "-" if first is None else str(first),
+                      f"{r['stock_logits_rel_err']:.3e}", f"{r['fused_logits_rel_err']:.3e}",
+                      f"{r['stock_top1_vs_fp32']:.3f}", f"{r['fused_top1_vs_fp32']:.3f}", "")
+    return table
+
+
+def fp8_table(rows: Sequence[dict]):
+    """``bench fp8``'s rows, a line per shape and M: the bf16 packed kernel's time, and for each e4m3
+    method its ``bf16_over`` (the bf16 kernel's time / the method's: > 1, faster than bf16), the number
+    the run is for; each method's time where the bf16 kernel was not timed."""
+    from rich.table import Table
+
+    against_bf16 = any(r["method"] == "fused_packed" for r in rows)
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "fused_packed" or not against_bf16))
+    cells: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["tokens"]), {})[r["method"]] = r
+    title = ("e4m3 methods: the bf16 packed kernel's time / the method's (> 1: faster than bf16)" if against_bf16
+             else "e4m3 methods: ms, median")
+    table = Table(title=title)
+    for col in ("model", "M", *(["bf16 ms"] if against_bf16 else []), *(m.removeprefix("fp8_") for m in methods)):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for (model, M), by in cells.items():
+        bf16 = [_fmt(by["fused_packed"]["median_ms"]) if "fused_packed" in by else "-"] if against_bf16 else []
+        if against_bf16:
+            values = ["-" if by.get(m, {}).get("bf16_over") is None else _fmt(by[m]["bf16_over"], 2) + "x"
+                      for m in methods]
+        else:
+            values = [_fmt(by[m]["median_ms"]) if m in by else "-" for m in methods]
+        table.add_row(str(model), str(M), *bf16, *values)
+    return table
+
+
+def tp_table(rows: Sequence[dict]):
+    """``bench tp``'s rows: one GPU's time, the tensor-parallel time and its all-reduce, and the ratio
+    and scaling efficiency the run reports."""
+    from rich.table import Table
+
+    table = Table(title="Tensor parallel: the MLP block on N GPUs against one (ms, median)")
+    cols = ("model", "M", "GPUs", "1 GPU ms", "TP ms", "all-reduce ms", "TP / 1 GPU", "scaling efficiency")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        table.add_row(str(r["model"]), str(r["tokens"]), str(r["world_size"]), _fmt(r["one_gpu_ms"]), _fmt(r["tp_ms"]),
+                      _fmt(r.get("allreduce_ms")), _fmt(r.get("ratio_over_1gpu"), 3),
+                      _fmt(r.get("scaling_efficiency"), 3))
+    return table
+
+
+def rows_table(rows: Sequence[dict]):
+    """Any results file's rows, its fields as columns in the order first seen: a file no plot or table
+    of its own reads (e.g. the A/B runs of tools/) is shown whole rather than refused. A field holding a
+    list or an object (e.g. the samples behind a median) is left out, and named in the caption."""
+    from rich.table import Table
+
+    columns = list(dict.fromkeys(key for r in rows for key in r))
+    nested = [c for c in columns if any(isinstance(r.get(c), (list, dict)) for r in rows)]
+    shown = [c for c in columns if c not in nested]
+    table = Table(title=f"{len(rows)} rows",
+                  caption=f"not shown: {', '.join(nested)} (lists or objects)" if nested else None)
+    for col in shown:
+        numbers = all(isinstance(r.get(col), (int, float, type(None))) for r in rows)
+        table.add_column(col, justify="right" if numbers else "left")
+    for r in rows:
+        table.add_row(*(_cell(r.get(col)) for col in shown))
+    return table
+
+
+def _cell(value: object, width: int = 120) -> str:
+    """One value of :func:`rows_table`: None as ``-``, a float to 4 significant digits (whole above
+    10^4, where that would turn to an exponent), text cut to ``width`` characters (an error's
+    traceback would fill the screen; the file holds it whole)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -4,13 +4,17 @@
 
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
-Exit status: 0 done (``info`` reports what it finds, a bad nvcc or cache setting included, and exits
-0); 1 a bad option or environment variable, or a failed build (one line on stderr names the option
-and the rule); 2 ``bench``, ``accuracy``, ``tune`` or ``sweep`` without a Hopper GPU; 3 ``bench``: a
-method's result failed the check made before its shape is timed (``fused_swiglu.bench.check``; one
-line names the method, the shape and the fault); 4 ``bench e2e``: a mode failed on a model (its
-row holds the error; the other modes ran); 130 interrupted; 141 stdout closed early
-(e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops its nvcc processes and removes its temporary files).
+Exit status (``options.EXIT_STATUS``, which every help page lists): 0 done (``info`` reports what it
+finds, a missing GPU or a bad nvcc or cache setting included); 1 bad input: an unknown or bad option
+(one line on stderr names the option and the rule), a results file that ``report`` cannot read, a
+bad environment variable (e.g. ``FUSED_SWIGLU_JOBS``; ``FUSED_SWIGLU_CACHE_DIR`` for ``build``), a
+package the command needs but lacks, a failed build, a kernel library that ``info`` cannot load, or
+``tune``'s files held by another ``tune``; 2 ``bench``, ``accuracy``, ``tune`` or ``sweep`` without
+a Hopper GPU; 3 ``bench``: a method's result failed the check made before its shape is timed
+(``fused_swiglu.bench.check``; one line names the method, the shape and the fault); 4 ``bench e2e``:
+a mode failed on a model (its row holds the error; the other modes ran); 130 interrupted; 141 stdout
+closed early (e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops
+its nvcc processes and removes its temporary files).
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ def _name(args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (module docstring: 1 bad option, 2 no Hopper GPU,
-    3 a wrong result in bench, 130 interrupted, 141 stdout closed early, 143 terminated by SIGTERM)."""
+    """Entry point; returns the exit status (module docstring: 1 bad input, 2 no Hopper GPU, 3 a wrong
+    result in bench, 4 a failed bench e2e mode, 130 interrupted, 141 stdout closed early, 143 terminated
+    by SIGTERM)."""
     from rich.console import Console
 
     from ..errors import BuildError, WrongOutputError
@@ -94,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if note is not None:
         print(f"fused-swiglu: {note}", file=sys.stderr)
     try:
-        parser = _parser()
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:
-            getattr(args, "_page", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        args = _parser().parse_args(argv)  # an unknown option named before a missing argument (options.Parser)
     except SystemExit as e:  # --help, --version or a usage error, which argparse has printed
         return e.code if isinstance(e.code, int) else EXIT_BAD_OPTION
     # no wrapping of plain lines; wide tables when piped into a log

@@ -10,6 +10,7 @@ from .options import (
     EXIT_STATUS,
     check_timing_options,
     config_applies,
+    models_help,
     no_hopper,
     parse_configs,
     parse_models,
@@ -37,12 +38,10 @@ def add_parsers(sub) -> None:
                        description="Time the fused kernels against eager PyTorch, cuBLAS, torch.compile and quack on "
                                    "MLP shapes; a MODE times something else (each mode has its own --help).",
                        epilog=EXIT_STATUS)
-    _shapes(b, "Qwen2.5 sizes, e.g. 0.5B 7B or 0.5B,7B, or MLP shapes as HxI, e.g. 4096x14336 (default: the seven "
-               "Qwen2.5 models)")
-    b.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, TOKENS))})")
+    _shapes(b, models_help("the seven Qwen2.5 models"))
+    _tokens(b, TOKENS)
     _dtype(b)
-    b.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(METHODS)} (default: all; "
-                        "quack only where the quack-kernels package is installed)")
+    _methods(b, METHODS, "all; quack only where the quack-kernels package is installed")
     _out(b, "write results as JSON here, and as CSV beside it")
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
     _timing(b, WARMUP_MS, REPS)
@@ -52,23 +51,23 @@ def add_parsers(sub) -> None:
     m = modes.add_parser("backward", help="training step of the whole MLP block: forward + backward",
                          description="The training step of the whole MLP block (gate, up, down): forward + backward "
                                      "for eager, torch.compile and the fused paths.", epilog=EXIT_STATUS)
-    _grid(m, backward, "Qwen2.5 sizes or HxI shapes, as for bench (default: the seven Qwen2.5 models)")
+    _grid(m, backward, models_help("the seven Qwen2.5 models"))
     _dtype(m)
     _graphs_and_protocol(m)
 
     m = modes.add_parser("fp8", help="the e4m3 kernels against the unfused FP8 path and the bf16 kernel",
                          description="The e4m3 kernels against the unfused FP8 path (torch._scaled_mm + silu-and-mul) "
                                      "and the bf16 kernel; CUDA-graph replays.", epilog=EXIT_STATUS)
-    _grid(m, fp8, "Qwen2.5 sizes, HxI shapes or the FP8 checkpoints' shapes "
-                  f"({', '.join(s.model for s in fp8.FP8_MODELS)}) (default: the Qwen2.5 and FP8 checkpoints' shapes)")
+    _grid(m, fp8, models_help("the Qwen2.5 and FP8 checkpoints' shapes", more=", FP8 checkpoints' shapes "
+                                f"({', '.join(s.model for s in fp8.FP8_MODELS)})"))
     _protocol(m)
 
     m = modes.add_parser("tp", help="tensor parallel: the MLP block split over N GPUs against one GPU",
                          description="Tensor parallel: the MLP block split over --gpus GPUs (one process each, NCCL) "
                                      "against one GPU.", epilog=EXIT_STATUS)
     m.add_argument("--gpus", type=int, required=True, metavar="N", help="world size, at least 2")
-    _shapes(m, f"Qwen2.5 sizes or HxI shapes (default: {','.join(tp.MODELS)})")
-    m.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, tp.TOKENS))})")
+    _shapes(m, models_help(", ".join(tp.MODELS)))
+    _tokens(m, tp.TOKENS)
     _dtype(m)
     m.add_argument("--rep", type=int, help=f"timed repetitions per shape (default {tp.REPS})")
     _out(m, "write results as JSON here, and as CSV beside it")
@@ -78,10 +77,10 @@ def add_parsers(sub) -> None:
                                      "fuse_swiglu_mlps, in decode, CUDA-graph, torch.compile and prefill modes, with "
                                      "an accuracy step (needs transformers; matplotlib for the plot).",
                          epilog=EXIT_STATUS)
-    _shapes(m, f"whole models: {','.join(e2e_names())} (default: all but the last, Qwen2.5-7B's dimensions at 8 "
-               "layers for the training mode)")
+    _shapes(m, f"whole models: {', '.join(e2e_names())}; case-insensitive; several as a b or a,b (default: all "
+               "but the last, Qwen2.5-7B's dimensions at 8 layers for the training mode)")
     m.add_argument("--modes", "--e2e-modes", dest="e2e_modes", nargs="+",
-                   help=f"comma-separated subset of {','.join(E2E_STEPS)} (default: all)")
+                   help=f"a subset of {', '.join(E2E_STEPS)}, as a b or a,b (default: all)")
     m.add_argument("--quick", action="store_true", help="Qwen2.5-0.5B only and fewer repeats (a development run)")
     _dtype(m)
     _out(m, "write results as JSON here, and a PNG plot beside it")
@@ -98,14 +97,24 @@ def _shapes(p, text: str) -> None:
     p.add_argument("--models", nargs="+", help=text)
 
 
-def _grid(p, run, models_help: str) -> None:
+def _grid(p, run, models_text: str) -> None:
     """The options of a mode that times ``run``'s methods over shapes and token counts (``run``: its
     benchmark module, whose TOKENS, METHODS, WARMUP_MS and REPS are the defaults)."""
-    _shapes(p, models_help)
-    p.add_argument("--tokens", nargs="+", help=f"token counts M (default: {','.join(map(str, run.TOKENS))})")
-    p.add_argument("--methods", nargs="+", help=f"comma-separated subset of {','.join(run.METHODS)} (default: all)")
+    _shapes(p, models_text)
+    _tokens(p, run.TOKENS)
+    _methods(p, run.METHODS, "all")
     _out(p, "write results as JSON here, and as CSV beside it")
     _timing(p, run.WARMUP_MS, run.REPS)
+
+
+def _tokens(p, default) -> None:
+    p.add_argument("--tokens", nargs="+", help=f"token counts M, as 1 16 or 1,16 (default: "
+                                               f"{', '.join(map(str, default))})")
+
+
+def _methods(p, methods, default: str) -> None:
+    p.add_argument("--methods", nargs="+", help=f"a subset of {', '.join(methods)}, as a b or a,b (default: "
+                                                f"{default})")
 
 
 def _dtype(p) -> None:

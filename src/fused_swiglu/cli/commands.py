@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .options import (
     EXIT_BAD_OPTION,
     EXIT_STATUS,
     known_config_names,
+    models_help,
     no_hopper,
     parse_models,
     split,
@@ -21,26 +23,32 @@ from .options import (
 
 def add_parsers(sub) -> None:
     """The commands' parsers, under ``sub`` (the command's subparsers)."""
+    from ..bench import model_shapes
+    from ..bench.fp8 import FP8_MODELS
+
     a = _command(sub, "accuracy", "eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048")
     a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")
     a.add_argument("--dtype", choices=("bf16", "fp16", "e4m3"), default="bf16",
                    help="e4m3: the FP8 kernels and the unfused FP8 path (bf16 output) against float64 of the "
                         "dequantized operands (--models also takes the FP8 checkpoints' shapes of bench fp8)")
     a.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
-    a.add_argument("--models", nargs="+", help="Qwen2.5 sizes or HxI shapes, as for bench (default: all seven; "
-                   "with --dtype e4m3 also the four FP8 checkpoints' shapes)")
+    a.add_argument("--models", nargs="+", help=models_help(
+        "the seven Qwen2.5 models; with --dtype e4m3 also the FP8 checkpoints' shapes",
+        more=f", with --dtype e4m3 FP8 checkpoints' shapes ({', '.join(m.model for m in FP8_MODELS)})"))
 
     _command(sub, "info", "GPU, nvcc, cache and kernel library status")
 
     c = _command(sub, "build", "compile the kernel libraries into the cache ahead of time (no GPU needed)")
-    c.add_argument("configs", nargs="*", help="config names to build (default: all; a first call builds the "
-                   "config it needs)")
+    c.add_argument("configs", nargs="*", help="config names to build, as a b or a,b (default: all; a first call "
+                   "builds the config it needs; --list names them)")
     c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
+    c.add_argument("--list", action="store_true", help="print the config names, one a line, and build nothing")
 
     t = _command(sub, "tune", "measure the config choice's costs and overrides on this GPU (writes tuned data)")
-    t.add_argument("--models", nargs="+", help="shapes to sweep: model names, Qwen2.5 sizes or HxI (default: the "
-                   "sweep's public shapes and the seven Qwen2.5 ones)")
-    t.add_argument("--tokens", nargs="+", help="token counts M (default: the sweep's, and for Qwen2.5 the benchmark's)")
+    t.add_argument("--models", nargs="+", help="shapes to sweep: " + models_help(
+        "the sweep's public shapes and the seven Qwen2.5 ones"))
+    t.add_argument("--tokens", nargs="+", help="token counts M, as 1 16 or 1,16 (default: the sweep's, and for "
+                   "Qwen2.5 the benchmark's)")
     t.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the dtype to tune (default bf16)")
     t.add_argument("--rep", type=int, default=10, help="timed repetitions per config and problem in the first "
                    "stage (default 10; the second stage times twice as many)")
@@ -48,19 +56,22 @@ def add_parsers(sub) -> None:
     t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
 
     s = _command(sub, "sweep", "time the config choice against every compiled config, eager and cuBLAS")
-    s.add_argument("--models", nargs="+", help="model names, Qwen2.5 sizes or HxI (default: the public shapes)")
-    s.add_argument("--tokens", nargs="+", help="token counts M (default: 1,7,16,100,128,333,512,1000,2048,3000,6000,8192)")
+    s.add_argument("--models", nargs="+", help=models_help("the other public models"))
+    s.add_argument("--tokens", nargs="+", help="token counts M, as 1 16 or 1,16 (default: "
+                   f"{', '.join(map(str, model_shapes.SWEEP_TOKENS))})")
     s.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the dtype to time (default bf16)")
     s.add_argument("--rep", type=int, default=10, help="timed repetitions per method and cell in the first stage "
                    "(default 10; the second stage times twice as many)")
     s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
 
-    r = _command(sub, "report", "plot results files as PNGs (no GPU needed)")
-    r.add_argument("results", nargs="+", help="results files that bench, accuracy or sweep wrote (--out), each "
-                   "plotted as <name>_<plot>.png, or folders of them (bench_cuda_graph.json, accuracy.json, "
-                   "shapes.json there, plotted as speedup_vs_eager.png, ...)")
+    r = _command(sub, "report", "plot results files as PNGs, and print as tables what no plot shows (no GPU needed)")
+    r.add_argument("results", nargs="+", help="results files that a command wrote (--out of bench and its modes, "
+                   "accuracy, sweep; or any file {\"meta\": ..., \"rows\": [...]}), or folders of them: a file's "
+                   "plots as <name>_<plot>.png, and as tables what no plot shows (bench fp8, tp and host-time, e2e's "
+                   "accuracy, any other rows); a folder's bench_cuda_graph.json, accuracy.json, shapes.json, e2e.json "
+                   "and e2e_quick.json plotted as speedup_vs_eager.png, vs_cublas_and_quack.png, accuracy.png, "
+                   "shapes.png, e2e.png and e2e_quick.png")
     r.add_argument("--out-dir", help="where the PNGs go (default: beside each results file, or in its folder)")
-
 
 
 def _command(sub, name: str, text: str):
@@ -200,27 +211,72 @@ def info(args, console) -> int:
     return 0
 
 
-def _cache_problem(root) -> str | None:
-    """Why the build cache folder ``root`` cannot be used, or None (a missing folder under a writable
-    parent is fine: the first build creates it)."""
-    if root.exists():
-        if not root.is_dir():
+def _cache_problem(root: Path) -> str | None:
+    """Why the build cache folder ``root`` cannot be used, or None (a missing folder is fine where it can
+    be made: the first build makes it). Permission bits are not enough, since the superuser passes them
+    on read-only and virtual file systems (``/proc``): an empty folder is made in ``root``, or in its
+    nearest existing parent, and removed at once."""
+    existing = root.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        if existing == root.absolute():
             return "it is not a directory"
-        return None if os.access(root, os.W_OK | os.X_OK) else "it is not writable"
-    parent = next((p for p in root.parents if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        return f"it does not exist and {parent} is not a writable directory"
+        return f"{existing} is not a directory, so it cannot be created"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fused-swiglu-probe-", dir=existing))
+    except OSError as e:
+        if existing == root.absolute():
+            return f"it is not writable: {e.strerror or e}"
+        return f"{existing} takes no new folders, so it cannot be created: {e.strerror or e}"
     return None
+
+
+def _check_cache_dir() -> None:
+    """Raises ValueError naming FUSED_SWIGLU_CACHE_DIR where the build cache folder cannot be used, so
+    that a build fails before its first compile, in one line, rather than midway."""
+    from .. import env
+
+    root = env.cache_dir()
+    problem = _cache_problem(root)
+    if problem is not None:
+        raise ValueError(f"the build cache folder {root} cannot be used: {problem}; set FUSED_SWIGLU_CACHE_DIR "
+                         "to a writable directory")
+
+
+def _check_config_names(names: list[str], known: list[str]) -> None:
+    """Raises ValueError for names that are not configs of the library, each with the closest config
+    names (a typo is a few characters from its config), instead of listing every config."""
+    import difflib
+
+    unknown = [n for n in names if n not in known]
+    if not unknown:
+        return
+    said = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=3)
+        said.append(f"{name!r} is not a config name ("
+                    + (f"closest: {', '.join(close)})" if close else "none is close to it)"))
+    raise ValueError(f"{'; '.join(said)}; `fused-swiglu build --list` lists them all")
 
 
 def build(args, console) -> int:
     from .. import env
-    from ..build import cache, torch_ops, units
+    from ..build import cache, sources, torch_ops, units
 
     def log(line: str) -> None:
         console.print(line, highlight=False)
 
     names = split(args.configs, "the list of config names") if args.configs else None
+    known = units.config_names(sources.csrc_dir())
+    if args.list:
+        if names or args.force:
+            raise ValueError("--list builds nothing; give it without config names or --force")
+        for name in known:
+            console.print(name, highlight=False)
+        return 0
+    _check_config_names(names or [], known)
+    _check_cache_dir()
     path = cache.ensure_built(force=args.force, log=log, names=names)
     print(path)
     ops_path = torch_ops.ensure_built(force=args.force, log=log)
@@ -293,12 +349,14 @@ def report(args, console) -> int:
     from ..bench import plots
 
     try:
-        written = plots.report([Path(p) for p in args.results], Path(args.out_dir) if args.out_dir else None)
-    except ImportError:
-        raise ValueError("report needs matplotlib (pip install matplotlib)") from None
+        shown = plots.report([Path(p) for p in args.results], Path(args.out_dir) if args.out_dir else None)
+    except ImportError as e:
+        if (e.name or "").split(".")[0] != "matplotlib":
+            raise
+        raise ValueError("report needs matplotlib for its plots (pip install matplotlib)") from None
     except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written
         where = "--out-dir: cannot write the plots to" if args.out_dir else "cannot write the plots beside the results:"
         raise ValueError(f"{where} {e.filename or args.out_dir} ({e.strerror or e})") from None
-    for path in written:
-        console.print(f"wrote {path}")
+    for item in shown:  # a PNG written, or a table of what no plot shows
+        console.print(f"wrote {item}" if isinstance(item, Path) else item)
     return 0

@@ -1,31 +1,85 @@
-"""What every ``fused-swiglu`` command shares: the exit statuses, the argument parser that exits 1 on a
-usage error, and the checks of options several commands take (each raises ValueError naming the
-option and the rule)."""
+"""What every ``fused-swiglu`` command shares: the exit statuses, the argument parser (a usage error
+exits 1 and names an unknown option first; help lines break between words only), and the checks of
+options several commands take (each raises ValueError naming the option and the rule)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 EXIT_BAD_OPTION = 1
 EXIT_NO_GPU = 2
 EXIT_WRONG_OUTPUT = 3
 EXIT_MODE_FAILED = 4
 EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU or a bad nvcc or cache "
-               "setting included, and exits 0); 1 a bad option or another bad environment variable "
-               "(e.g. FUSED_SWIGLU_LIBRARY, FUSED_SWIGLU_JOBS), or a failed build; "
-               "2 bench, accuracy, tune or sweep without a Hopper GPU; 3 bench: a method's result failed the check "
-               "made before timing; 4 bench e2e: a mode failed on a model (its row holds the error); "
-               "130 interrupted; 141 stdout closed early; 143 terminated (SIGTERM)")
+               "setting included); 1 bad input: an unknown or bad option, a results file that report cannot "
+               "read, a bad environment variable (e.g. FUSED_SWIGLU_JOBS; FUSED_SWIGLU_CACHE_DIR for build), a "
+               "package the command needs but lacks, a failed build, a kernel library that info cannot load, "
+               "or tune's files held by another tune; 2 bench, accuracy, tune or sweep without a Hopper GPU; "
+               "3 bench: a method's result failed the check made before timing; 4 bench e2e: a mode failed on "
+               "a model (its row holds the error); 130 interrupted; 141 stdout closed early; 143 terminated "
+               "(SIGTERM)")
+
+_MISSING = "_missing_required"  # namespace attribute: (parser, its required actions not given)
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's help layout, with lines broken only between words: a method, model or option name
+    (``fused_dual_promoted``, ``Qwen2.5-7B``, ``--cuda-graph``) is never split across lines, so that
+    what the help names can be copied from it."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False)
 
 
 class Parser(argparse.ArgumentParser):
     """argparse with usage errors exiting 1, like the commands' own option checks, so that exit status 2
-    keeps one meaning: no Hopper GPU."""
+    keeps one meaning: no Hopper GPU. An unknown option is reported before a missing required argument
+    (argparse reports only the latter, e.g. ``fused-swiglu --bogus`` as "required: command"), so that
+    the message names what was mistyped."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_OPTION, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, except that a required argument left out is not an error yet: it is recorded in
+        the namespace (the innermost command's first) for :meth:`parse_args`, which reports it only
+        where no argument was unknown. Subcommands' parsers are called through this method too."""
+        required = [a for a in self._actions if a.required]
+        for action in required:
+            action.required = False
+        try:
+            namespace, extras = super().parse_known_args(args, namespace)
+        finally:
+            for action in required:
+                action.required = True
+        missing = [a for a in required if getattr(namespace, a.dest, None) is None]
+        if missing and not hasattr(namespace, _MISSING):
+            setattr(namespace, _MISSING, (self, missing))
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """The arguments, or a usage error (exit 1): arguments no command takes, named, with the usage of
+        the command they were given to (``args._page``, where the command set it); else the required
+        arguments left out, with the usage of the command that requires them."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            getattr(namespace, "_page", self).error(f"unrecognized arguments: {' '.join(extras)}")
+        if hasattr(namespace, _MISSING):
+            parser, missing = getattr(namespace, _MISSING)
+            parser.error("the following arguments are required: "
+                         + ", ".join(argparse._get_action_name(a) for a in missing))
+        return namespace
 
 
 def split(values: list[str] | None, option: str = "the option") -> list[str] | None:
@@ -146,6 +200,19 @@ def parse_models(values: list[str] | None):
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
     return names
+
+
+def models_help(default: str, more: str = "") -> str:
+    """``--models`` help that lists every name the option takes (:func:`fused_swiglu.bench.shapes.find`:
+    the Qwen2.5 models by size, the other public models by name, any shape as HxI), so that no accepted
+    name has to be guessed; ``more`` names what a command takes beyond them, ``default`` what it runs
+    without the option."""
+    from ..bench.shapes import MODELS, SWEEP_MODELS
+
+    sizes = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
+    return (f"Qwen2.5 models by size ({sizes}; or by full name, e.g. Qwen2.5-7B), other public models "
+            f"({', '.join(m.model for m in SWEEP_MODELS)}){more} or MLP shapes as HxI (e.g. 4096x14336); "
+            f"case-insensitive; several as 0.5B 7B or 0.5B,7B (default: {default})")
 
 
 def no_hopper(command: str) -> int | None:

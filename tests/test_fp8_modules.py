@@ -76,7 +76,7 @@ def test_fp8_blocks_are_patched_and_match_the_fused_reference(monkeypatch):
     calls = _calls(monkeypatch)
     assert fuse_swiglu_mlps(model) == ["layers.0.mlp", "layers.1.mlp"]
     mlp = model.layers[0]["mlp"]
-    assert isinstance(vars(mlp)["forward"], fp8_modules.FusedFP8SwiGLUForward)
+    assert isinstance(vars(mlp)["_fused_swiglu"], fp8_modules.FusedFP8SwiGLUForward)
     torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
     assert calls == [(10, 256)]
     # against the model in float64 (dequantized weights, x not quantized), the patched model errs no
@@ -93,7 +93,7 @@ def test_the_packed_copy_holds_the_weights_and_scales():
     torch.manual_seed(1)
     mlp = FP8MLP(H=272, I=136)  # partial last blocks along both I and H
     fuse_swiglu_mlps(mlp)
-    patch = vars(mlp)["forward"]
+    patch = vars(mlp)["_fused_swiglu"]
     w, s = fp8.pack_weights_blockwise(mlp.gate_proj.weight, mlp.up_proj.weight, mlp.gate_proj.weight_scale_inv,
                                       mlp.up_proj.weight_scale_inv)
     assert torch.equal(patch.w_packed.view(torch.uint8), w.view(torch.uint8))
@@ -212,7 +212,7 @@ def test_a_patched_fp8_model_stays_patched_with_its_packed_copy(how):
     else:
         copied = copy.deepcopy(model)
     mlp = copied.layers[0]["mlp"]
-    patch = vars(mlp)["forward"]
+    patch = vars(mlp)["_fused_swiglu"]
     assert isinstance(patch, fp8_modules.FusedFP8SwiGLUForward) and patch.module is mlp
     assert patch._source[0] is mlp.gate_proj and patch.w_packed is not None
     # the first call may be compiled: nothing is packed inside the graph
@@ -261,7 +261,7 @@ def test_writes_through_data_need_repack():
     x = torch.randn(3, 256, dtype=torch.bfloat16)
     mlp(x)
     mlp.up_proj.weight_scale_inv.data.mul_(2)  # bypasses the version counter: documented as unseen
-    assert vars(mlp)["forward"].repack()
+    assert vars(mlp)["_fused_swiglu"].repack()
     torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
 
 
@@ -291,7 +291,7 @@ def test_a_block_patched_on_the_meta_device_packs_at_its_first_call():
         mlp.gate_proj, mlp.up_proj = FP8Linear(256, 384, (128, 128)), FP8Linear(256, 384, (128, 128))
         mlp.down_proj, mlp.act_fn = FP8Linear(384, 256, (128, 128)), nn.SiLU()
     assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
-    assert vars(mlp)["forward"].w_packed is None
+    assert vars(mlp)["_fused_swiglu"].w_packed is None
     mlp.to_empty(device="cpu")
     mlp.load_state_dict(real.state_dict())
     x = torch.randn(3, 256, dtype=torch.bfloat16)

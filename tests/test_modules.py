@@ -190,7 +190,7 @@ def test_a_patched_model_stays_patched_through_save_load_and_deepcopy(how, monke
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
     torch.testing.assert_close(copied(x), model(x), rtol=0, atol=0)
     assert len(calls) == 4  # both blocks of both models ran fused
-    assert copied[0].mlp.forward.module is copied[0].mlp  # bound to the copy, not the original
+    assert copied[0].mlp._fused_swiglu.module is copied[0].mlp  # bound to the copy, not the original
     assert sorted(unfuse_swiglu_mlps(copied)) == ["0.mlp", "1.mlp"]
     assert fuse_swiglu_mlps(copied, backend="torch") == ["0.mlp", "1.mlp"]
 
@@ -454,7 +454,7 @@ def test_disarm_leaves_exactly_the_unarmed_state():
 
     mlp = MLP()
     fuse_swiglu_mlps(mlp, backend="torch")
-    forward = vars(mlp)["forward"]
+    forward = vars(mlp)["_fused_swiglu"]
     assert isinstance(forward, FusedSwiGLUForward)
     mlp(torch.randn(2, mlp.gate_proj.in_features, dtype=torch.bfloat16))  # the first call arms the fast path
     forward._disarm()
@@ -519,3 +519,29 @@ def test_x_of_another_width_after_a_good_call_is_named_not_run(monkeypatch):
         with torch.set_grad_enabled(grad), pytest.raises(ValueError, match=r"x must have shape \(\.\.\., H\) with H"):
             mlp(torch.randn(3, 72, dtype=torch.bfloat16))
     assert all(c[0] == "swiglu" for c in calls)  # never the armed operators
+
+
+def test_a_patched_block_keeps_its_class_name_and_isinstance_and_gets_its_class_back():
+    mlp = MLP()
+    fuse_swiglu_mlps(mlp)
+    assert isinstance(mlp, MLP) and type(mlp) is not MLP and type(mlp).__name__ == "MLP"
+    assert repr(mlp).startswith("MLP(") and "forward" not in vars(mlp)
+    assert type(MLP()) is MLP  # other instances keep the class
+    unfuse_swiglu_mlps(mlp)
+    assert type(mlp) is MLP and "_fused_swiglu" not in vars(mlp)
+
+
+def test_a_patched_model_pickles_by_its_original_classes():
+    import io
+    import pickle
+
+    model = nn.Sequential(Block(), Block())
+    fuse_swiglu_mlps(model)
+    data = pickle.dumps(model)
+    loaded = pickle.loads(data)
+    assert type(loaded[0].mlp) is type(model[0].mlp) and loaded[0].mlp._fused_swiglu.module is loaded[0].mlp
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    again = torch.load(buffer, weights_only=False)
+    assert unfuse_swiglu_mlps(again) == ["0.mlp", "1.mlp"] and type(again[1].mlp) is MLP

@@ -78,7 +78,7 @@ def test_traced_calls_write_nothing_and_match_the_eager_patch():
     torch.manual_seed(0)
     model = Stack(2).to(torch.bfloat16)
     fuse_swiglu_mlps(model)
-    patch = vars(model.mlps[0])["forward"]
+    patch = vars(model.mlps[0])["_fused_swiglu"]
     before = dict(vars(patch))
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
     compiled = torch.compile(model, backend="eager", fullgraph=True)
@@ -134,7 +134,7 @@ def test_the_patch_object_is_guarded_on_its_module_and_config_only():
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
     with torch.no_grad():
         guards = torch._dynamo.explain(model)(x).out_guards
-    read = {g.name.split(".forward.", 1)[1].split(".")[0] for g in guards if ".forward." in g.name}
+    read = {g.name.split("._fused_swiglu.", 1)[1].split(".")[0] for g in guards if "._fused_swiglu." in g.name}
     assert read <= {"module", "config", "direct_cpu", "direct_cuda"}, read
     assert "module" in read
 

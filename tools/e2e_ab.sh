@@ -7,7 +7,7 @@
 #   CONFIGS             kernel configs to build first, 16 at once (default: the dual kernel's bf16 configs and
 #                       the training configs a patched block runs under autograd)
 #   MODELS, MODES       for e2e_ab (default: Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B; compiled_decode)
-#   ROUNDS, REPEATS     for e2e_ab (default 10, 3)
+#   ROUNDS, REPEATS     for e2e_ab (default 10, 5)
 #   PYTEST_ARGS         the tests to run first (default: the patch's tests; "" skips them)
 #   AB_OUT              file name of the result under $OUT (default e2e_ab.json)
 #   OUT                 where logs, results and the cache tarball go (default ./out)
@@ -36,7 +36,7 @@ start=$SECONDS
 # shellcheck disable=SC2086
 python3 -m fused_swiglu.cli build ${CONFIGS:-$DUAL_BF16} > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 3; }
 echo "=== build: $((SECONDS - start)) s"
-(cd "$FUSED_SWIGLU_CACHE_DIR" && tar -cJf "$OUT/cache.tar.xz" --exclude='*.lock' --exclude='.*' .)
+(cd "$FUSED_SWIGLU_CACHE_DIR" && tar -cJf "$OUT/cache.tar.xz" --exclude='*.lock' --exclude='./.*' .)
 
 status=0
 tests=(-m gpu tests/test_modules.py tests/test_modules_traced.py
@@ -52,7 +52,7 @@ fi
 start=$SECONDS
 # shellcheck disable=SC2086
 PYTHONUNBUFFERED=1 python3 -m fused_swiglu.bench.e2e_ab --models ${MODELS:-Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B} \
-    --modes ${MODES:-compiled_decode} --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-3}" \
+    --modes ${MODES:-compiled_decode} --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" \
     --out "$OUT/${AB_OUT:-e2e_ab.json}" 2>&1 | grep -v "Warning\|warn(" || status=5
 echo "=== e2e_ab: $((SECONDS - start)) s"
 exit $status

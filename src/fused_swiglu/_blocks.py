@@ -64,3 +64,62 @@ def experts_reason(module: nn.Module, name: str) -> str | None:
         if not all(all(hasattr(e, p) for p in ("gate_proj", "up_proj", "down_proj")) for e in module):
             return f"routed experts, {len(module)} {type(module[0]).__name__} modules"
     return None
+
+
+# A patched block keeps its patch (the fused forward and its state) in this instance attribute, and
+# takes the class :func:`patched_class` makes of its own class, whose forward calls the patch.
+PATCH_ATTR = "_fused_swiglu"
+_PATCHED: dict[type, type] = {}
+
+
+def _patched_forward(self, x):
+    return self._fused_swiglu(x)
+
+
+def _rebuild(base: type) -> nn.Module:
+    return object.__new__(patched_class(base))
+
+
+def _reduce_ex(self, protocol):
+    # pickled (torch.save, copy.deepcopy) as "the patched class of base" plus the instance state, so
+    # loading needs only base to be importable
+    return _rebuild, (type(self).patched_base,), self.__getstate__()
+
+
+def patched_class(base: type) -> type:
+    """The subclass of ``base`` that a patched block of class ``base`` takes: the same name, qualified
+    name, module and docstring, a ``forward`` that calls the block's patch (``PATCH_ATTR``), and
+    pickling that rebuilds it from ``base``. One class per ``base``.
+
+    A class rather than an instance ``forward``: torch.compile guards an instance attribute named
+    ``forward`` on every call at a cost per block that a class attribute does not have."""
+    cls = _PATCHED.get(base)
+    if cls is None:
+        cls = type(base.__name__, (base,), {
+            "forward": _patched_forward, "__reduce_ex__": _reduce_ex, "patched_base": base,
+            "__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__,
+        })
+        _PATCHED[base] = cls
+    return cls
+
+
+def install(module: nn.Module, patch: object) -> None:
+    """Patch ``module``: ``patch`` (callable on x) becomes its forward. An instance ``forward`` it had
+    (someone else's patch) is removed from the instance, since it would hide the class's; the patch
+    keeps it (``patch.previous``) to run and restore."""
+    vars(module).pop("forward", None)
+    vars(module)[PATCH_ATTR] = patch
+    module.__class__ = patched_class(type(module))
+
+
+def uninstall(module: nn.Module, patch: object) -> None:
+    """Undo :func:`install`: the original class, and the instance forward it had, if any."""
+    module.__class__ = type(module).patched_base
+    del vars(module)[PATCH_ATTR]
+    if patch.previous is not None:
+        module.forward = patch.previous
+
+
+def installed(module: nn.Module) -> object | None:
+    """The patch :func:`install` gave ``module``, or None."""
+    return vars(module).get(PATCH_ATTR) if isinstance(type(module).__dict__.get("patched_base"), type) else None

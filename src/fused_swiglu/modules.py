@@ -5,7 +5,9 @@ Hugging Face's Qwen2, Llama and Mistral MLPs (and most SwiGLU MLPs written the s
 SiLU ``act_fn``. :func:`fuse_swiglu_mlps` finds such blocks and replaces their ``forward`` with
 ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``: the gate and up products are never
 written, and the weights stay where they are (the dual kernel reads them as they are; no copy, the state
-dict is unchanged). :func:`unfuse_swiglu_mlps` restores the original forwards.
+dict is unchanged). A patched block keeps its class's name and ``isinstance`` answers: it takes a
+subclass of its own class whose ``forward`` calls the patch it holds (``_fused_swiglu``;
+:func:`fused_swiglu._blocks.install`). :func:`unfuse_swiglu_mlps` restores the original classes.
 
 Example::
 
@@ -23,7 +25,7 @@ from torch import nn
 
 from . import _validate as v
 from . import mlp_ops, ops
-from ._blocks import act_name, experts_reason, global_hooks, has_hooks, is_silu, is_silu_type
+from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
 from ._verify import verify
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS
@@ -130,7 +132,8 @@ def _unfused_warning(skipped: list[tuple[str, str]], experts: list[tuple[str, st
 
 
 class FusedSwiGLUForward:
-    """The ``forward`` that :func:`fuse_swiglu_mlps` installs on an MLP block (an instance attribute).
+    """The forward that :func:`fuse_swiglu_mlps` gives an MLP block: the patched class's ``forward``
+    calls this object, held by the block (instance attribute ``_fused_swiglu``).
 
     A plain object rather than a closure, so that a patched model survives ``torch.save`` /
     ``torch.load`` and ``copy.deepcopy`` still patched, and :func:`unfuse_swiglu_mlps` still finds it.
@@ -152,7 +155,9 @@ class FusedSwiGLUForward:
 
     Attributes:
         module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.
-        previous: the instance ``forward`` the block had before (None: its class's forward).
+        previous: the instance ``forward`` the block had before (None: its class's forward);
+            removed from the block while it is patched, restored by :func:`unfuse_swiglu_mlps`.
+        base: the block's own class (its forward is the original one).
         recompute: never run the whole-block operator.
     """
 
@@ -160,6 +165,7 @@ class FusedSwiGLUForward:
                  recompute: bool = False):
         self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
         self.previous, self.recompute = previous, recompute
+        self.base = type(module)  # the block's own class, whose forward is the original one
         self.config = AUTO[accumulation]
         # what a traced call decides from (_traced): whether it may call the dual operator directly on a
         # Hopper GPU / on the CPU, and whether autograd-recorded calls may run the whole-block operator
@@ -185,7 +191,7 @@ class FusedSwiGLUForward:
     def original(self, x: torch.Tensor) -> torch.Tensor:
         if self.previous is not None:
             return self.previous(x)
-        return type(self.module).forward(self.module, x)
+        return self.base.forward(self.module, x)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
@@ -319,8 +325,8 @@ def _traced(patch: FusedSwiGLUForward, x: torch.Tensor) -> torch.Tensor:
 
 
 def _patch(module: nn.Module) -> FusedSwiGLUForward | fp8_modules.FusedFP8SwiGLUForward | None:
-    f = vars(module).get("forward")
-    return f if isinstance(f, (FusedSwiGLUForward, fp8_modules.FusedFP8SwiGLUForward)) else None
+    p = installed(module)
+    return p if isinstance(p, (FusedSwiGLUForward, fp8_modules.FusedFP8SwiGLUForward)) else None
 
 
 def fuse_swiglu_mlps(
@@ -382,7 +388,7 @@ def fuse_swiglu_mlps(
     recorded by autograd runs the original forward, and so does a block changed after patching.
 
     Args:
-        model: any ``nn.Module``; it is modified in place (instance ``forward`` attributes).
+        model: any ``nn.Module``; it is modified in place (the patched blocks' classes).
         kernel: ``"dual"`` (default; reads the weights as they are), ``"auto"`` (the same) or
             ``"packed"`` (packs both weights on every call: a copy of 2·I·H elements per call,
             rarely worth it here).
@@ -431,9 +437,9 @@ def fuse_swiglu_mlps(
             skipped.append((name, reason))
             continue
         if fp8:
-            module.forward = fp8_modules.FusedFP8SwiGLUForward(module, backend, previous)
+            install(module, fp8_modules.FusedFP8SwiGLUForward(module, backend, previous))
         else:
-            module.forward = FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute)
+            install(module, FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute))
         patched.append(readable(name))
     if skipped or experts:
         warnings.warn(_unfused_warning(skipped, experts, len(patched), already), UserWarning, stacklevel=2)
@@ -484,9 +490,6 @@ def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
             continue
         if isinstance(patch, fp8_modules.FusedFP8SwiGLUForward):
             patch.detach()
-        if patch.previous is None:
-            del module.forward  # the class's forward again
-        else:
-            module.forward = patch.previous
+        uninstall(module, patch)
         restored.append(readable(name))
     return restored

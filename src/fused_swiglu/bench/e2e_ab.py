@@ -14,7 +14,8 @@ Modes (each a measurement of ``repeats`` calls per round, their median):
 
 * ``compiled_decode``: ``generate`` of ``new_tokens`` tokens after a ``prompt_len``-token prompt,
   batch 1, on a static KV cache, which ``generate`` compiles (``mode="reduce-overhead"``, CUDA
-  graphs); ms per generated token (wall time of the call / new tokens).
+  graphs), after ``warmups`` untimed calls; ms per generated token (wall time of the call / new
+  tokens). Dynamo's count of graphs compiled while timed is recorded (0: no recompilation).
 * ``captured_decode_step``: one decode forward (batch 1, one token, a static cache holding the prompt)
   captured in a CUDA graph; ms per replay (CUDA events).
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens (no cache, last position's
@@ -50,6 +51,7 @@ class ABOptions:
     prompt_len: int = 16
     prefill_batch: int = 4
     prefill_len: int = 2048
+    warmups: int = 10
     dtype: str = "bf16"
     device: str = "cuda"
     seed: int = 0
@@ -64,7 +66,7 @@ def check_options(opts: ABOptions) -> None:
         if m not in MODES:
             raise ValueError(f"unknown mode {m!r} for bench e2e-ab; known: {', '.join(MODES)}")
     e2e_models.find(opts.models)
-    for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len"):
+    for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "warmups"):
         value = getattr(opts, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
@@ -95,7 +97,7 @@ def _prepare(model, mode: str, opts: ABOptions, device):
             cache.reset()
             model.generate(**kwargs)
 
-        for _ in range(3):  # compilation, CUDA-graph recording, one warm call
+        for _ in range(opts.warmups):  # compilation, CUDA-graph recording, then warm calls
             generate()
         if vars(model).get("_compiled_call") is None:
             raise RuntimeError("generate did not compile the model's forward on a static cache")
@@ -195,10 +197,17 @@ def worker(conn, spec, mode: str, fused: bool, opts: ABOptions) -> None:
         if what == "stop":
             return
         try:
-            conn.send(("ms", statistics.median(measure() for _ in range(opts.repeats))))
+            ms = statistics.median(measure() for _ in range(opts.repeats))
+            conn.send(("ms", (ms, _graphs_compiled())))
         except BaseException:
             conn.send(("error", traceback.format_exc(limit=8)))
             return
+
+
+def _graphs_compiled() -> int:
+    import torch
+
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
 
 
 # --- the parent ---------------------------------------------------------------------------------
@@ -224,10 +233,13 @@ def run_pair(spec, mode: str, opts: ABOptions) -> dict:
             conns[fused] = parent
         info = {fused: _receive(conns[fused], "patched" if fused else "stock") for fused in (False, True)}
         times: dict[bool, list[float]] = {False: [], True: []}
+        graphs: dict[bool, list[int]] = {False: [], True: []}
         for r in range(opts.rounds):
             for fused in ((False, True) if r % 2 == 0 else (True, False)):
                 conns[fused].send("time")
-                times[fused].append(_receive(conns[fused], "patched" if fused else "stock"))
+                ms, compiled = _receive(conns[fused], "patched" if fused else "stock")
+                times[fused].append(ms)
+                graphs[fused].append(compiled)
     finally:
         for fused, conn in conns.items():
             try:
@@ -243,6 +255,8 @@ def run_pair(spec, mode: str, opts: ABOptions) -> dict:
             "ratio_min": min(ratios), "ratio_max": max(ratios), "stock_ms": statistics.median(times[False]),
             "fused_ms": statistics.median(times[True]), "ratios": ratios, "stock_samples_ms": times[False],
             "fused_samples_ms": times[True], "repeats_per_round": opts.repeats,
+            "graphs_compiled_while_timed": {"stock": graphs[False][-1] - graphs[False][0],
+                                            "fused": graphs[True][-1] - graphs[True][0]},
             "prepare_s": {"stock": info[False]["prepare_s"], "fused": info[True]["prepare_s"]}}
 
 
@@ -312,9 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmups", type=int, default=10)
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
-    opts = ABOptions(models=a.models, modes=a.modes, rounds=a.rounds, repeats=a.repeats)
+    opts = ABOptions(models=a.models, modes=a.modes, rounds=a.rounds, repeats=a.repeats, warmups=a.warmups)
     try:
         results = run_ab(opts, a.out, Console())
     except ValueError as e:

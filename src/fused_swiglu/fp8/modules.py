@@ -144,6 +144,7 @@ class FusedFP8SwiGLUForward:
 
     def __init__(self, module: nn.Module, backend: str, previous=None):
         self.module, self.backend, self.previous = module, backend, previous
+        self.base = type(module)  # the block's own class, whose forward is the original one
         self.w_packed = self.w_scale = None
         self._source = None  # (gate_proj, up_proj, act_fn, _state(gate), _state(up)) of the packed copy
         self._hook = module.register_load_state_dict_post_hook(self._after_load)
@@ -159,7 +160,7 @@ class FusedFP8SwiGLUForward:
     def original(self, x: torch.Tensor) -> torch.Tensor:
         if self.previous is not None:
             return self.previous(x)
-        return type(self.module).forward(self.module, x)
+        return self.base.forward(self.module, x)
 
     def _current(self) -> bool:
         m, source = self.module, self._source

@@ -150,5 +150,6 @@ def test_mlp_shape_errors_name_the_argument_and_show_the_shapes():
     for call in (lambda: swiglu_mlp(x, wg, wu, wd.T, backend="torch"),
                  lambda: swiglu_mlp_packed(x, torch.cat([wg, wu]), wd.T, layout="concatenated", backend="torch")):
         with pytest.raises(ValueError, match=r"^w_down must be 2-D \(H, I\) = \(896, 4864\) \(down_proj.weight "
-                                             r"of the same MLP\); got w_down of shape \(4864, 896\)$"):
+                                             r"of the same MLP\); got w_down of shape \(4864, 896\): it looks "
+                                             r"transposed: pass down_proj.weight as stored, not its .T$"):
             call()

@@ -1,16 +1,38 @@
 """fused_swiglu: fused GEMM + SwiGLU for NVIDIA Hopper (sm_90a).
 
 ``y = silu(x @ W_gate^T) * (x @ W_up^T)`` in one kernel, fp32 accumulation, one rounding.
+
+The public names are imported on first use (PEP 562), so that ``import fused_swiglu`` and the
+``fused-swiglu`` command's argument parsing do not load PyTorch; ``from fused_swiglu import swiglu``
+loads it and registers the operators (``torch.ops.fused_swiglu``).
 """
 
-from ._version import __version__
-from .fp8 import swiglu_fp8, swiglu_packed_fp8
-from .functional import swiglu, swiglu_packed
-from .mlp import swiglu_mlp, swiglu_mlp_packed
-from .modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
-from .weights import pack_gate_up, unpack_gate_up
+from __future__ import annotations
 
-__all__ = [
-    "__version__", "swiglu", "swiglu_packed", "swiglu_mlp", "swiglu_mlp_packed", "pack_gate_up", "unpack_gate_up",
-    "fuse_swiglu_mlps", "unfuse_swiglu_mlps", "swiglu_packed_fp8", "swiglu_fp8",
-]
+import importlib
+
+from ._version import __version__
+
+# public name -> the submodule that defines it
+_EXPORTS = {
+    "swiglu": ".functional", "swiglu_packed": ".functional",
+    "swiglu_mlp": ".mlp", "swiglu_mlp_packed": ".mlp",
+    "pack_gate_up": ".weights", "unpack_gate_up": ".weights",
+    "fuse_swiglu_mlps": ".modules", "unfuse_swiglu_mlps": ".modules",
+    "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module 'fused_swiglu' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -25,9 +25,11 @@ def _check_down(w_down: torch.Tensor, x: torch.Tensor, I: int, H: int) -> None:
     v.check_dtypes(x=x, w_down=w_down)
     v.check_devices(x=x, w_down=w_down)
     if w_down.dim() != 2 or tuple(w_down.shape) != (H, I):
+        transposed = (": it looks transposed: pass down_proj.weight as stored, not its .T"
+                      if tuple(w_down.shape) == (I, H) and I != H else "")
         raise ValueError(
             f"w_down must be 2-D (H, I) = ({H}, {I}) (down_proj.weight of the same MLP); got w_down of shape "
-            f"{tuple(w_down.shape)}"
+            f"{tuple(w_down.shape)}{transposed}"
         )
 
 

@@ -414,6 +414,21 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "tp", "--gpus", "1"], "--gpus: tensor parallel needs a world size of at least 2; got 1"),
     (["bench", "tp"], "the following arguments are required: --gpus"),
     (["bench", "e2e", "--modes", "bogus"], "--modes: unknown mode 'bogus'"),
+    (["bench", "e2e-ab", "--modes", "decode"], "fused-swiglu bench e2e-ab: --modes: unknown mode 'decode' for bench "
+     "e2e-ab; known: compiled_decode, captured_decode_step, prefill"),
+    (["bench", "e2e-ab", "--modes", "prefill,prefill"], "--modes names 'prefill' more than once"),
+    (["bench", "e2e-ab", "--rounds", "0"], "fused-swiglu bench e2e-ab: --rounds must be an integer >= 1; got 0"),
+    (["bench", "e2e-ab", "--repeats", "-1"], "--repeats must be an integer >= 1; got -1"),
+    (["bench", "e2e-ab", "--warmups", "0"], "--warmups must be an integer >= 1; got 0"),
+    (["bench", "e2e-ab", "--rounds", "ten"], "argument --rounds: invalid int value: 'ten'"),
+    (["bench", "e2e-ab", "--models", "Qwen9"], "--models: unknown model 'Qwen9' for the end-to-end benchmark; known: "
+     "Qwen2.5-0.5B"),
+    (["bench", "e2e-ab", "--models", "qwen3-1.7b", "Qwen3-1.7B"], "--models names 'Qwen3-1.7B' more than once"),
+    (["bench", "e2e-ab", "--dtype", "e4m3"], "argument --dtype: invalid choice: 'e4m3'"),
+    (["bench", "e2e-ab", "--out", "ab.csv"], "--out names the JSON file"),
+    (["bench", "e2e-ab", "--out", "/"], "--out must be a file path, not a directory"),
+    (["bench", "e2e-ab", "--tokens", "1"], "fused-swiglu bench e2e-ab: error: unrecognized arguments: --tokens 1"),
+    (["bench", "e2e-ab", "--e2e"], "bench e2e-ab and --e2e are separate runs"),
     (["bench", "host-time", "--methods", "eager"],
      "fused-swiglu bench host-time: error: unrecognized arguments: --methods eager"),
     (["info", "--bogus"], "usage: fused-swiglu info [-h]"),
@@ -423,6 +438,60 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
 def test_each_bench_mode_is_a_subcommand_with_its_own_options(argv, rule, capsys):
     assert cli.main(argv) == cli.EXIT_BAD_OPTION
     assert rule in capsys.readouterr().err
+
+
+def test_bench_e2e_ab_help_lists_its_options_and_the_exit_statuses(capsys, monkeypatch):
+    from fused_swiglu.bench import e2e_ab, e2e_models
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli.main(["bench", "e2e-ab", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: fused-swiglu bench e2e-ab ")
+    for option in ("--models", "--modes", "--rounds", "--repeats", "--warmups", "--out", "--dtype"):
+        assert f"{option} " in text, option
+    assert all(name in text for name in e2e_models.names()) and all(mode in text for mode in e2e_ab.MODES)
+    assert "(default 10)" in text and "(default 5)" in text  # --rounds, --repeats and --warmups
+    assert " ".join(cli.EXIT_STATUS.split()) in text
+    assert "4 bench e2e or e2e-ab: a mode failed on a model" in text
+    assert cli.main(["bench", "--help"]) == 0
+    assert "e2e-ab" in capsys.readouterr().out  # listed among the modes
+
+
+def test_bench_e2e_ab_options_parse_before_the_gpu_check(tmp_path, capsys):
+    pytest.importorskip("transformers")  # without it: exit 1 naming the package, before the GPU check
+    target = tmp_path / "new" / "deeper" / "ab.json"
+    argv = ["bench", "e2e-ab", "--models", "qwen2.5-0.5b,Llama-3-8B", "--modes", "compiled_decode", "prefill",
+            "--rounds", "3", "--repeats", "2", "--warmups", "1", "--dtype", "fp16", "--out", str(target)]
+    assert cli.main(argv) == cli.EXIT_NO_GPU
+    assert capsys.readouterr().err.startswith(f"fused-swiglu bench e2e-ab {SENTENCE};")
+    assert not (tmp_path / "new").exists()  # --out is checked, no folder made
+    (tmp_path / "file").write_text("")
+    assert cli.main(["bench", "e2e-ab", "--out", str(tmp_path / "file" / "sub" / "ab.json")]) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert "fused-swiglu bench e2e-ab: --out: cannot create the folder" in err and SENTENCE not in err
+
+
+def test_bench_e2e_ab_options_reach_the_run():
+    from fused_swiglu.bench import e2e_ab, e2e_models
+
+    args = cli._parser().parse_args(["bench", "e2e-ab", "--models", "llama-3-8b", "--modes", "prefill,compiled_decode",
+                                     "--rounds", "4", "--repeats", "3", "--warmups", "2", "--dtype", "fp16"])
+    opts = cli.bench._ab_options(args)
+    assert (opts.models, opts.modes, opts.rounds, opts.repeats, opts.warmups, opts.dtype) == (
+        ["Llama-3-8B"], ["prefill", "compiled_decode"], 4, 3, 2, "fp16")
+    default = cli.bench._ab_options(cli._parser().parse_args(["bench", "e2e-ab"]))
+    assert default.modes == list(e2e_ab.MODES) and (default.rounds, default.repeats, default.warmups) == (10, 5, 10)
+    assert default.models == [s.name for s in e2e_models.MODELS]
+
+
+def test_the_e2e_ab_script_calls_the_command_with_options_it_takes():
+    script = (Path(__file__).resolve().parents[1] / "tools" / "e2e_ab.sh").read_text()
+    call = next(line for line in script.splitlines() if "e2e-ab --models" in line)
+    assert "python3 -m fused_swiglu.cli bench e2e-ab --models" in call
+    args = cli._parser().parse_args(["bench", "e2e-ab", "--models", "Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B",
+                                     "--modes", "compiled_decode", "--rounds", "10", "--repeats", "5",
+                                     "--out", "out/e2e_ab.json"])
+    assert cli.bench._ab_options(args).models == ["Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B"]
 
 
 def test_the_old_mode_flags_still_run_and_name_the_new_spelling(capsys):
@@ -452,7 +521,7 @@ def test_every_command_and_mode_has_a_description_and_the_exit_statuses():
     pages = dict(commands)
     modes = next(a for a in commands["bench"]._actions if isinstance(a, argparse._SubParsersAction)).choices
     pages.update({f"bench {m}": p for m, p in modes.items()})
-    assert len(pages) == 12
+    assert len(pages) == 13
     for name, page in pages.items():
         assert page.description and page.epilog == cli.EXIT_STATUS, name
         for action in page._actions:
@@ -495,7 +564,7 @@ def _pages() -> dict:
 
 @pytest.mark.parametrize("columns", [50, 80, 123])
 def test_help_never_breaks_a_name(columns, monkeypatch):
-    from fused_swiglu.bench import backward, fp8, methods
+    from fused_swiglu.bench import backward, e2e_ab, fp8, methods
     from fused_swiglu.bench.e2e import STEPS
 
     monkeypatch.setenv("COLUMNS", "1000")
@@ -506,7 +575,8 @@ def test_help_never_breaks_a_name(columns, monkeypatch):
         assert text.split() == wide[name].split(), f"{name!r} at {columns} columns"  # lines break between words
     flat = {name: " ".join(page.format_help().split()) for name, page in _pages().items()}
     for page, names in (("bench", methods.METHODS), ("bench fp8", fp8.METHODS), ("bench backward", backward.METHODS),
-                        ("bench e2e", STEPS), ("bench", ["--cuda-graph", "Qwen2.5-7B", "Mistral-Small-24B"])):
+                        ("bench e2e", STEPS), ("bench e2e-ab", e2e_ab.MODES),
+                        ("bench", ["--cuda-graph", "Qwen2.5-7B", "Mistral-Small-24B"])):
         for name in names:
             assert name in flat[page], (page, name)
 
@@ -522,8 +592,9 @@ def test_models_help_lists_every_name_the_option_takes():
         assert [n for n in accepted if n not in text] == [], name
     fp8_text = next(a.help for a in pages["bench fp8"]._actions if "--models" in a.option_strings)
     assert all(m.model in fp8_text for m in fp8.FP8_MODELS)
-    e2e_text = next(a.help for a in pages["bench e2e"]._actions if "--models" in a.option_strings)
-    assert all(n in e2e_text for n in e2e_models.names())
+    for name in ("bench e2e", "bench e2e-ab"):
+        e2e_text = next(a.help for a in pages[name]._actions if "--models" in a.option_strings)
+        assert all(n in e2e_text for n in e2e_models.names()), name
 
 
 def test_every_help_page_lists_the_same_exit_statuses_bad_input_included(monkeypatch):

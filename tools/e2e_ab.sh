@@ -51,7 +51,7 @@ if [ "${#tests[@]}" -gt 0 ]; then
 fi
 start=$SECONDS
 # shellcheck disable=SC2086
-PYTHONUNBUFFERED=1 python3 -m fused_swiglu.bench.e2e_ab --models ${MODELS:-Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B} \
+PYTHONUNBUFFERED=1 python3 -m fused_swiglu.cli bench e2e-ab --models ${MODELS:-Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B} \
     --modes ${MODES:-compiled_decode} --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" \
     --out "$OUT/${AB_OUT:-e2e_ab.json}" 2>&1 | grep -v "Warning\|warn(" || status=5
 echo "=== e2e_ab: $((SECONDS - start)) s"

@@ -314,28 +314,3 @@ def _line(row: dict) -> str:
             f"[{row['ratio_min']:.3f}, {row['ratio_max']:.3f}] over {row['rounds']} rounds "
             f"(stock {row['stock_ms']:.3f} ms, patched {row['fused_ms']:.3f} ms)")
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fused_swiglu.bench.e2e_ab --models M ... --modes ... --rounds N --out FILE``."""
-    import argparse
-
-    from rich.console import Console
-
-    p = argparse.ArgumentParser(prog="python -m fused_swiglu.bench.e2e_ab", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", nargs="+", required=True)
-    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmups", type=int, default=10)
-    p.add_argument("--out", type=Path)
-    a = p.parse_args(argv)
-    opts = ABOptions(models=a.models, modes=a.modes, rounds=a.rounds, repeats=a.repeats, warmups=a.warmups)
-    try:
-        results = run_ab(opts, a.out, Console())
-    except ValueError as e:
-        p.error(str(e))
-    return 1 if any(r.get("error") for r in results["rows"]) else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
-"""The ``fused-swiglu`` command: ``bench`` (modes ``backward``, ``fp8``, ``tp``, ``e2e``, ``host-time``),
-``accuracy``, ``info``, ``build``, ``tune``, ``sweep``, ``report``; one module per concern (``bench``,
-``commands``, and ``options``: what they share).
+"""The ``fused-swiglu`` command: ``bench`` (modes ``backward``, ``fp8``, ``tp``, ``e2e``, ``e2e-ab``,
+``host-time``), ``accuracy``, ``info``, ``build``, ``tune``, ``sweep``, ``report``; one module per
+concern (``bench``, ``commands``, and ``options``: what they share).
 
 Also runs as ``python -m fused_swiglu.cli`` or ``python -m fused_swiglu``.
 
@@ -11,10 +11,11 @@ bad environment variable (e.g. ``FUSED_SWIGLU_JOBS``; ``FUSED_SWIGLU_CACHE_DIR``
 package the command needs but lacks, a failed build, a kernel library that ``info`` cannot load, or
 ``tune``'s files held by another ``tune``; 2 ``bench``, ``accuracy``, ``tune`` or ``sweep`` without
 a Hopper GPU; 3 ``bench``: a method's result failed the check made before its shape is timed
-(``fused_swiglu.bench.check``; one line names the method, the shape and the fault); 4 ``bench e2e``:
-a mode failed on a model (its row holds the error; the other modes ran); 130 interrupted; 141 stdout
-closed early (e.g. piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops
-its nvcc processes and removes its temporary files).
+(``fused_swiglu.bench.check``; one line names the method, the shape and the fault); 4 ``bench e2e``
+or ``bench e2e-ab``: a mode failed on a model (its row holds the error; one line on stderr names the
+model, the mode and the error; the other modes ran); 130 interrupted; 141 stdout closed early (e.g.
+piped into ``head``; quietly); 143 terminated (SIGTERM; a build under way stops its nvcc processes
+and removes its temporary files).
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def _name(args) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (module docstring: 1 bad input, 2 no Hopper GPU, 3 a wrong
-    result in bench, 4 a failed bench e2e mode, 130 interrupted, 141 stdout closed early, 143 terminated
-    by SIGTERM)."""
+    result in bench, 4 a failed bench e2e or e2e-ab mode, 130 interrupted, 141 stdout closed early, 143
+    terminated by SIGTERM)."""
     from rich.console import Console
 
     from ..errors import BuildError, WrongOutputError

@@ -1,5 +1,5 @@
-"""``fused-swiglu bench`` and its modes: the kernels (no mode), ``backward``, ``fp8``, ``tp``, ``e2e`` and
-``host-time``, each a separate run with the options that apply to it."""
+"""``fused-swiglu bench`` and its modes: the kernels (no mode), ``backward``, ``fp8``, ``tp``, ``e2e``,
+``e2e-ab`` and ``host-time``, each a separate run with the options that apply to it."""
 
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ from .options import (
 
 # the modes as they were spelt before they were subcommands: flag -> mode (``--tp N`` -> ``tp --gpus N``)
 OLD_FLAGS = {"--backward": "backward", "--fp8": "fp8", "--e2e": "e2e", "--host-time": "host-time", "--tp": "tp"}
+NEW_MODES = ("e2e-ab",)  # the modes that were never spelt as flags
 
 
 def add_parsers(sub) -> None:
     """The ``bench`` parser and its modes' parsers, under ``sub`` (the command's subparsers)."""
-    from ..bench import backward, fp8, tp
+    from ..bench import backward, e2e_ab, fp8, tp
     from ..bench.e2e import STEPS as E2E_STEPS
+    from ..bench.e2e_models import MODELS as E2E_MODELS
     from ..bench.e2e_models import names as e2e_names
     from ..bench.methods import METHODS
     from ..bench.run import REPS, WARMUP_MS
@@ -84,6 +86,33 @@ def add_parsers(sub) -> None:
     m.add_argument("--quick", action="store_true", help="Qwen2.5-0.5B only and fewer repeats (a development run)")
     _dtype(m)
     _out(m, "write results as JSON here, and a PNG plot beside it")
+
+    ab = e2e_ab.ABOptions(models=[])  # the defaults
+    m = modes.add_parser("e2e-ab", help="whole models stock vs patched, two processes timed in alternating rounds",
+                         description="A/B of whole models: the same Hugging Face model (random weights, real sizes, "
+                                     "same seed) stock and patched by fuse_swiglu_mlps, each in its own worker "
+                                     "process on the same GPU, timed in alternating rounds (stock, patched, patched, "
+                                     "stock, ...); per model and mode the median of the per-round ratios stock time "
+                                     "/ patched time (> 1: the patched model is faster) with their minimum and "
+                                     "maximum (needs transformers).", epilog=EXIT_STATUS)
+    _shapes(m, f"whole models: {', '.join(e2e_names())}; case-insensitive; several as a b or a,b (default: "
+               f"{', '.join(s.name for s in E2E_MODELS)})")
+    m.add_argument("--modes", dest="ab_modes", nargs="+", metavar="MODES",
+                   help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: all): compiled_decode = "
+                        f"generate of {ab.new_tokens} tokens (batch 1) on a static cache, compiled with CUDA graphs "
+                        "(ms per token); captured_decode_step = one decode forward captured in a CUDA graph (ms per "
+                        f"replay); prefill = one forward of {ab.prefill_batch} x {ab.prefill_len} tokens captured "
+                        "in a CUDA graph (ms per replay)")
+    m.add_argument("--rounds", type=int, default=ab.rounds,
+                   help=f"rounds per model and mode, each timing stock and patched, the order flipping every round; "
+                        f"one ratio per round (default {ab.rounds})")
+    m.add_argument("--repeats", type=int, default=ab.repeats,
+                   help=f"timed calls of each variant per round, a round's time their median (default {ab.repeats})")
+    m.add_argument("--warmups", type=int, default=ab.warmups,
+                   help=f"compiled_decode: untimed generate calls before the first round, compilation and "
+                        f"CUDA-graph recording included (default {ab.warmups})")
+    _dtype(m)
+    _out(m, "write results as JSON here, after every model and mode (a stopped run keeps what it measured)")
 
     m = modes.add_parser("host-time", help="host time per call at M = 1 on Qwen2.5-0.5B's MLP",
                          description="Host time per call (us) at M = 1 on Qwen2.5-0.5B's MLP: swiglu, swiglu_packed, "
@@ -170,7 +199,7 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
     at = rest.index(flag)
     rest.pop(at)
     mode = OLD_FLAGS[flag]
-    given = rest[0] if rest and rest[0] in OLD_FLAGS.values() else None  # the mode as a subcommand too
+    given = rest[0] if rest and rest[0] in (*OLD_FLAGS.values(), *NEW_MODES) else None  # a mode as a subcommand
     if given is not None and given != mode:
         raise ValueError(f"bench {given} and {flag} are separate runs; give one of them")
     if flag == "--tp" and not any(a == "--gpus" or a.startswith("--gpus=") for a in rest):
@@ -185,7 +214,7 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
 def run(args, console) -> int:
     """The ``bench`` command: the kernels, or the mode named."""
     mode = getattr(args, "mode", None)
-    return {None: _kernels, "backward": _backward, "fp8": _fp8, "tp": _tp, "e2e": _e2e,
+    return {None: _kernels, "backward": _backward, "fp8": _fp8, "tp": _tp, "e2e": _e2e, "e2e-ab": _e2e_ab,
             "host-time": _host_time}[mode](args, console)
 
 
@@ -316,6 +345,58 @@ def _e2e(args, console) -> int:
     failed = failures(results)
     for line in failed:
         print(f"fused-swiglu bench e2e: failed: {line.splitlines()[0]}", file=sys.stderr)
+    return EXIT_MODE_FAILED if failed else 0
+
+
+# an option of bench e2e-ab, by the ABOptions field that check_options names first in its message
+_AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype"}
+
+
+def _ab_options(args):
+    """``bench e2e-ab``'s options as an :class:`fused_swiglu.bench.e2e_ab.ABOptions`, checked by
+    :func:`fused_swiglu.bench.e2e_ab.check_options`.
+
+    Raises:
+        ValueError: a bad value; the message names the option.
+    """
+    from ..bench import e2e_ab, e2e_models
+
+    models = _e2e_models(args.models) or [s.name for s in e2e_models.MODELS]
+    modes = split(args.ab_modes, "--modes") if args.ab_modes else list(e2e_ab.MODES)
+    opts = e2e_ab.ABOptions(models=models, modes=modes, rounds=args.rounds, repeats=args.repeats,
+                            warmups=args.warmups, dtype=args.dtype)
+    try:
+        e2e_ab.check_options(opts)
+    except ValueError as e:
+        text = str(e)
+        if text.startswith("unknown mode"):
+            raise ValueError(f"--modes: {text}") from None
+        field = text.split(" ", 1)[0]
+        if field in _AB_OPTIONS:
+            raise ValueError(f"{_AB_OPTIONS[field]}{text[len(field):]}") from None
+        raise
+    return opts
+
+
+def _e2e_ab(args, console) -> int:
+    from ..bench import e2e_ab
+    from ..bench.report import check_out_path
+
+    # arguments first, so that a typo is reported on any machine
+    opts = _ab_options(args)
+    out = check_out_path(args.out) if args.out is not None else None
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"bench e2e-ab needs the transformers package (pip install transformers): {e}") from None
+    if (code := no_hopper("bench e2e-ab")) is not None:
+        return code
+    results = e2e_ab.run_ab(opts, out, console)
+    failed = [r for r in results["rows"] if r.get("error")]
+    for r in failed:  # the error holds a worker's traceback: which worker, and the exception (its last line)
+        lines = r["error"].strip().splitlines() or ["?"]
+        who = f"{lines[0]} " if len(lines) > 1 and lines[0].endswith("worker failed:") else ""
+        print(f"fused-swiglu bench e2e-ab: failed: {r['model']} {r['mode']}: {who}{lines[-1].strip()}", file=sys.stderr)
     return EXIT_MODE_FAILED if failed else 0
 
 

@@ -67,10 +67,10 @@ def add_parsers(sub) -> None:
     r = _command(sub, "report", "plot results files as PNGs, and print as tables what no plot shows (no GPU needed)")
     r.add_argument("results", nargs="+", help="results files that a command wrote (--out of bench and its modes, "
                    "accuracy, sweep; or any file {\"meta\": ..., \"rows\": [...]}), or folders of them: a file's "
-                   "plots as <name>_<plot>.png, and as tables what no plot shows (bench fp8, tp and host-time, e2e's "
-                   "accuracy, any other rows); a folder's bench_cuda_graph.json, accuracy.json, shapes.json, e2e.json "
-                   "and e2e_quick.json plotted as speedup_vs_eager.png, vs_cublas_and_quack.png, accuracy.png, "
-                   "shapes.png, e2e.png and e2e_quick.png")
+                   "plots as <name>_<plot>.png, and as tables what no plot shows (bench fp8, tp, host-time and "
+                   "e2e-ab, e2e's accuracy, any other rows); a folder's bench_cuda_graph.json, accuracy.json, "
+                   "shapes.json, e2e.json and e2e_quick.json plotted as speedup_vs_eager.png, "
+                   "vs_cublas_and_quack.png, accuracy.png, shapes.png, e2e.png and e2e_quick.png")
     r.add_argument("--out-dir", help="where the PNGs go (default: beside each results file, or in its folder)")
 
 

@@ -17,9 +17,9 @@ EXIT_STATUS = ("exit status: 0 done (info reports what it finds, a missing GPU o
                "read, a bad environment variable (e.g. FUSED_SWIGLU_JOBS; FUSED_SWIGLU_CACHE_DIR for build), a "
                "package the command needs but lacks, a failed build, a kernel library that info cannot load, "
                "or tune's files held by another tune; 2 bench, accuracy, tune or sweep without a Hopper GPU; "
-               "3 bench: a method's result failed the check made before timing; 4 bench e2e: a mode failed on "
-               "a model (its row holds the error); 130 interrupted; 141 stdout closed early; 143 terminated "
-               "(SIGTERM)")
+               "3 bench: a method's result failed the check made before timing; 4 bench e2e or e2e-ab: a mode "
+               "failed on a model (its row holds the error); 130 interrupted; 141 stdout closed early; 143 "
+               "terminated (SIGTERM)")
 
 _MISSING = "_missing_required"  # namespace attribute: (parser, its required actions not given)
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Stock against patched whole models on a Hopper machine without internet, in alternating rounds
-# (fused_swiglu.bench.e2e_ab), after the GPU tests of the model patch.
+# (`fused-swiglu bench e2e-ab`), after the GPU tests of the model patch.
 #
 #   .whl/*.whl          wheels of missing Python dependencies (tools/fetch_wheels.sh)
 #   .fsw-carry/cache.tar.xz   optional: a build cache from an earlier run (what this script leaves in $OUT)
 #   CONFIGS             kernel configs to build first, 16 at once (default: the dual kernel's bf16 configs and
 #                       the training configs a patched block runs under autograd)
-#   MODELS, MODES       for e2e_ab (default: Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B; compiled_decode)
-#   ROUNDS, REPEATS     for e2e_ab (default 10, 5)
+#   MODELS, MODES       for bench e2e-ab (default: Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B; compiled_decode)
+#   ROUNDS, REPEATS     for bench e2e-ab (default 10, 5)
 #   PYTEST_ARGS         the tests to run first (default: the patch's tests; "" skips them)
 #   AB_OUT              file name of the result under $OUT (default e2e_ab.json)
 #   OUT                 where logs, results and the cache tarball go (default ./out)

@@ -668,3 +668,26 @@ def test_a_cache_folder_that_takes_no_files_is_reported_though_its_permissions_a
     _no_build(monkeypatch)
     assert cli.main(["build", "packed_pingpong_64x64x64_1x1_bf16"]) == cli.EXIT_BAD_OPTION
     assert "FUSED_SWIGLU_CACHE_DIR" in capsys.readouterr().err
+
+
+def test_help_version_and_top_level_errors_load_no_torch():
+    # the top-level parser of a call naming no command is built from the commands' one-line help alone
+    import subprocess
+    import sys
+
+    code = ("import sys; from fused_swiglu.cli import main; status = main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; raise SystemExit(status)")
+    for argv, status in ((["--help"], 0), (["--version"], 0), (["--bogus"], 1), (["bogus"], 1), ([], 1)):
+        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+        assert done.returncode == status, (argv, done.stderr)
+        assert "torch was imported" not in done.stderr
+
+
+def test_the_short_parser_lists_what_the_full_one_does():
+    from fused_swiglu.cli.options import COMMAND_HELP
+
+    def commands(parser):
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return {name: choice.help for choice in sub._choices_actions for name in [choice.dest]}
+
+    assert commands(cli._parser(full=False)) == commands(cli._parser()) == COMMAND_HELP

@@ -27,21 +27,43 @@ import sys
 import threading
 
 from . import bench, commands
-from .options import EXIT_BAD_OPTION, EXIT_MODE_FAILED, EXIT_NO_GPU, EXIT_STATUS, EXIT_WRONG_OUTPUT, Parser
+from .options import (
+    COMMAND_HELP,
+    EXIT_BAD_OPTION,
+    EXIT_MODE_FAILED,
+    EXIT_NO_GPU,
+    EXIT_STATUS,
+    EXIT_WRONG_OUTPUT,
+    Parser,
+)
 
 __all__ = ["EXIT_BAD_OPTION", "EXIT_MODE_FAILED", "EXIT_NO_GPU", "EXIT_STATUS", "EXIT_WRONG_OUTPUT", "main"]
 
 
-def _parser() -> Parser:
+def _parser(full: bool = True) -> Parser:
+    """The command's parser: with ``full``, every command's options; else the commands' one-line help
+    alone, which loads nothing (the commands' options import the benchmark modules, and with them
+    torch): enough for a call that names no command (``--help``, ``--version``, a bad option or
+    command)."""
     from .._version import __version__
 
     p = Parser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.", epilog=EXIT_STATUS)
     p.add_argument("--version", action="version", version=f"fused-swiglu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    bench.add_parsers(sub)
-    commands.add_parsers(sub)
+    if full:
+        bench.add_parsers(sub)
+        commands.add_parsers(sub)
+    else:
+        for name, text in COMMAND_HELP.items():
+            sub.add_parser(name, help=text)
     _mark_pages(p)
     return p
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command a call names: its first argument that is not an option (the top level takes only
+    --help and --version)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _mark_pages(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if note is not None:
         print(f"fused-swiglu: {note}", file=sys.stderr)
     try:
-        args = _parser().parse_args(argv)  # an unknown option named before a missing argument (options.Parser)
+        args = _parser(full=_command_of(argv) in COMMAND_HELP).parse_args(argv)  # an unknown option named before a missing argument (options.Parser)
     except SystemExit as e:  # --help, --version or a usage error, which argparse has printed
         return e.code if isinstance(e.code, int) else EXIT_BAD_OPTION
     # no wrapping of plain lines; wide tables when piped into a log

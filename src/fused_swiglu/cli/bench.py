@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from .options import (
+    COMMAND_HELP,
     EXIT_MODE_FAILED,
     EXIT_STATUS,
     check_timing_options,
@@ -36,7 +37,7 @@ def add_parsers(sub) -> None:
     from ..bench.run import REPS, WARMUP_MS
     from ..bench.shapes import TOKENS
 
-    b = sub.add_parser("bench", help="time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 or HxI shapes",
+    b = sub.add_parser("bench", help=COMMAND_HELP["bench"],
                        description="Time the fused kernels against eager PyTorch, cuBLAS, torch.compile and quack on "
                                    "MLP shapes; a MODE times something else (each mode has its own --help).",
                        epilog=EXIT_STATUS)

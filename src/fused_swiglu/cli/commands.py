@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .options import (
+    COMMAND_HELP,
     EXIT_BAD_OPTION,
     EXIT_STATUS,
     known_config_names,
@@ -26,7 +27,7 @@ def add_parsers(sub) -> None:
     from ..bench import model_shapes
     from ..bench.fp8 import FP8_MODELS
 
-    a = _command(sub, "accuracy", "eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048")
+    a = _command(sub, "accuracy")
     a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")
     a.add_argument("--dtype", choices=("bf16", "fp16", "e4m3"), default="bf16",
                    help="e4m3: the FP8 kernels and the unfused FP8 path (bf16 output) against float64 of the "
@@ -36,15 +37,15 @@ def add_parsers(sub) -> None:
         "the seven Qwen2.5 models; with --dtype e4m3 also the FP8 checkpoints' shapes",
         more=f", with --dtype e4m3 FP8 checkpoints' shapes ({', '.join(m.model for m in FP8_MODELS)})"))
 
-    _command(sub, "info", "GPU, nvcc, cache and kernel library status")
+    _command(sub, "info")
 
-    c = _command(sub, "build", "compile the kernel libraries into the cache ahead of time (no GPU needed)")
+    c = _command(sub, "build")
     c.add_argument("configs", nargs="*", help="config names to build, as a b or a,b (default: all; a first call "
                    "builds the config it needs; --list names them)")
     c.add_argument("--force", action="store_true", help="rebuild even if the cache has this build")
     c.add_argument("--list", action="store_true", help="print the config names, one a line, and build nothing")
 
-    t = _command(sub, "tune", "measure the config choice's costs and overrides on this GPU (writes tuned data)")
+    t = _command(sub, "tune")
     t.add_argument("--models", nargs="+", help="shapes to sweep: " + models_help(
         "the sweep's public shapes and the seven Qwen2.5 ones"))
     t.add_argument("--tokens", nargs="+", help="token counts M, as 1 16 or 1,16 (default: the sweep's, and for "
@@ -55,7 +56,7 @@ def add_parsers(sub) -> None:
     t.add_argument("--out-dir", help="folder of the tuned data (default: the user's tuning folder, read first)")
     t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
 
-    s = _command(sub, "sweep", "time the config choice against every compiled config, eager and cuBLAS")
+    s = _command(sub, "sweep")
     s.add_argument("--models", nargs="+", help=models_help("the other public models"))
     s.add_argument("--tokens", nargs="+", help="token counts M, as 1 16 or 1,16 (default: "
                    f"{', '.join(map(str, model_shapes.SWEEP_TOKENS))})")
@@ -64,7 +65,7 @@ def add_parsers(sub) -> None:
                    "(default 10; the second stage times twice as many)")
     s.add_argument("--out", required=True, help="write the rows and their summary as JSON here")
 
-    r = _command(sub, "report", "plot results files as PNGs, and print as tables what no plot shows (no GPU needed)")
+    r = _command(sub, "report")
     r.add_argument("results", nargs="+", help="results files that a command wrote (--out of bench and its modes, "
                    "accuracy, sweep; or any file {\"meta\": ..., \"rows\": [...]}), or folders of them: a file's "
                    "plots as <name>_<plot>.png, and as tables what no plot shows (bench fp8, tp, host-time and "
@@ -74,9 +75,10 @@ def add_parsers(sub) -> None:
     r.add_argument("--out-dir", help="where the PNGs go (default: beside each results file, or in its folder)")
 
 
-def _command(sub, name: str, text: str):
-    """A command's parser: ``text`` as its one-line help and (capitalised) description, the exit statuses
-    as its epilog."""
+def _command(sub, name: str):
+    """A command's parser: its one-line help (``COMMAND_HELP``) as help and (capitalised) description,
+    the exit statuses as its epilog."""
+    text = COMMAND_HELP[name]
     return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".", epilog=EXIT_STATUS)
 
 

@@ -279,3 +279,17 @@ def sweep_args(args, default_tokens) -> tuple[list, list[int]]:
     if args.rep < 1:
         raise ValueError(f"--rep must be >= 1; got {args.rep}")
     return shapes, tokens or list(default_tokens)
+
+
+# Each command's one-line help, in the order ``fused-swiglu --help`` lists them. The top-level parser
+# of a call that names no command is built from this table alone (no command's options, nothing that
+# loads torch), so --help, --version and a bad top-level option answer at once.
+COMMAND_HELP = {
+    "bench": "time eager, cuBLAS, torch.compile and the fused kernels on Qwen2.5 or HxI shapes",
+    "accuracy": "eager and the fused kernels vs float64 on Qwen2.5 or HxI shapes, M = 2048",
+    "info": "GPU, nvcc, cache and kernel library status",
+    "build": "compile the kernel libraries into the cache ahead of time (no GPU needed)",
+    "tune": "measure the config choice's costs and overrides on this GPU (writes tuned data)",
+    "sweep": "time the config choice against every compiled config, eager and cuBLAS",
+    "report": "plot results files as PNGs, and print as tables what no plot shows (no GPU needed)",
+}

@@ -625,6 +625,8 @@ def test_build_names_an_unknown_config_with_the_closest_ones(monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.startswith("fused-swiglu build: 'packed_pingpong_64x64x64_1x1' is not a config name (closest: ")
     assert "packed_pingpong_64x64x64_1x1_bf16" in err and err.count("_bf16") + err.count("_fp16") == 3
+    assert cli.main(["build", "PACKED_PINGPONG_64X64X64_1X1_BF16"]) == cli.EXIT_BAD_OPTION  # names are lower case
+    assert "(closest: packed_pingpong_64x64x64_1x1_bf16" in capsys.readouterr().err
 
 
 def test_build_list_prints_every_config_name_and_builds_nothing(monkeypatch, capsys):

@@ -545,3 +545,16 @@ def test_a_patched_model_pickles_by_its_original_classes():
     buffer.seek(0)
     again = torch.load(buffer, weights_only=False)
     assert unfuse_swiglu_mlps(again) == ["0.mlp", "1.mlp"] and type(again[1].mlp) is MLP
+
+
+def test_the_fallback_warning_of_a_patched_block_points_at_the_callers_line(monkeypatch):
+    from fused_swiglu import _validate
+
+    monkeypatch.setattr(_validate, "_warned", set())
+    mlp = MLP()
+    fuse_swiglu_mlps(mlp)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mlp(torch.randn(2, 3, 64, dtype=torch.bfloat16))
+    fallback = [w for w in caught if "PyTorch fallback" in str(w.message)]
+    assert len(fallback) == 1 and fallback[0].filename == __file__

@@ -103,7 +103,8 @@ def test_blocks_computing_something_else_are_left_unpatched_and_bit_identical(cl
     x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
     torch.manual_seed(1)
     want = model[0](x)
-    with pytest.warns(UserWarning, match=r"'0\.mlp': its forward (differs|is not deterministic)"):
+    with pytest.warns(UserWarning, match=r"'0\.mlp': (its forward (differs|is not deterministic|scales)|it has "
+                                         r"parameters or buffers beyond)"):
         assert fuse_swiglu_mlps(model) == ["1.mlp"]
     assert "forward" not in vars(model[0].mlp) and type(model[0].mlp) is cls
     torch.manual_seed(1)
@@ -114,8 +115,18 @@ def test_the_same_function_with_other_roundings_is_patched():
     assert fuse_swiglu_mlps(Block(Upcast())) == ["mlp"]
 
 
-def test_the_probe_leaves_random_state_modes_and_buffers_as_they_were():
-    class WithBuffer(Dropout):
+def test_the_probe_leaves_random_state_and_modes_as_they_were():
+    mlp = Dropout().eval()
+    mlp.dropout.train()  # mixed flags are restored one by one
+    state = torch.get_rng_state()
+    with pytest.warns(UserWarning, match="in training mode"):
+        fuse_swiglu_mlps(mlp)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert not mlp.training and mlp.dropout.training and not mlp.gate_proj.training
+
+
+def test_a_block_with_a_buffer_of_its_own_is_refused_before_any_probe():
+    class Counting(MLP):
         def __init__(self):
             super().__init__()
             self.register_buffer("calls", torch.zeros(()))
@@ -124,13 +135,9 @@ def test_the_probe_leaves_random_state_modes_and_buffers_as_they_were():
             self.calls += 1
             return super().forward(x)
 
-    mlp = WithBuffer().eval()
-    mlp.dropout.train()  # mixed flags are restored one by one
-    state = torch.get_rng_state()
-    with pytest.warns(UserWarning):
-        fuse_swiglu_mlps(mlp)
-    assert torch.equal(torch.get_rng_state(), state)
-    assert not mlp.training and mlp.dropout.training and not mlp.gate_proj.training
+    mlp = Counting()
+    with pytest.warns(UserWarning, match=r"beyond gate_proj, up_proj and down_proj \(calls\)"):
+        assert fuse_swiglu_mlps(mlp) == []
     assert mlp.calls.item() == 0
 
 
@@ -281,3 +288,62 @@ def test_mixtral_experts_are_named_when_nothing_is_patched():
     assert names == []
     assert message.startswith("fuse_swiglu_mlps patched 0 block(s). 2 mixture-of-experts experts module(s)")
     assert "'model.layers.0.mlp.experts', 'model.layers.1.mlp.experts': routed experts, gate_up_proj (4, " in message
+
+
+class Scaled101(MLP):
+    def forward(self, x):
+        return 1.01 * super().forward(x)
+
+
+class Clamped(MLP):
+    def forward(self, x):
+        return super().forward(x.clamp(-6, 6))
+
+
+class ResidualPastFourTokens(MLP):
+    def forward(self, x):
+        y = super().forward(x)
+        return y + x if x.shape[-2] > 4 else y
+
+
+class HalfFor2d(MLP):
+    def forward(self, x):
+        y = super().forward(x)
+        return 0.5 * y if x.dim() == 2 else y
+
+
+@pytest.mark.parametrize("cls", [Scaled101, Clamped, ResidualPastFourTokens, HalfFor2d], ids=lambda c: c.__name__)
+def test_small_scales_and_input_dependent_forwards_are_caught(cls):
+    with pytest.warns(UserWarning, match=r"its forward (differs|scales)"):
+        assert fuse_swiglu_mlps(cls()) == []
+
+
+class LayerScale(MLP):
+    def __init__(self):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(64, dtype=torch.bfloat16))  # 1 now, anything after loading
+
+    def forward(self, x):
+        return super().forward(x) * self.gamma
+
+
+def test_a_probed_block_with_state_beyond_its_projections_is_left_alone():
+    mlp = LayerScale()
+    with pytest.warns(UserWarning, match=r"parameters or buffers beyond gate_proj, up_proj and down_proj \(gamma\)"):
+        assert fuse_swiglu_mlps(mlp) == []
+
+
+class WithOption(MLP):
+    def forward(self, x, scale=1.0):
+        return scale * super().forward(x)
+
+
+def test_calls_other_than_one_tensor_run_the_original_forward():
+    mlp = WithOption()
+    x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    want = {"scaled": WithOption.forward(mlp, x, scale=2.0), "keyword": WithOption.forward(mlp, x=x)}
+    assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
+    assert torch.equal(mlp(x, scale=2.0), want["scaled"]) and torch.equal(mlp(x, 2.0), want["scaled"])
+    assert torch.equal(mlp(x=x), want["keyword"])
+    with pytest.raises(TypeError):
+        mlp(x, bogus=1)

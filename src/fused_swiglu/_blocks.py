@@ -72,8 +72,13 @@ PATCH_ATTR = "_fused_swiglu"
 _PATCHED: dict[type, type] = {}
 
 
-def _patched_forward(self, x):
-    return self._fused_swiglu(x)
+def _patched_forward(self, *args, **kwargs):
+    # the patch serves the call it was verified for, one positional tensor (as transformers calls its
+    # MLPs); any other call (keywords, more arguments) runs the block's original forward, which takes
+    # or refuses it as before
+    if len(args) == 1 and not kwargs:
+        return self._fused_swiglu(args[0])
+    return self._fused_swiglu.original(*args, **kwargs)
 
 
 def _rebuild(base: type) -> nn.Module:

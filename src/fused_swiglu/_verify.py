@@ -9,14 +9,21 @@ of two checks:
 - **by class**: its class's ``forward`` is one of the Hugging Face MLP forwards listed in
   :data:`KNOWN_FORWARDS`, each of which is ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` (a test
   reads their source in the installed transformers), and no instance ``forward`` overrides it;
-- **by a probe**: its forward is run on a small random input, in eval and in training mode, and
-  compared with ``down_proj(silu(gate_proj(x)) * up_proj(x))`` computed from the same layers; it must
-  agree to within rounding and give the same result twice (no dropout or other randomness).
+- **by a probe**: a block whose parameters and buffers all belong to gate_proj, up_proj and down_proj
+  (anything else its forward might read, such as a LayerScale factor, could change after patching) has
+  its forward run on a few random inputs (:data:`PROBES`: 2-D and 3-D, several token counts, small and
+  large values), in eval and in training mode, and compared with ``down_proj(silu(gate_proj(x)) *
+  up_proj(x))`` computed from the same layers: it must agree to within rounding, with no systematic
+  scale, and give the same result twice (no dropout or other randomness).
+
+A probe sees only its inputs: a forward that departs from SwiGLU only on inputs unlike them (a branch on
+a token count or a value range the probes miss) is not caught.
 
 The probe runs under ``torch.no_grad()`` on the block's own device and dtype, with its own random
 generator; the global random states (CPU and the block's CUDA device), the block's and its
-submodules' ``training`` flags and its buffers are restored afterwards. Hooks on ``down_proj`` (the
-one layer the patched forward still calls as a module) see the probe's calls.
+submodules' ``training`` flags and its buffers are restored afterwards (plain Python attributes that
+the forward changes are not). Hooks on ``down_proj`` (the one layer the patched forward still calls as
+a module) see the probe's calls.
 """
 
 from __future__ import annotations
@@ -44,12 +51,17 @@ KNOWN_FORWARDS: dict[str, tuple[str, ...]] = {
     "transformers.models.glm4_moe.modeling_glm4_moe": ("Glm4MoeMLP",),
 }
 
-# Rows of the probe input, (PROBE_BATCH, PROBE_TOKENS, H): a few tokens, as a model's MLP sees them.
-PROBE_BATCH, PROBE_TOKENS = 2, 4
-# The probe's tolerance: ||forward(x) - reference|| <= PROBE_ULPS * unit roundoff * ||reference||.
-# Computing the same function with other roundings (fp32 intermediates, another operand order) stays
-# well inside it; a residual, a scale, swapped gate and up or another activation do not.
+# The probe inputs: leading dimensions (H is appended) and the standard deviation of their values: 3-D
+# and 2-D, token counts on both sides of common branch points, values small and large (past the
+# clamps and thresholds a forward might apply).
+PROBES: tuple[tuple[tuple[int, ...], float], ...] = (((2, 4), 1.0), ((9,), 3.0), ((1, 17), 0.25))
+# The probe's tolerances, in units of the dtype's unit roundoff u: ||forward(x) - reference|| <=
+# PROBE_ULPS * u * ||reference||, and the best scale a of forward(x) ~ a * reference within
+# PROBE_SCALE_ULPS * u of 1. Computing the same function with other roundings (fp32 intermediates,
+# another operand order) stays well inside both: rounding errors are not all of one sign, so they
+# average out of a; a residual, a scale, swapped gate and up or another activation do not.
 PROBE_ULPS = 4.0
+PROBE_SCALE_ULPS = 1.0
 
 
 def known_forward(module: nn.Module) -> bool:
@@ -81,10 +93,21 @@ def _mismatch(got: object, want: torch.Tensor, dtype: torch.dtype) -> str | None
     if scale == 0.0:
         return ("its weights give an all-zero output, so what its forward computes cannot be checked "
                 "(patch after loading the weights)")
+    u = _unit_roundoff(dtype)
     rel = float((got64 - want64).norm()) / scale
-    if not rel <= PROBE_ULPS * _unit_roundoff(dtype):  # NaN fails too
+    if not rel <= PROBE_ULPS * u:  # NaN fails too
         return f"its forward differs from down_proj(silu(gate_proj(x)) * up_proj(x)) (relative difference {rel:.3g})"
+    a = float((got64 * want64).sum()) / scale**2  # the least-squares scale of got against want
+    if not abs(a - 1.0) <= PROBE_SCALE_ULPS * u:
+        return f"its forward scales down_proj(silu(gate_proj(x)) * up_proj(x)) by {a:.5g}"
     return None
+
+
+def _other_state(module: nn.Module) -> list[str]:
+    """Parameters and buffers of ``module`` that do not belong to gate_proj, up_proj or down_proj."""
+    own = ("gate_proj.", "up_proj.", "down_proj.")
+    names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+    return [n for n in names if not n.startswith(own)]
 
 
 def _set_training(modules: list[nn.Module], flags: list[bool]) -> None:
@@ -92,45 +115,53 @@ def _set_training(modules: list[nn.Module], flags: list[bool]) -> None:
         m.training = flag
 
 
-def _run_probe(module: nn.Module, forward: Callable, x: torch.Tensor) -> str | None:
-    """The probe proper, in the current mode of each submodule; see :func:`probe`."""
+def _run_probe(module: nn.Module, forward: Callable, inputs: list[torch.Tensor]) -> str | None:
+    """The probe proper; see :func:`probe`."""
     subs = list(module.modules())
     for training in (False, True):
         _set_training(subs, [training] * len(subs))
-        want = _reference(module, x)
-        first = forward(x)
-        second = forward(x)  # the random state has moved on: dropout would draw another mask
         mode = "training" if training else "eval"
-        reason = _mismatch(first, want, x.dtype)
-        if reason is not None:
-            return f"{reason} in {mode} mode"
-        if not torch.equal(first, second):
-            return f"its forward is not deterministic in {mode} mode (dropout or other randomness)"
+        for x in inputs:
+            want = _reference(module, x)
+            first = forward(x)
+            second = forward(x)  # the random state has moved on: dropout would draw another mask
+            reason = _mismatch(first, want, x.dtype)
+            if reason is not None:
+                return f"{reason} in {mode} mode, x of shape {tuple(x.shape)}"
+            if not torch.equal(first, second):
+                return f"its forward is not deterministic in {mode} mode (dropout or other randomness)"
     return None
 
 
 def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | None:
-    """Run ``forward`` (the block's own forward, not ``module.__call__``) on a random
-    (:data:`PROBE_BATCH`, :data:`PROBE_TOKENS`, H) input of ``dtype`` on the block's device and compare
-    it with ``down_proj(silu(gate_proj(x)) * up_proj(x))``, in eval and in training mode.
+    """Refuse a block with parameters or buffers beyond its three projections; else run ``forward`` (the
+    block's own forward, not ``module.__call__``) on the random inputs of :data:`PROBES` (``dtype``, the
+    block's device) and compare it with ``down_proj(silu(gate_proj(x)) * up_proj(x))``, in eval and in
+    training mode.
 
     Returns None when it matches; else why not (a sentence). Exceptions raised by the forward are
     returned as a reason, never raised. Leaves the global random states, the ``training`` flags and
     the buffers of ``module`` as they were.
     """
+    other = _other_state(module)
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        return (f"it has parameters or buffers beyond gate_proj, up_proj and down_proj ({shown}), which its forward "
+                "may read and which may change after patching")
     weight = module.gate_proj.weight
     if weight.device.type == "meta":
         return "its weights are on the meta device, so what its forward computes cannot be checked (load them first)"
     H = weight.shape[1]
     gen = torch.Generator(device=weight.device).manual_seed(0)
-    x = torch.randn((PROBE_BATCH, PROBE_TOKENS, H), generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
+    inputs = [(std * torch.randn((*lead, H), generator=gen, device=weight.device, dtype=torch.float32)).to(dtype)
+              for lead, std in PROBES]
     subs = list(module.modules())
     flags = [m.training for m in subs]
     buffers = [(b, b.clone()) for b in module.buffers()]
     devices = [weight.device] if weight.device.type == "cuda" else []
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices, device_type="cuda"):
-            return _run_probe(module, forward, x)
+            return _run_probe(module, forward, inputs)
     except Exception as e:  # the block's own code: whatever it raises means "cannot verify"
         first = (str(e).splitlines() or [""])[0]
         said = f" ({first[:120]}{'...' if len(first) > 120 else ''})" if first else ""

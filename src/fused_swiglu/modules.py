@@ -188,10 +188,11 @@ class FusedSwiGLUForward:
     def __getstate__(self):
         return {**self.__dict__, **self._UNARMED}
 
-    def original(self, x: torch.Tensor) -> torch.Tensor:
+    def original(self, *args, **kwargs) -> torch.Tensor:
+        """The block's own forward (its instance forward from before patching, else its class's)."""
         if self.previous is not None:
-            return self.previous(x)
-        return self.base.forward(self.module, x)
+            return self.previous(*args, **kwargs)
+        return self.base.forward(self.module, *args, **kwargs)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
@@ -265,7 +266,7 @@ class FusedSwiGLUForward:
             return self.backend != "torch" and v.hopper_status(device) is None
         if device.type == "cpu" and self.backend != "cutlass":
             if self.backend == "auto":
-                v.resolve_backend("auto", device, stacklevel=6)
+                v.resolve_backend("auto", device, stacklevel=9)
             return True
         return False
 

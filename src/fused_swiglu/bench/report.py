@@ -256,7 +256,7 @@ def e2e_accuracy_table(rows: Sequence[dict]):
             table.add_row(r["model"], *["-"] * (len(cols) - 2), r["error"][:120])
             continue
         first = r["first_mismatch"]
-        table.add_row(r["model"], f"{r['token_agreement']:.3f} of {r['new_tokens']}",
+        table.add_row(r["model"], f"{round(r['token_agreement'] * r['new_tokens'])} of {r['new_tokens']}",
                       "-" if first is None else str(first),
                       f"{r['stock_logits_rel_err']:.3e}", f"{r['fused_logits_rel_err']:.3e}",
                       f"{r['stock_top1_vs_fp32']:.3f}", f"{r['fused_top1_vs_fp32']:.3f}", "")

@@ -256,7 +256,7 @@ def _check_config_names(names: list[str], known: list[str]) -> None:
         return
     said = []
     for name in unknown:
-        close = difflib.get_close_matches(name, known, n=3)
+        close = difflib.get_close_matches(name.lower(), known, n=3)  # config names are lower case
         said.append(f"{name!r} is not a config name ("
                     + (f"closest: {', '.join(close)})" if close else "none is close to it)"))
     raise ValueError(f"{'; '.join(said)}; `fused-swiglu build --list` lists them all")

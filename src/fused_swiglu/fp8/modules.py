@@ -157,10 +157,11 @@ class FusedFP8SwiGLUForward:
     def _after_load(self, module, incompatible_keys) -> None:
         self.repack()
 
-    def original(self, x: torch.Tensor) -> torch.Tensor:
+    def original(self, *args, **kwargs) -> torch.Tensor:
+        """The block's own forward (its instance forward from before patching, else its class's)."""
         if self.previous is not None:
-            return self.previous(x)
-        return self.base.forward(self.module, x)
+            return self.previous(*args, **kwargs)
+        return self.base.forward(self.module, *args, **kwargs)
 
     def _current(self) -> bool:
         m, source = self.module, self._source

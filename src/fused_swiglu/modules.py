@@ -342,13 +342,17 @@ def fuse_swiglu_mlps(
     ``SiLUActivation``, whichever ``ACT2FN["silu"]`` returns in the installed transformers, and whose
     own forward computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``: known by its class for the
     Hugging Face MLPs of :data:`fused_swiglu._verify.KNOWN_FORWARDS` (Llama, Mistral, Qwen2, Qwen3, the
-    dense and shared-expert MLPs of Qwen2-MoE, Qwen3-MoE and DeepSeek-V3, ...), else checked by a probe:
-    the forward run once on a small random input in eval and in training mode, which must match to
-    within rounding and be deterministic (no dropout); global random states, ``training`` flags and
-    buffers are restored, and hooks on ``down_proj`` see the probe's calls. A block with these
-    attributes whose forward computes something else (a residual, a scale, gate and up swapped,
-    another activation, dropout) keeps its forward and is named in the warning; so is a block of
-    another class on the meta device (nothing to probe). The patched forward computes
+    dense and shared-expert MLPs of Qwen2-MoE, Qwen3-MoE and DeepSeek-V3, ...), else checked by a probe
+    (:func:`fused_swiglu._verify.probe`): a block with no parameters or buffers beyond its three
+    projections has its forward run on a few small random inputs in eval and in training mode, which
+    must match to within rounding, with no systematic scale, and be deterministic (no dropout); global
+    random states and ``training`` flags are restored, and hooks on ``down_proj`` see the probe's calls.
+    A block with these attributes whose forward computes something else (a residual, a scale, gate and
+    up swapped, another activation, dropout), or reads parameters of its own (a LayerScale), keeps its
+    forward and is named in the warning; so is a block of another class on the meta device (nothing to
+    probe). A probe sees only its inputs: a forward that departs from SwiGLU on other inputs alone is
+    not caught. A patched block's call with one positional tensor runs the fused forward; any other call
+    (keywords, more arguments) runs the block's own forward. The patched forward computes
     ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Mixture-of-experts layers: routed
     experts stored as 3-D tensors (transformers 5's ``gate_up_proj`` in Qwen2/3-MoE, Mixtral,
     DeepSeek-V3) are not fused by this version and are named in the warning; shared experts and dense

@@ -20,6 +20,7 @@ _EXPORTS = {
     "pack_gate_up": ".weights", "unpack_gate_up": ".weights",
     "fuse_swiglu_mlps": ".modules", "unfuse_swiglu_mlps": ".modules",
     "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
+    "fused_backend": ".compile_fusion",
 }
 
 __all__ = ["__version__", *_EXPORTS]

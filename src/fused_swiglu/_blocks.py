@@ -1,5 +1,6 @@
 """What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.modules``,
-``fused_swiglu.fp8.modules``): recognising SiLU, and the hooks a fused forward would skip."""
+``fused_swiglu.fp8.modules``): recognising SiLU, the hooks a fused forward would skip, recognising
+mixture-of-experts experts (left unfused), and the patched class a block takes (:func:`install`)."""
 
 from __future__ import annotations
 

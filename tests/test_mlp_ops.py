@@ -105,17 +105,6 @@ def test_compiled_training_step_matches_eager():
         assert torch.allclose(t.grad, w, rtol=1e-5, atol=1e-5)
 
 
-def test_the_tile_table_uses_every_training_config_and_only_those():
-    from fused_swiglu import catalog
-
-    used = {(k, *mlp_ops.TRAINING_TILES[k, wide]) for k, wide in mlp_ops.TRAINING_TILES}
-    compiled = {(e[0], e[3], e[5]) for e in catalog.TRAINING_CONFIGS}
-    assert used == compiled
-    names = {mlp_ops.config_name(k, d, H) for k in ("dual_store", "packed_store", "dswiglu")
-             for d in (torch.bfloat16, torch.float16) for H in (896, mlp_ops.WIDE_H)}
-    assert names == set(catalog.training_names())
-
-
 def _bad_forward_calls():
     x, wg, wu, wd = (t.detach() for t in _leaves())
     wp = pack_gate_up(wg, wu)

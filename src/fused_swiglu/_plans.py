@@ -11,14 +11,19 @@ import sys
 from . import _lib, configs, env
 
 
+# The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the fsw_kernel_kind values, then the
+# store variants of the training forward, which run as packed / dual configs that also write g and u.
+PLAN_KINDS = {**_lib.KERNEL_NAMES, 3: "packed_store", 4: "dual_store"}
+
+
 def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
-    """The plan for one problem (kind: fsw_kernel_kind; config: the ops' ``config`` argument; n = I,
+    """The plan for one problem (kind: a key of :data:`PLAN_KINDS`; config: the ops' ``config`` argument; n = I,
     k = H; dtype: fsw_dtype; device: the CUDA device index, whose :func:`fused_swiglu._lib.target`
     the choice takes), written to ``index``, ``raster`` and ``swizzle``. Returns 0, or 1 with the
     exception's type and text written into ``message`` (``size`` bytes, NUL-terminated)."""
     try:
         num_sms, gpu, smem_limit = _lib.target(device)
-        kernel, torch_dtype, config = _lib.KERNEL_NAMES[kind], _lib.TORCH_DTYPES[dtype], config.decode()
+        kernel, torch_dtype, config = PLAN_KINDS[kind], _lib.TORCH_DTYPES[dtype], config.decode()
         choice = configs.resolve(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit)
         if env.log_plans():
             try:

@@ -70,7 +70,7 @@ CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 # The training kernels (fused_swiglu.mlp_ops): the forward that also writes the gate and up
 # pre-activations (``packed_store`` / ``dual_store``), and the backward's GEMM through the down
 # projection with the dSwiGLU epilogue (``dswiglu``: dY = dZ @ W_down; tile_n counts output columns).
-# The inference choice (fused_swiglu.configs) never picks them; mlp_ops.TRAINING_TILES does, by H.
+# The inference choice never picks them; configs.training_choice does, by H.
 TRAINING_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("packed_store", "pingpong", 128, 128, 64, 2, 1, 0),
     ("dual_store", "pingpong", 128, 128, 64, 2, 1, 0),

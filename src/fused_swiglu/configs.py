@@ -363,9 +363,9 @@ def _current_device() -> tuple[int, str, int | None]:
 
 
 def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
-    """``name`` is a config of ``kernel`` ("packed" or "dual", swap-AB forms included) for the dtype
-    whose name suffix is ``suffix`` ("_bf16" or "_fp16")."""
-    return name.startswith(kernel + "_") and name.endswith(suffix)
+    """``name`` is a config of ``kernel`` ("packed" or "dual", swap-AB forms included, store forms not) for
+    the dtype whose name suffix is ``suffix`` ("_bf16" or "_fp16")."""
+    return name.startswith(kernel + "_") and not name.startswith(kernel + "_store_") and name.endswith(suffix)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -412,18 +412,57 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
 AUTO_CONFIG = {"": "fast", "promoted": "promoted"}
 
 
+# The training kernels (fused_swiglu.training_ops): the store forward of each kernel (y, g and u from one
+# launch) and the dSwiGLU backward GEMM. Their configs (catalog.TRAINING_CONFIGS) are chosen by the hidden
+# size alone: (kernel, H >= TRAINING_WIDE_H) -> (tile_n, cluster_m); at that H the inference choice itself
+# takes 1 x 1 clusters and, for the packed kernel, 128 x 192 tiles at M >= 2048.
+TRAINING_KERNELS = ("dual_store", "packed_store", "dswiglu")
+TRAINING_WIDE_H = 3584
+TRAINING_TILES = {
+    ("packed_store", False): (128, 2), ("packed_store", True): (192, 1),
+    ("dual_store", False): (128, 2), ("dual_store", True): (128, 1),
+    ("dswiglu", False): (128, 1), ("dswiglu", True): (128, 1),
+}
+
+
+def training_choice(kernel: str, K: int, dtype: torch.dtype) -> Choice:
+    """The config of training kernel ``kernel`` (:data:`TRAINING_KERNELS`) for hidden size ``K`` = H in
+    ``dtype`` (bf16 / fp16), e.g. ``dswiglu_pingpong_128x128x64_1x1_bf16``; raster and swizzle 0 / 1."""
+    tile_n, cluster_m = TRAINING_TILES[kernel, K >= TRAINING_WIDE_H]
+    entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel and e[3] == tile_n and e[5] == cluster_m)
+    return Choice(catalog.name_of(*entry, DTYPE_SUFFIX[dtype]))
+
+
+def check_training_config(kernel: str, config: str, dtype: torch.dtype) -> None:
+    """Raise ValueError unless ``config`` is ``""`` or a name of a ``kernel`` config (one of
+    :data:`TRAINING_KERNELS`) for ``dtype`` (the training operators' ``config`` argument). Other dtypes
+    pass here (the CPU kernels take any floating dtype with ``""``)."""
+    if config == "":
+        return
+    suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
+    if not isinstance(config, str) or not (config.startswith(kernel + "_") and config.endswith(suffix)):
+        raise ValueError(
+            f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
+            f"ending with {suffix!r}) or be ''; got config={config!r}"
+        )
+
+
 def resolve(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None,
 ) -> Choice:
     """The ops' ``config`` argument to a launch on GPU ``gpu`` (device name) of ``num_sms`` SMs:
     ``""`` = :func:`select`'s choice with fast accumulation, ``"promoted"`` = its choice with
-    promoted accumulation, else a config name as is.
+    promoted accumulation, else a config name as is. A training kernel (:data:`TRAINING_KERNELS`):
+    ``""`` = :func:`training_choice`, else a config name as is.
 
     Raises:
-        ValueError: a config name of the other kernel (a packed config reads 2I weight rows, a dual
-            config two I-row weights), or of another dtype.
+        ValueError: a config name of another kernel (a packed config reads 2I weight rows, a dual
+            config two I-row weights, a store config also writes g and u), or of another dtype.
     """
+    if kernel in TRAINING_KERNELS:
+        check_training_config(kernel, config, dtype)
+        return training_choice(kernel, K, dtype) if config == "" else Choice(config)
     check_config(kernel, config, dtype)
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config], num_sms=num_sms, gpu=gpu,
@@ -445,6 +484,12 @@ def explain(
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
         TMA rows: no launch could serve the problem).
     """
+    if kernel in TRAINING_KERNELS:
+        choice = resolve(kernel, config, M, N, K, dtype)
+        if config:
+            return choice, "the call named it"
+        return choice, (f"the training kernels' rule by hidden size (H = {K} {'>=' if K >= TRAINING_WIDE_H else '<'} "
+                        f"{TRAINING_WIDE_H})")
     check_config(kernel, config, dtype)
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     if N == 0 or K == 0 or N % 8 or K % 8:

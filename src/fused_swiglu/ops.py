@@ -4,7 +4,7 @@ Both take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dt
 ``config`` is a library config name, or ``""`` / ``"promoted"`` to let
 :func:`fused_swiglu.configs.select` choose among the fast / promoted-accumulation configs.
 
-CUDA kernel: C++ (``csrc/torch/fused_swiglu_ops.cpp``, PyTorch's stable ABI), loaded with the kernel
+CUDA kernel: C++ (``csrc/torch/inference_ops.cpp``, PyTorch's stable ABI), loaded with the kernel
 library on the first CUDA call. It checks the operands (ranks, shapes, dtypes bf16/fp16, one CUDA
 device, H and I multiples of 8) and raises RuntimeError naming the argument and the rule; operands
 that do not meet the TMA rules (unit column stride, row stride a multiple of 8 elements, 16-byte
@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import torch
 
-from . import _lib, _plans, autograd
+from . import _lib, _plans, autograd, training_ops
 from . import _validate as v
 from .configs import check_config
+from .op_library import OPS_LIBRARY
 from .reference import swiglu_float64, swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -66,9 +67,8 @@ def _check_dual_operands(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tens
 
 
 # The operators. Their schemas, CPU and fake kernels and autograd formulas are registered here; their
-# CUDA kernels are C++ (csrc/torch/fused_swiglu_ops.cpp), loaded with the kernel library on the first
-# CUDA call (see _lazy_cuda below).
-OPS_LIBRARY = torch.library.Library("fused_swiglu", "DEF")  # noqa: TOR901 (kept for the life of the process)
+# CUDA kernels are C++ (csrc/torch/), loaded with the kernel library on the first CUDA call of any
+# operator (see _lazy_cuda below); the training operators' schemas are defined in training_ops.
 OPS_LIBRARY.define("swiglu_packed(Tensor x, Tensor w_packed, str config) -> Tensor")
 OPS_LIBRARY.define("swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, str config) -> Tensor")
 
@@ -129,7 +129,9 @@ def _unregister_lazy() -> None:
         _LAZY = None
 
 
-for _name in ("swiglu_packed", "swiglu_dual"):
+# every operator whose CUDA kernel the operator library registers (csrc/torch/register.cpp)
+CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES)
+for _name in CUDA_OPERATORS:
     _LAZY.impl(_name, _lazy_cuda(_name), "CUDA")
 
 

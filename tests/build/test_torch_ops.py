@@ -18,11 +18,21 @@ def test_key_follows_the_sources_and_the_compiler(tmp_path):
     base = torch_ops._key(csrc, "g++ 12")
     assert torch_ops._key(csrc, "g++ 12") == base
     assert torch_ops._key(csrc, "g++ 13") != base
-    copy = tmp_path / "csrc"
-    for rel in torch_ops._KEY_FILES:
-        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
-        (copy / rel).write_bytes((csrc / rel).read_bytes() + b"\n")
-    assert torch_ops._key(copy, "g++ 12") != base
+    files = torch_ops._key_files(csrc)
+    assert {rel.suffix for rel in files} >= {".cpp", ".hpp", ".h"}  # the headers count as the sources do
+    for changed in files:
+        copy = tmp_path / changed.stem / "csrc"
+        for rel in files:
+            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+            (copy / rel).write_bytes((csrc / rel).read_bytes() + (b"\n" if rel == changed else b""))
+        assert torch_ops._key(copy, "g++ 12") != base, changed
+
+
+def test_every_source_of_the_operator_library_is_compiled():
+    csrc = sources.csrc_dir()
+    cmd = torch_ops.command("c++", csrc, csrc / "out.so")
+    cpp = sorted(p for p in (csrc / sources.TORCH_OPS_DIR).iterdir() if p.suffix == ".cpp")
+    assert len(cpp) >= 2 and all(str(p) in cmd for p in cpp)
 
 
 def test_the_kernel_library_key_ignores_the_operator_source():
@@ -125,6 +135,10 @@ calls = [
     (torch.ops.fused_swiglu.swiglu_dual, (torch.randn(5), w, w, "")),
     (torch.ops.fused_swiglu.swiglu_dual, (x[:, :900], w, w, "")),
     (torch.ops.fused_swiglu.swiglu_packed, (x, torch.randn(17, 904), "")),
+    (torch.ops.fused_swiglu.swiglu_dual_store, (torch.randn(5), w, w, "")),
+    (torch.ops.fused_swiglu.swiglu_packed_store, (x, torch.randn(17, 904), "")),
+    (torch.ops.fused_swiglu.dswiglu, (x, torch.randn(900, 16), torch.randn(3, 32), "")),
+    (torch.ops.fused_swiglu.dswiglu, (x, torch.randn(904, 16), torch.randn(3, 30), "")),
 ]
 for op, args in calls * 2:
     try:
@@ -137,6 +151,11 @@ _BAD_CALL_MESSAGES = [
     "RuntimeError fused_swiglu::swiglu_dual: x must be 2-D (M, H); got 1-D",
     "RuntimeError fused_swiglu::swiglu_dual: x must be (M, H) with H = w_gate.shape[1] = 904; got H=900",
     "RuntimeError fused_swiglu::swiglu_packed: w_packed must have an even number of rows (2I); got 17",
+    "RuntimeError fused_swiglu::swiglu_dual_store: x must be 2-D (M, H); got 1-D",
+    "RuntimeError fused_swiglu::swiglu_packed_store: w_packed must have an even number of rows (2I); got 17",
+    "RuntimeError fused_swiglu::dswiglu: w_down must be (H, I) with H = dz.shape[1] = 904; got w_down of shape "
+    "(900, 16)",
+    "RuntimeError fused_swiglu::dswiglu: gu must be (M, 2I) = (3, 32); got gu of shape (3, 30)",
 ] * 2
 
 
@@ -195,8 +214,8 @@ def test_builds_loads_and_registers_the_cuda_kernels(tmp_path, monkeypatch):
         "import ctypes, warnings, torch; import fused_swiglu.ops as ops; ops._unregister_lazy();"
         "warnings.simplefilter('error');"
         f"dll = ctypes.CDLL({str(path)!r});"
-        "ok = all(torch._C._dispatch_has_kernel_for_dispatch_key(n, 'CUDA') for n in"
-        " ('fused_swiglu::swiglu_dual', 'fused_swiglu::swiglu_packed'));"
+        "ok = all(torch._C._dispatch_has_kernel_for_dispatch_key('fused_swiglu::' + n, 'CUDA')"
+        " for n in ops.CUDA_OPERATORS) and len(ops.CUDA_OPERATORS) == 5;"
         "print(ok, dll.fsw_torch_bind(None, None, None, None) if not torch.version.cuda else 'cuda')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -52,8 +52,25 @@ FLAGS: tuple[str, ...] = (
 # after the sources, so ahead of the runtime the compiler driver adds by itself
 LINK_FLAGS: tuple[str, ...] = ("-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--pop-state")
 CXX_RUNTIME = "libstdc++.so.6"
-SOURCE = Path(sources.TORCH_OPS_DIR) / "fused_swiglu_ops.cpp"
-_KEY_FILES = (SOURCE, Path("capi") / "fused_swiglu.h")
+TORCH_OPS = Path(sources.TORCH_OPS_DIR)
+HEADER = Path("capi") / "fused_swiglu.h"  # the kernel library's C ABI, which the operators call
+
+
+def source_files(csrc: Path) -> list[Path]:
+    """The operator library's translation units, ``csrc/torch/*.cpp``, relative to ``csrc``, sorted.
+
+    Raises:
+        BuildError: the folder holds none.
+    """
+    found = sorted(p.relative_to(csrc) for p in (csrc / TORCH_OPS).glob("*.cpp"))
+    if not found:
+        raise BuildError(f"the operator library's sources ({csrc / TORCH_OPS}/*.cpp) are missing")
+    return found
+
+
+def _key_files(csrc: Path) -> list[Path]:
+    """Every file of ``csrc/torch`` (sources and headers) and the C ABI header, relative to ``csrc``."""
+    return [*sorted(p.relative_to(csrc) for p in (csrc / TORCH_OPS).iterdir() if p.is_file()), HEADER]
 
 
 def compilers() -> list[str]:
@@ -101,7 +118,7 @@ def _compiler_version(cxx: str) -> str:
 
 def _key(csrc: Path, cxx_version: str) -> str:
     h = hashlib.sha256()
-    for rel in _KEY_FILES:
+    for rel in _key_files(csrc):
         data = (csrc / rel).read_bytes()
         h.update(f"{rel.as_posix()}:{len(data)}:".encode() + data)
     for part in (*FLAGS, *LINK_FLAGS, cxx_version):
@@ -122,9 +139,10 @@ def prebuilt() -> Path | None:
 
 
 def command(cxx: str, csrc: Path, out: Path) -> list[str]:
-    """The compile-and-link command line (one translation unit)."""
+    """The compile-and-link command line (every source of :func:`source_files`)."""
     include, lib = _torch_dirs()
-    return [cxx, *FLAGS, f"-I{include}", str(csrc / SOURCE), "-o", str(out), f"-L{lib}", "-ltorch_cpu", *LINK_FLAGS]
+    units = [str(csrc / rel) for rel in source_files(csrc)]
+    return [cxx, *FLAGS, f"-I{include}", *units, "-o", str(out), f"-L{lib}", "-ltorch_cpu", *LINK_FLAGS]
 
 
 def check_runtime(path: Path, cxx: str = "the C++ compiler") -> None:
@@ -157,8 +175,7 @@ def cache_path(cxx: str | None = None) -> Path:
         BuildError: sources or compiler missing.
     """
     csrc = sources.csrc_dir()
-    if not (csrc / SOURCE).is_file():
-        raise BuildError(f"the operator library's source {csrc / SOURCE} is missing")
+    source_files(csrc)  # raises when they are missing
     key = _key(csrc, _compiler_version(cxx or find_compiler()))
     return env.cache_dir() / f"torch-{key[:16]}" / LIB_NAME
 
@@ -206,7 +223,7 @@ def _ensure_built_with(cxx: str, force: bool, log: Callable[[str], None] | None)
             try:
                 cmd = command(cxx, csrc, tmp / LIB_NAME)
                 if log:
-                    log(f"c++ {SOURCE.as_posix()}" + (f": {shlex.join(cmd)}" if env.verbose() else ""))
+                    log(f"c++ {TORCH_OPS.as_posix()}/*.cpp" + (f": {shlex.join(cmd)}" if env.verbose() else ""))
                 proc = subprocess.run(cmd, capture_output=True, text=True)
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-30:])

@@ -1,74 +1,29 @@
-// CUDA kernels of the fused_swiglu::swiglu_dual and fused_swiglu::swiglu_packed operators, written
-// against PyTorch's stable C ABI (torch/csrc/stable), so one binary serves every PyTorch release from
-// the targeted one on (TORCH_TARGET_VERSION, set by the build).
-//
-// The operator schemas, their CPU and fake kernels and their autograd formulas are registered from
-// Python (src/fused_swiglu/ops.py); this file registers the CUDA kernel of each. A call checks its
-// operands (the C boundary: ranks, shapes, dtypes, devices, TMA rules), makes them TMA-ready, looks
-// its launch plan up in a per-process cache and launches through the kernel library's C ABI
-// (capi/fused_swiglu.h), on the current CUDA stream of x's device. A plan is chosen once per problem
-// (kernel, config argument, dtype, M, N, K, device) by the Python config table (a callback bound at
-// load time), together with the workspace size the library asks for; a change of FUSED_SWIGLU_CONFIG
-// in the running process drops the plans made before it.
+// The operator library's shared launch path (launch.hpp): the binding to the kernel library and the
+// plan callback, the checks, TMA readiness, the plan cache and the launch.
+#include "launch.hpp"
+
 #include <torch/csrc/stable/accelerator.h>
-#include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
-#include <torch/csrc/stable/tensor.h>
 
 #include <dlfcn.h>
 
 #include <array>
 #include <atomic>
-#include <cstdint>
 #include <cstdlib>
 #include <functional>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
 #include <unordered_map>
-
-#include "../capi/fused_swiglu.h"
-
-using torch::stable::Tensor;
 
 namespace fused_swiglu::torch_ops {
 namespace {
 
-// Error messages are joined from strings and std::to_string, never through iostreams: the stable
-// headers' STD_TORCH_CHECK formats with std::ostringstream, whose number formatting reads locale
-// state that a C++ runtime linked into this library would not share with PyTorch's (the build links
-// the shared one and checks it; these messages stay whole either way).
-inline void append(std::string& out, const char* part) { out += part != nullptr ? part : "(null)"; }
-inline void append(std::string& out, std::string const& part) { out += part; }
-template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-inline void append(std::string& out, T part) {
-  out += std::to_string(part);
-}
-
-// Throws std::runtime_error (RuntimeError in Python) with the parts joined.
-template <class... Parts>
-[[noreturn]] void fail(Parts const&... parts) {
-  std::string message;
-  (append(message, parts), ...);
-  throw std::runtime_error(message);
-}
-
-#define FSW_CHECK(cond, ...)                                   \
-  do {                                                         \
-    if (!(cond)) ::fused_swiglu::torch_ops::fail(__VA_ARGS__); \
-  } while (0)
-
-// A shim call's error code as an exception.
 #define FSW_SHIM_CHECK(call)                                                               \
   do {                                                                                     \
     AOTITorchError fsw_shim_status_ = (call);                                              \
     FSW_CHECK(fsw_shim_status_ == AOTI_TORCH_SUCCESS, "fused_swiglu: ", #call, " failed"); \
   } while (0)
 
-constexpr int64_t kAlign = 8;  // elements: 16-byte TMA rows in bf16 / fp16
 constexpr size_t kMaxPlans = 4096;
 
 // Filled by fsw_torch_bind: the kernel library's entry points and the Python plan callback.
@@ -129,24 +84,27 @@ int32_t dtype_code(Tensor const& t) {
   return code;
 }
 
-// fsw_dtype of the operands: bf16 or fp16, all of one dtype.
-int32_t check_dtypes(const char* op, std::initializer_list<std::pair<const char*, Tensor const*>> named) {
+}  // namespace
+
+int32_t check_dtypes(const char* op, Named named) {
   static const int32_t bf16 = aoti_torch_dtype_bfloat16(), fp16 = aoti_torch_dtype_float16();
+  const char* first_arg = named.begin()->first;
   int32_t first = dtype_code(*named.begin()->second);
-  FSW_CHECK(first == bf16 || first == fp16, "fused_swiglu::", op,
-            ": x must be torch.bfloat16 or torch.float16 on CUDA");
+  FSW_CHECK(first == bf16 || first == fp16, "fused_swiglu::", op, ": ", first_arg,
+            " must be torch.bfloat16 or torch.float16 on CUDA");
   for (auto const& [arg, t] : named) {
-    FSW_CHECK(dtype_code(*t) == first, "fused_swiglu::", op, ": ", arg, " must have x's dtype");
+    FSW_CHECK(dtype_code(*t) == first, "fused_swiglu::", op, ": ", arg, " must have ", first_arg, "'s dtype");
   }
   return first == bf16 ? FSW_DTYPE_BF16 : FSW_DTYPE_FP16;
 }
 
-int32_t check_devices(const char* op, std::initializer_list<std::pair<const char*, Tensor const*>> named) {
+int32_t check_devices(const char* op, Named named) {
+  const char* first_arg = named.begin()->first;
   int32_t first = named.begin()->second->get_device_index();
   for (auto const& [arg, t] : named) {
     FSW_CHECK(t->is_cuda(), "fused_swiglu::", op, ": ", arg, " must be a CUDA tensor");
-    FSW_CHECK(t->get_device_index() == first, "fused_swiglu::", op, ": ", arg,
-              " must be on x's device cuda:", first, "; got cuda:", t->get_device_index());
+    FSW_CHECK(t->get_device_index() == first, "fused_swiglu::", op, ": ", arg, " must be on ", first_arg,
+              "'s device cuda:", first, "; got cuda:", t->get_device_index());
   }
   return first;
 }
@@ -163,8 +121,6 @@ void check_tma_sizes(const char* op, int64_t n, int64_t k) {
             " for 16-byte TMA rows; got I=", n);
 }
 
-// t (rows, cols) as TMA reads it: unit column stride, row stride a multiple of 8 elements and at least
-// cols, 16-byte aligned start; else a contiguous copy.
 Tensor tma_ready(Tensor const& t) {
   bool ok = t.stride(1) == 1 && t.stride(0) % kAlign == 0 && t.stride(0) >= t.size(1) &&
             reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
@@ -175,15 +131,17 @@ Tensor tma_ready(Tensor const& t) {
   return copy;
 }
 
-Tensor new_output(Tensor const& x, int64_t m, int64_t n) {
+Tensor new_output(Tensor const& like, int64_t m, int64_t n) {
   std::array<int64_t, 2> sizes{m, n}, strides{n, 1};
   int32_t device_type = 0;
-  FSW_SHIM_CHECK(aoti_torch_get_device_type(x.get(), &device_type));
+  FSW_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype_code(x),
-                                                         device_type, x.get_device_index(), &handle));
+  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype_code(like), device_type,
+                                          like.get_device_index(), &handle));
   return Tensor(handle);
 }
+
+namespace {
 
 // The config table reads FUSED_SWIGLU_CONFIG; plans made under another value of it are dropped.
 std::string g_override_seen;
@@ -223,18 +181,28 @@ Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   return plan;
 }
 
-void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw_problem& problem,
-            Tensor const& x) {
+}  // namespace
+
+void launch(const char* op, PlanKind kind, std::string const& config, int32_t device, fsw_problem& problem,
+            Tensor const& like, std::initializer_list<Operand> inputs) {
+  std::array<std::optional<Tensor>, 4> ready;  // copies made for TMA live until the launch is queued
+  FSW_CHECK(inputs.size() <= ready.size(), "fused_swiglu::", op, ": too many operands");
+  size_t i = 0;
+  for (Operand const& o : inputs) {
+    Tensor const& t = ready.at(i++).emplace(tma_ready(o.tensor));
+    o.ptr = t.data_ptr();
+    o.ld = t.stride(0);
+  }
   Binding const& b = binding();
   PlanKey key{int32_t(kind), problem.dtype, device, problem.m, problem.n, problem.k, config};
   Plan plan = lookup_plan(key, problem);
   problem.raster = plan.raster;
   problem.swizzle = plan.swizzle;
   void* workspace = nullptr;
-  Tensor workspace_tensor = x;  // keeps a workspace allocation alive until the launch is queued
+  Tensor workspace_tensor = like;  // keeps a workspace allocation alive until the launch is queued
   if (plan.workspace_bytes > 0) {
     std::array<int64_t, 1> size{int64_t(plan.workspace_bytes)};
-    workspace_tensor = torch::stable::new_empty(x, torch::headeronly::IntHeaderOnlyArrayRef(size.data(), 1),
+    workspace_tensor = torch::stable::new_empty(like, torch::headeronly::IntHeaderOnlyArrayRef(size.data(), 1),
                                                 torch::headeronly::ScalarType::Byte);
     workspace = workspace_tensor.data_ptr();
   }
@@ -244,74 +212,10 @@ void launch(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw
   void* stream = nullptr;
   FSW_SHIM_CHECK(b.current_stream(device, &stream));
   fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, stream);
-  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", kind == FSW_KERNEL_DUAL ? "swiglu_dual" : "swiglu_packed",
-            ": fsw_run failed: ", b.last_error());
+  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_run failed: ", b.last_error());
 }
 
-// Where one operand goes in an fsw_problem: its pointer and leading dimension.
-struct Operand {
-  Tensor const& tensor;
-  const void*& ptr;
-  int64_t& ld;
-};
-
-// Allocates y (M, n), makes the operands TMA-ready into `problem` and launches; M = 0 or n = 0
-// returns the empty y without a launch.
-Tensor run(fsw_kernel_kind kind, std::string const& config, int32_t device, fsw_problem& problem, Tensor const& x,
-           int64_t n, std::initializer_list<Operand> operands) {
-  int64_t m = x.size(0);
-  Tensor y = new_output(x, m, n);
-  if (m == 0 || n == 0) return y;
-  std::array<std::optional<Tensor>, 3> ready;  // copies made for TMA live until the launch is queued
-  size_t i = 0;
-  for (Operand const& o : operands) {
-    Tensor const& t = ready.at(i++).emplace(tma_ready(o.tensor));
-    o.ptr = t.data_ptr();
-    o.ld = t.stride(0);
-  }
-  problem.m = m, problem.n = n, problem.k = x.size(1);
-  problem.y = y.data_ptr();
-  problem.ldy = n;
-  launch(kind, config, device, problem, x);
-  return y;
-}
-
-// y = silu(x @ w_gate^T) * (x @ w_up^T): x (M, H), w_gate and w_up (I, H); returns (M, I) contiguous.
-Tensor swiglu_dual(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
-  const char* op = "swiglu_dual";
-  check_2d(op, "x", x, "(M, H)");
-  check_2d(op, "w_gate", w_gate, "(I, H)");
-  check_2d(op, "w_up", w_up, "(I, H)");
-  int64_t k = x.size(1), n = w_gate.size(0);
-  FSW_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
-            ": w_gate and w_up must have the same shape (I, H)");
-  FSW_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
-            w_gate.size(1), "; got H=", k);
-  fsw_problem p{};
-  p.dtype = check_dtypes(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
-  int32_t device = check_devices(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
-  check_tma_sizes(op, n, k);
-  return run(FSW_KERNEL_DUAL, config, device, p, x, n,
-             {{x, p.x, p.ldx}, {w_gate, p.w, p.ldw}, {w_up, p.w_up, p.ldw_up}});
-}
-
-// y = swiglu(x @ w_packed^T) over the interleaved packed (2I, H) weight; returns (M, I) contiguous.
-Tensor swiglu_packed(Tensor x, Tensor w_packed, std::string config) {
-  const char* op = "swiglu_packed";
-  check_2d(op, "x", x, "(M, H)");
-  check_2d(op, "w_packed", w_packed, "(2I, H)");
-  int64_t k = x.size(1), rows = w_packed.size(0);
-  FSW_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
-            rows);
-  FSW_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
-            ": x must be (M, H) with H = w_packed.shape[1] = ", w_packed.size(1), "; got H=", k);
-  int64_t n = rows / 2;
-  fsw_problem p{};
-  p.dtype = check_dtypes(op, {{"x", &x}, {"w_packed", &w_packed}});
-  int32_t device = check_devices(op, {{"x", &x}, {"w_packed", &w_packed}});
-  check_tma_sizes(op, n, k);
-  return run(FSW_KERNEL_PACKED, config, device, p, x, n, {{x, p.x, p.ldx}, {w_packed, p.w, p.ldw}});
-}
+namespace {
 
 // aoti_torch_get_current_cuda_stream lives in libtorch_cuda, which a CPU build of PyTorch lacks: looked
 // up at bind time, so that this library also loads (and registers) there.
@@ -324,11 +228,6 @@ StreamFn find_current_stream() {
 
 }  // namespace
 }  // namespace fused_swiglu::torch_ops
-
-STABLE_TORCH_LIBRARY_IMPL(fused_swiglu, CUDA, m) {
-  m.impl("swiglu_dual", TORCH_BOX(&fused_swiglu::torch_ops::swiglu_dual));
-  m.impl("swiglu_packed", TORCH_BOX(&fused_swiglu::torch_ops::swiglu_packed));
-}
 
 #define FSW_TORCH_API extern "C" __attribute__((visibility("default")))
 

@@ -1,0 +1,15 @@
+// Registers the operators' CUDA kernels (ops.hpp) with PyTorch. The schemas, CPU and fake kernels and
+// autograd formulas are registered from Python (src/fused_swiglu/ops.py, training_ops.py) before this
+// library is loaded.
+#include <torch/csrc/stable/library.h>
+
+#include "ops.hpp"
+
+STABLE_TORCH_LIBRARY_IMPL(fused_swiglu, CUDA, m) {
+  using namespace fused_swiglu::torch_ops;
+  m.impl("swiglu_dual", TORCH_BOX(&swiglu_dual));
+  m.impl("swiglu_packed", TORCH_BOX(&swiglu_packed));
+  m.impl("swiglu_dual_store", TORCH_BOX(&swiglu_dual_store));
+  m.impl("swiglu_packed_store", TORCH_BOX(&swiglu_packed_store));
+  m.impl("dswiglu", TORCH_BOX(&dswiglu));
+}

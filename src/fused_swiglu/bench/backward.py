@@ -35,12 +35,9 @@ import torch.nn.functional as F
 from ..mlp import swiglu_mlp, swiglu_mlp_packed
 from ..weights import pack_gate_up
 from . import report, timing
+from .defaults import BACKWARD_METHODS as METHODS, BACKWARD_REPS as REPS, BACKWARD_TOKENS as TOKENS
+from .defaults import BACKWARD_WARMUP_MS as WARMUP_MS
 from .shapes import MlpShape
-
-METHODS = ("eager", "compiled", "fused_dual", "fused_packed", "recompute_dual")
-TOKENS = (512, 2048, 8192)
-REPS = 20
-WARMUP_MS = 200.0
 
 
 def mlp_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:

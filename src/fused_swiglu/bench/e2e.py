@@ -23,10 +23,9 @@ import torch
 
 from .. import configs
 from . import e2e_accuracy, e2e_models, e2e_modes, e2e_report
-from .e2e_modes import MODES, Settings, Skipped
+from .defaults import E2E_ACCURACY as ACCURACY, E2E_STEPS as STEPS  # the modes, and the accuracy step
+from .e2e_modes import Settings, Skipped
 
-ACCURACY = "accuracy"  # the accuracy step, selectable with the modes
-STEPS = (*MODES, ACCURACY)
 DTYPES = configs.DTYPE_OF_SUFFIX
 # Repeats and lengths: the full run, and what --quick changes (Qwen2.5-0.5B only, fewer repeats)
 FULL = dict(new_tokens=32, prompt_len=16, gen_repeats=11, compiled_repeats=3, compiled_warmups=2, graph_replays=100,

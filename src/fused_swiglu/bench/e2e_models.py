@@ -4,14 +4,17 @@ No hub access: each model is a ``transformers`` config with the real model's dim
 ``config.json`` of each checkpoint) and random weights, initialised directly on the target device in
 the benchmark's dtype, at full depth. The decoder MLPs are Hugging Face's SwiGLU blocks
 (``gate_proj``, ``up_proj``, ``down_proj``, SiLU), the blocks :func:`fused_swiglu.fuse_swiglu_mlps`
-patches.
+patches. The specs and their names import no PyTorch (the command's parsers list them); :func:`build`
+loads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 MAX_POSITIONS = 4096  # enough for the benchmark's prompts, prefill and decode
 
@@ -109,6 +112,7 @@ def build(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed: int =
     Raises:
         ImportError: transformers is not installed.
     """
+    import torch
     from transformers import AutoModelForCausalLM
 
     cfg = spec.config()

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import torch
 
 from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from .defaults import E2E_MODES as MODES
 from .timing import summarize
 
-MODES = ("eager_decode_b1", "eager_decode_b8", "captured_decode_step", "compiled_decode", "prefill", "training")
 CUDA_ONLY = ("captured_decode_step", "compiled_decode")
 
 

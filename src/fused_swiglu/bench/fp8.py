@@ -46,18 +46,10 @@ from .. import fp8
 from ..functional import swiglu_packed
 from ..weights import pack_gate_up
 from . import report, shapes, timing
-from .shapes import MODELS, MlpShape
+from .defaults import FP8_METHODS as METHODS, FP8_REPS as REPS, FP8_TOKENS as TOKENS
+from .defaults import FP8_WARMUP_MS as WARMUP_MS
+from .shapes import FP8_MODELS, MODELS, MlpShape
 
-METHODS = ("fp8_fused", "fp8_fused_dual", "fp8_fused_promoted", "fp8_unfused", "fp8_fused_e4m3out",
-           "fp8_unfused_e4m3out", "fp8_fused_blockwise", "fp8_unfused_blockwise", "fused_packed")
-TOKENS = (1, 16, 128, 512, 2048, 8192)
-# FP8 checkpoints' MLP shapes beside the Qwen2.5 ones (public config.json: hidden_size, intermediate_size)
-FP8_MODELS: tuple[MlpShape, ...] = (
-    MlpShape("Qwen3-8B", 4096, 12288),
-    MlpShape("Qwen3-32B", 5120, 25600),
-    MlpShape("Llama-3.1-70B", 8192, 28672),
-    MlpShape("DeepSeek-V3-dense", 7168, 18432),
-)
 SHAPES = MODELS + FP8_MODELS
 
 
@@ -75,8 +67,6 @@ def find_shapes(names: Sequence[str] | None) -> list[MlpShape]:
         return [own[n.lower()] if n.lower() in own else shapes.find([n])[0] for n in names]
     except ValueError as e:
         raise ValueError(f"{e}; or an FP8 checkpoint's shape: {', '.join(m.model for m in FP8_MODELS)}") from None
-REPS = 30
-WARMUP_MS = 100.0
 
 
 @dataclass(frozen=True)

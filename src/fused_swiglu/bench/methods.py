@@ -28,9 +28,8 @@ import torch
 from ..functional import swiglu, swiglu_packed
 from ..reference import swiglu_eager
 from ..weights import pack_gate_up
+from .defaults import KERNEL_METHODS as METHODS
 
-METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_packed", "fused_dual", "fused_packed_promoted",
-           "fused_dual_promoted", "quack")
 # Peers from other packages: method -> (module the call imports, distribution to install)
 OPTIONAL_PEERS = {"quack": ("quack.gemm_interface", "quack-kernels")}
 # fused method -> (kernel, accumulation)

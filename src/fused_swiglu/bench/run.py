@@ -12,10 +12,9 @@ import torch
 from .. import configs, env
 from . import check, methods as m
 from . import report, shapes, timing
+from .defaults import KERNEL_REPS as REPS, KERNEL_WARMUP_MS as WARMUP_MS
 
 DTYPES = configs.DTYPE_OF_SUFFIX
-WARMUP_MS = 25.0  # warm-up per method and shape
-REPS = 50  # timed repetitions per method and shape
 
 
 @dataclass

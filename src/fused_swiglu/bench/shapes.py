@@ -1,5 +1,6 @@
-"""Decoder MLP dimensions of public SwiGLU models: the seven Qwen2.5 dense models (the benchmark's)
-and the public shapes beyond them (the config choice's sweep, ``fused-swiglu sweep``).
+"""Decoder MLP dimensions of public SwiGLU models: the seven Qwen2.5 dense models (the benchmark's),
+the public shapes beyond them (the config choice's sweep, ``fused-swiglu sweep``) and the FP8
+checkpoints' shapes (``fused-swiglu bench fp8``).
 
 Source: each model's public ``config.json`` (``hidden_size``, ``intermediate_size``). The MLP
 computes ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with gate_proj and up_proj weights of shape
@@ -46,6 +47,14 @@ SWEEP_MODELS: tuple[MlpShape, ...] = (
     MlpShape("Yi-34B", 7168, 20480),
     MlpShape("DeepSeek-67B", 8192, 22016),
     MlpShape("Llama-3-70B", 8192, 28672),
+)
+
+# FP8 checkpoints' MLP shapes beside the Qwen2.5 ones (bench fp8)
+FP8_MODELS: tuple[MlpShape, ...] = (
+    MlpShape("Qwen3-8B", 4096, 12288),
+    MlpShape("Qwen3-32B", 5120, 25600),
+    MlpShape("Llama-3.1-70B", 8192, 28672),
+    MlpShape("DeepSeek-V3-dense", 7168, 18432),
 )
 
 

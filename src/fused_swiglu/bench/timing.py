@@ -41,15 +41,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import tuning
 from . import power
+from .defaults import PROTOCOLS, SUSTAINED_FROM_M, SUSTAINED_SECONDS  # "auto": sustained from SUSTAINED_FROM_M on
 
 FLUSH_BYTES = 256 * 1024 * 1024
 MAX_SETS = 8
 MEMORY_BUDGET_BYTES = 20 * 10**9
-PROTOCOLS = ("auto", "sustained", "interleaved")
-SUSTAINED_FROM_M = tuning.SUSTAINED_FROM_M  # "auto": the sustained protocol from this M on (CUDA graphs)
-SUSTAINED_SECONDS = 1.0  # per method and cell
 SOAK_SECONDS = 30.0  # longest heat soak
 GRID_FIELDS = ("protocol", "sm_mhz", "power_w")  # what time_grid adds to each row
 AHEAD = 16  # sustained protocol: calls the host enqueues ahead of the GPU

@@ -27,11 +27,9 @@ from pathlib import Path
 import torch
 
 from . import report, timing
+from .defaults import TP_MODELS as MODELS, TP_REPS as REPS, TP_TOKENS as TOKENS
 from .shapes import MlpShape
 
-TOKENS = (1, 128, 2048, 8192)
-MODELS = ("32B", "72B")
-REPS = 30
 WARMUP_CALLS = 10
 FIELDS = ("model", "hidden_size", "intermediate_size", "tokens", "world_size", "one_gpu_ms", "tp_ms", "allreduce_ms",
           "ratio_over_1gpu", "ratio_2gpu_over_1gpu", "scaling_efficiency")

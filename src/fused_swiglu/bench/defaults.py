@@ -1,0 +1,55 @@
+"""The names and defaults of the benchmark runs, as plain values: the methods, token counts,
+repetitions and warm-up of each timed run, the tensor-parallel run's models, the end-to-end run's
+steps and the timing protocols.
+
+The benchmark modules (:mod:`~fused_swiglu.bench.methods`, :mod:`~fused_swiglu.bench.run`,
+:mod:`~fused_swiglu.bench.backward`, :mod:`~fused_swiglu.bench.fp8`, :mod:`~fused_swiglu.bench.tp`,
+:mod:`~fused_swiglu.bench.e2e`, :mod:`~fused_swiglu.bench.e2e_modes`, :mod:`~fused_swiglu.bench.timing`)
+take them from here, under their own names (``backward.METHODS`` is :data:`BACKWARD_METHODS`). This
+module imports no PyTorch, so that the ``fused-swiglu`` parsers, which list these values in their
+help and choices, answer ``--help`` and usage errors without loading it.
+"""
+
+from __future__ import annotations
+
+from ..tuning import SUSTAINED_FROM_M
+
+__all__ = [
+    "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_ACCURACY", "E2E_MODES",
+    "E2E_STEPS", "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS",
+    "KERNEL_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
+]
+
+# bench (the kernels; its token counts are fused_swiglu.bench.shapes.TOKENS)
+KERNEL_METHODS = ("eager", "cublas_gemm", "torch_compile", "fused_packed", "fused_dual", "fused_packed_promoted",
+                  "fused_dual_promoted", "quack")
+KERNEL_WARMUP_MS = 25.0  # warm-up per method and shape
+KERNEL_REPS = 50  # timed repetitions per method and shape
+
+# bench backward
+BACKWARD_METHODS = ("eager", "compiled", "fused_dual", "fused_packed", "recompute_dual")
+BACKWARD_TOKENS = (512, 2048, 8192)
+BACKWARD_REPS = 20
+BACKWARD_WARMUP_MS = 200.0
+
+# bench fp8 (its shapes: fused_swiglu.bench.shapes.MODELS and FP8_MODELS)
+FP8_METHODS = ("fp8_fused", "fp8_fused_dual", "fp8_fused_promoted", "fp8_unfused", "fp8_fused_e4m3out",
+               "fp8_unfused_e4m3out", "fp8_fused_blockwise", "fp8_unfused_blockwise", "fused_packed")
+FP8_TOKENS = (1, 16, 128, 512, 2048, 8192)
+FP8_REPS = 30
+FP8_WARMUP_MS = 100.0
+
+# bench tp
+TP_TOKENS = (1, 128, 2048, 8192)
+TP_MODELS = ("32B", "72B")
+TP_REPS = 30
+
+# bench e2e: the modes of fused_swiglu.bench.e2e_modes, and the accuracy step selectable with them
+E2E_MODES = ("eager_decode_b1", "eager_decode_b8", "captured_decode_step", "compiled_decode", "prefill", "training")
+E2E_ACCURACY = "accuracy"
+E2E_STEPS = (*E2E_MODES, E2E_ACCURACY)
+
+# the timing protocols of CUDA-graph replays (fused_swiglu.bench.timing); "auto": the sustained one from
+# M = SUSTAINED_FROM_M on
+PROTOCOLS = ("auto", "sustained", "interleaved")
+SUSTAINED_SECONDS = 1.0  # per method and cell

@@ -41,10 +41,10 @@ __all__ = ["EXIT_BAD_OPTION", "EXIT_MODE_FAILED", "EXIT_NO_GPU", "EXIT_STATUS", 
 
 
 def _parser(full: bool = True) -> Parser:
-    """The command's parser: with ``full``, every command's options; else the commands' one-line help
-    alone, which loads nothing (the commands' options import the benchmark modules, and with them
-    torch): enough for a call that names no command (``--help``, ``--version``, a bad option or
-    command)."""
+    """The command's parser: with ``full``, every command's options (their names and defaults come from
+    modules that import no torch, so that a command's ``--help`` and usage errors do not load it);
+    else the commands' one-line help alone, which imports none of the benchmark modules: enough for a
+    call that names no command (``--help``, ``--version``, a bad option or command)."""
     from .._version import __version__
 
     p = Parser(prog="fused-swiglu", description="Fused GEMM + SwiGLU kernels for Hopper.", epilog=EXIT_STATUS)

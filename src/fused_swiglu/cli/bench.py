@@ -28,14 +28,14 @@ NEW_MODES = ("e2e-ab",)  # the modes that were never spelt as flags
 
 
 def add_parsers(sub) -> None:
-    """The ``bench`` parser and its modes' parsers, under ``sub`` (the command's subparsers)."""
-    from ..bench import backward, e2e_ab, fp8, tp
-    from ..bench.e2e import STEPS as E2E_STEPS
+    """The ``bench`` parser and its modes' parsers, under ``sub`` (the command's subparsers). Their
+    defaults and names come from modules that import no PyTorch (:mod:`fused_swiglu.bench.defaults`,
+    ``shapes``, ``e2e_models``, ``e2e_ab``)."""
+    from ..bench import defaults as d
+    from ..bench import e2e_ab
     from ..bench.e2e_models import MODELS as E2E_MODELS
     from ..bench.e2e_models import names as e2e_names
-    from ..bench.methods import METHODS
-    from ..bench.run import REPS, WARMUP_MS
-    from ..bench.shapes import TOKENS
+    from ..bench.shapes import FP8_MODELS, TOKENS
 
     b = sub.add_parser("bench", help=COMMAND_HELP["bench"],
                        description="Time the fused kernels against eager PyTorch, cuBLAS, torch.compile and quack on "
@@ -44,35 +44,37 @@ def add_parsers(sub) -> None:
     _shapes(b, models_help("the seven Qwen2.5 models"))
     _tokens(b, TOKENS)
     _dtype(b)
-    _methods(b, METHODS, "all; quack only where the quack-kernels package is installed")
+    _methods(b, d.KERNEL_METHODS, "all; quack only where the quack-kernels package is installed")
     _out(b, "write results as JSON here, and as CSV beside it")
     b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
-    _timing(b, WARMUP_MS, REPS)
+    _timing(b, d.KERNEL_WARMUP_MS, d.KERNEL_REPS)
     _graphs_and_protocol(b)
     modes = b.add_subparsers(dest="mode", metavar="MODE", title="modes (give one, then its options)")
 
     m = modes.add_parser("backward", help="training step of the whole MLP block: forward + backward",
                          description="The training step of the whole MLP block (gate, up, down): forward + backward "
                                      "for eager, torch.compile and the fused paths.", epilog=EXIT_STATUS)
-    _grid(m, backward, models_help("the seven Qwen2.5 models"))
+    _grid(m, models_help("the seven Qwen2.5 models"), d.BACKWARD_TOKENS, d.BACKWARD_METHODS, d.BACKWARD_WARMUP_MS,
+          d.BACKWARD_REPS)
     _dtype(m)
     _graphs_and_protocol(m)
 
     m = modes.add_parser("fp8", help="the e4m3 kernels against the unfused FP8 path and the bf16 kernel",
                          description="The e4m3 kernels against the unfused FP8 path (torch._scaled_mm + silu-and-mul) "
                                      "and the bf16 kernel; CUDA-graph replays.", epilog=EXIT_STATUS)
-    _grid(m, fp8, models_help("the Qwen2.5 and FP8 checkpoints' shapes", more=", FP8 checkpoints' shapes "
-                                f"({', '.join(s.model for s in fp8.FP8_MODELS)})"))
+    _grid(m, models_help("the Qwen2.5 and FP8 checkpoints' shapes", more=", FP8 checkpoints' shapes "
+                         f"({', '.join(s.model for s in FP8_MODELS)})"),
+          d.FP8_TOKENS, d.FP8_METHODS, d.FP8_WARMUP_MS, d.FP8_REPS)
     _protocol(m)
 
     m = modes.add_parser("tp", help="tensor parallel: the MLP block split over N GPUs against one GPU",
                          description="Tensor parallel: the MLP block split over --gpus GPUs (one process each, NCCL) "
                                      "against one GPU.", epilog=EXIT_STATUS)
     m.add_argument("--gpus", type=int, required=True, metavar="N", help="world size, at least 2")
-    _shapes(m, models_help(", ".join(tp.MODELS)))
-    _tokens(m, tp.TOKENS)
+    _shapes(m, models_help(", ".join(d.TP_MODELS)))
+    _tokens(m, d.TP_TOKENS)
     _dtype(m)
-    m.add_argument("--rep", type=int, help=f"timed repetitions per shape (default {tp.REPS})")
+    m.add_argument("--rep", type=int, help=f"timed repetitions per shape (default {d.TP_REPS})")
     _out(m, "write results as JSON here, and as CSV beside it")
 
     m = modes.add_parser("e2e", help="Hugging Face models stock vs fuse_swiglu_mlps, end to end",
@@ -83,7 +85,7 @@ def add_parsers(sub) -> None:
     _shapes(m, f"whole models: {', '.join(e2e_names())}; case-insensitive; several as a b or a,b (default: all "
                "but the last, Qwen2.5-7B's dimensions at 8 layers for the training mode)")
     m.add_argument("--modes", "--e2e-modes", dest="e2e_modes", nargs="+",
-                   help=f"a subset of {', '.join(E2E_STEPS)}, as a b or a,b (default: all)")
+                   help=f"a subset of {', '.join(d.E2E_STEPS)}, as a b or a,b (default: all)")
     m.add_argument("--quick", action="store_true", help="Qwen2.5-0.5B only and fewer repeats (a development run)")
     _dtype(m)
     _out(m, "write results as JSON here, and a PNG plot beside it")
@@ -127,14 +129,15 @@ def _shapes(p, text: str) -> None:
     p.add_argument("--models", nargs="+", help=text)
 
 
-def _grid(p, run, models_text: str) -> None:
-    """The options of a mode that times ``run``'s methods over shapes and token counts (``run``: its
-    benchmark module, whose TOKENS, METHODS, WARMUP_MS and REPS are the defaults)."""
+def _grid(p, models_text: str, tokens, methods, warmup_ms: float, reps: int) -> None:
+    """The options of a mode that times methods over shapes and token counts: ``tokens``, ``methods``,
+    ``warmup_ms`` and ``reps`` are its benchmark module's defaults (its TOKENS, METHODS, WARMUP_MS and
+    REPS, from :mod:`fused_swiglu.bench.defaults`)."""
     _shapes(p, models_text)
-    _tokens(p, run.TOKENS)
-    _methods(p, run.METHODS, "all")
+    _tokens(p, tokens)
+    _methods(p, methods, "all")
     _out(p, "write results as JSON here, and as CSV beside it")
-    _timing(p, run.WARMUP_MS, run.REPS)
+    _timing(p, warmup_ms, reps)
 
 
 def _tokens(p, default) -> None:
@@ -162,7 +165,7 @@ def _timing(p, warmup_ms: float, reps: int) -> None:
 
 
 def _protocol(p) -> None:
-    from ..bench.timing import PROTOCOLS, SUSTAINED_FROM_M, SUSTAINED_SECONDS
+    from ..bench.defaults import PROTOCOLS, SUSTAINED_FROM_M, SUSTAINED_SECONDS
 
     p.add_argument("--protocol", choices=PROTOCOLS, default=None,
                    help="how CUDA-graph replays are timed: 'sustained' = after a heat soak to the power cap, each "

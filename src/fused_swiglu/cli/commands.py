@@ -23,9 +23,10 @@ from .options import (
 
 
 def add_parsers(sub) -> None:
-    """The commands' parsers, under ``sub`` (the command's subparsers)."""
+    """The commands' parsers, under ``sub`` (the command's subparsers); what they list comes from modules
+    that import no PyTorch."""
     from ..bench import model_shapes
-    from ..bench.fp8 import FP8_MODELS
+    from ..bench.shapes import FP8_MODELS
 
     a = _command(sub, "accuracy")
     a.add_argument("--out", help="write rows as JSON here, and as CSV beside it")

@@ -70,6 +70,11 @@ void check_2d(const char* op, const char* arg, Tensor const& t, const char* shap
 // H (k) a positive multiple of 8 and I (n) a multiple of 8: 16-byte TMA rows.
 void check_tma_sizes(const char* op, int64_t n, int64_t k);
 
+// The dual kernel's operands x (M, H), w_gate and w_up (I, H) / the packed kernel's x and w_packed (2I, H):
+// ranks, shapes, dtypes, devices and TMA sizes; fills p.m, p.n = I, p.k = H and p.dtype and returns the device.
+int32_t check_dual(const char* op, Tensor const& x, Tensor const& w_gate, Tensor const& w_up, fsw_problem& p);
+int32_t check_packed(const char* op, Tensor const& x, Tensor const& w_packed, fsw_problem& p);
+
 // t (rows, cols) as TMA reads it: unit column stride, row stride a multiple of 8 elements and at least
 // cols, 16-byte aligned start; else a contiguous copy.
 Tensor tma_ready(Tensor const& t);

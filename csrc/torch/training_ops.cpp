@@ -11,15 +11,13 @@ namespace {
 // Byte address of column `col` of a 16-bit row-major tensor.
 void* column(Tensor const& t, int64_t col) { return static_cast<char*>(t.data_ptr()) + col * 2; }
 
-// y (M, n) and gu (M, 2n) = [g | u], with their pointers and row strides written into p.
-std::tuple<Tensor, Tensor> store_outputs(Tensor const& x, int64_t n, fsw_problem& p) {
-  int64_t m = x.size(0);
-  Tensor y = new_output(x, m, n);
-  Tensor gu = new_output(x, m, 2 * n);
-  p.m = m, p.n = n, p.k = x.size(1);
-  if (m == 0 || n == 0) return {y, gu};
-  p.y = y.data_ptr(), p.ldy = n;
-  p.g = gu.data_ptr(), p.u = column(gu, n), p.ldgu = 2 * n;
+// y (M, I) and gu (M, 2I) = [g | u], with their pointers and row strides written into p (sizes set).
+std::tuple<Tensor, Tensor> store_outputs(Tensor const& x, fsw_problem& p) {
+  Tensor y = new_output(x, p.m, p.n);
+  Tensor gu = new_output(x, p.m, 2 * p.n);
+  if (p.m == 0 || p.n == 0) return {y, gu};
+  p.y = y.data_ptr(), p.ldy = p.n;
+  p.g = gu.data_ptr(), p.u = column(gu, p.n), p.ldgu = 2 * p.n;
   return {y, gu};
 }
 
@@ -27,20 +25,10 @@ std::tuple<Tensor, Tensor> store_outputs(Tensor const& x, int64_t n, fsw_problem
 
 std::tuple<Tensor, Tensor> swiglu_dual_store(Tensor x, Tensor w_gate, Tensor w_up, std::string config) {
   const char* op = "swiglu_dual_store";
-  check_2d(op, "x", x, "(M, H)");
-  check_2d(op, "w_gate", w_gate, "(I, H)");
-  check_2d(op, "w_up", w_up, "(I, H)");
-  int64_t k = x.size(1), n = w_gate.size(0);
-  FSW_CHECK(w_up.size(0) == n && w_up.size(1) == w_gate.size(1), "fused_swiglu::", op,
-            ": w_gate and w_up must have the same shape (I, H)");
-  FSW_CHECK(w_gate.size(1) == k, "fused_swiglu::", op, ": x must be (M, H) with H = w_gate.shape[1] = ",
-            w_gate.size(1), "; got H=", k);
   fsw_problem p{};
-  p.dtype = check_dtypes(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
-  int32_t device = check_devices(op, {{"x", &x}, {"w_gate", &w_gate}, {"w_up", &w_up}});
-  check_tma_sizes(op, n, k);
-  auto out = store_outputs(x, n, p);
-  if (p.m == 0 || n == 0) return out;
+  int32_t device = check_dual(op, x, w_gate, w_up, p);
+  auto out = store_outputs(x, p);
+  if (p.m == 0 || p.n == 0) return out;
   launch(op, kPlanDualStore, config, device, p, x,
          {{x, p.x, p.ldx}, {w_gate, p.w, p.ldw}, {w_up, p.w_up, p.ldw_up}});
   return out;
@@ -48,20 +36,10 @@ std::tuple<Tensor, Tensor> swiglu_dual_store(Tensor x, Tensor w_gate, Tensor w_u
 
 std::tuple<Tensor, Tensor> swiglu_packed_store(Tensor x, Tensor w_packed, std::string config) {
   const char* op = "swiglu_packed_store";
-  check_2d(op, "x", x, "(M, H)");
-  check_2d(op, "w_packed", w_packed, "(2I, H)");
-  int64_t k = x.size(1), rows = w_packed.size(0);
-  FSW_CHECK(rows % 2 == 0, "fused_swiglu::", op, ": w_packed must have an even number of rows (2I); got ",
-            rows);
-  FSW_CHECK(w_packed.size(1) == k, "fused_swiglu::", op,
-            ": x must be (M, H) with H = w_packed.shape[1] = ", w_packed.size(1), "; got H=", k);
-  int64_t n = rows / 2;
   fsw_problem p{};
-  p.dtype = check_dtypes(op, {{"x", &x}, {"w_packed", &w_packed}});
-  int32_t device = check_devices(op, {{"x", &x}, {"w_packed", &w_packed}});
-  check_tma_sizes(op, n, k);
-  auto out = store_outputs(x, n, p);
-  if (p.m == 0 || n == 0) return out;
+  int32_t device = check_packed(op, x, w_packed, p);
+  auto out = store_outputs(x, p);
+  if (p.m == 0 || p.n == 0) return out;
   launch(op, kPlanPackedStore, config, device, p, x, {{x, p.x, p.ldx}, {w_packed, p.w, p.ldw}});
   return out;
 }

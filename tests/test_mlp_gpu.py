@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fused_swiglu import _lib, fuse_swiglu_mlps, pack_gate_up, swiglu_mlp, swiglu_mlp_packed
+from fused_swiglu import _lib, configs, fuse_swiglu_mlps, pack_gate_up, swiglu_mlp, swiglu_mlp_packed, training_ops
 from fused_swiglu.accuracy import compare, count_threshold_for, ulp_at
 from fused_swiglu.bench.shapes import MODELS
 from fused_swiglu import mlp_ops
-from fused_swiglu.mlp_ops import config_name, dswiglu, mlp_forward
+from fused_swiglu.mlp_ops import dswiglu, mlp_forward
 from numerics import allowed_mismatches
 
 pytestmark = pytest.mark.gpu
@@ -40,7 +40,7 @@ def _assert_close_to(out: torch.Tensor, ref64: torch.Tensor, what: str) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("kernel", ["dual_store", "packed_store"])
-@pytest.mark.parametrize("model", ["0.5B", "7B"])  # both tile choices (mlp_ops.TRAINING_TILES)
+@pytest.mark.parametrize("model", ["0.5B", "7B"])  # both tile choices (configs.TRAINING_TILES)
 @pytest.mark.parametrize("M", [1, 3, 127, 129, 4097])
 def test_store_kernels_write_y_g_u(kernel, model, M, dtype, seed):
     H, I = SHAPES[model]
@@ -49,11 +49,14 @@ def test_store_kernels_write_y_g_u(kernel, model, M, dtype, seed):
     y = torch.full((M, I), float("nan"), device="cuda", dtype=dtype)
     gu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
     w = (wg, wu) if kernel == "dual_store" else (pack_gate_up(wg, wu), None)
-    _lib.run(config_name(kernel, dtype, H), x, *w, y, g=gu[:, :I], u=gu[:, I:])
+    _lib.run(configs.training_choice(kernel, H, dtype).name, x, *w, y, g=gu[:, :I], u=gu[:, I:])
     g64, u64 = x.double() @ wg.double().T, x.double() @ wu.double().T
     _assert_close_to(gu[:, :I], g64, f"{kernel} g, seed={seed}")
     _assert_close_to(gu[:, I:], u64, f"{kernel} u, seed={seed}")
     _assert_close_to(y, F.silu(g64) * u64, f"{kernel} y, seed={seed}")
+    op = training_ops.swiglu_dual_store if kernel == "dual_store" else training_ops.swiglu_packed_store
+    y_op, gu_op = op(x, *(t for t in w if t is not None))
+    assert torch.equal(y_op, y) and torch.equal(gu_op, gu), "the operator runs the same kernel"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -65,7 +68,7 @@ def test_dswiglu_kernel_matches_float64(model, M, dtype, seed):
     dz = torch.randn(M, H, device="cuda").to(dtype)
     gu = torch.randn(M, 2 * I, device="cuda").to(dtype)
     dgu = torch.full((M, 2 * I), float("nan"), device="cuda", dtype=dtype)
-    _lib.run(config_name("dswiglu", dtype, H), dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[:, :I],
+    _lib.run(configs.training_choice("dswiglu", H, dtype).name, dz, wd, None, None, g=gu[:, :I], u=gu[:, I:], dg=dgu[:, :I],
              du=dgu[:, I:])
     dy = dz.double() @ wd.double()
     g, u = gu[:, :I].double(), gu[:, I:].double()

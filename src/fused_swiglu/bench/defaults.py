@@ -4,7 +4,8 @@ steps and the timing protocols.
 
 The benchmark modules (:mod:`~fused_swiglu.bench.methods`, :mod:`~fused_swiglu.bench.run`,
 :mod:`~fused_swiglu.bench.backward`, :mod:`~fused_swiglu.bench.fp8`, :mod:`~fused_swiglu.bench.tp`,
-:mod:`~fused_swiglu.bench.e2e`, :mod:`~fused_swiglu.bench.e2e_modes`, :mod:`~fused_swiglu.bench.timing`)
+:mod:`~fused_swiglu.bench.e2e`, :mod:`~fused_swiglu.bench.e2e_modes`, :mod:`~fused_swiglu.bench.e2e_ab`,
+:mod:`~fused_swiglu.bench.timing`)
 take them from here, under their own names (``backward.METHODS`` is :data:`BACKWARD_METHODS`). This
 module imports no PyTorch, so that the ``fused-swiglu`` parsers, which list these values in their
 help and choices, answer ``--help`` and usage errors without loading it.
@@ -15,9 +16,10 @@ from __future__ import annotations
 from ..tuning import SUSTAINED_FROM_M
 
 __all__ = [
-    "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_ACCURACY", "E2E_MODES",
-    "E2E_STEPS", "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS",
-    "KERNEL_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
+    "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_AB_COMPILED_MODES",
+    "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
+    "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
+    "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
 ]
 
 # bench (the kernels; its token counts are fused_swiglu.bench.shapes.TOKENS)
@@ -48,6 +50,14 @@ TP_REPS = 30
 E2E_MODES = ("eager_decode_b1", "eager_decode_b8", "captured_decode_step", "compiled_decode", "prefill", "training")
 E2E_ACCURACY = "accuracy"
 E2E_STEPS = (*E2E_MODES, E2E_ACCURACY)
+
+# bench e2e-ab: its modes; the variants it times against each other (stock: Hugging Face's MLPs; patched:
+# fuse_swiglu_mlps; backend: the stock model compiled with fused_backend()), the pair timed by default,
+# and the modes that compile the model, the only ones where the backend variant applies
+E2E_AB_MODES = ("compiled_decode", "captured_decode_step", "prefill")
+E2E_AB_VARIANTS = ("stock", "patched", "backend")
+E2E_AB_DEFAULT_VARIANTS = ("stock", "patched")
+E2E_AB_COMPILED_MODES = ("compiled_decode",)
 
 # the timing protocols of CUDA-graph replays (fused_swiglu.bench.timing); "auto": the sustained one from
 # M = SUSTAINED_FROM_M on

@@ -1,29 +1,40 @@
-"""``fused-swiglu bench e2e-ab``: a whole model, stock against patched, in alternating rounds, each
-variant in its own process.
+"""``fused-swiglu bench e2e-ab``: a whole model in two variants (by default stock against patched), in
+alternating rounds, each variant in its own process.
+
+The variants (:data:`VARIANTS`): ``stock`` (Hugging Face's MLPs), ``patched``
+(:func:`fused_swiglu.fuse_swiglu_mlps`) and ``backend`` (the stock model compiled with
+:func:`fused_swiglu.fused_backend`, which rewrites the MLPs' SwiGLU products in the captured graphs; only
+in the modes that compile the model, :data:`COMPILED_MODES`). A run times two of them, A against B
+(:attr:`ABOptions.variants`).
 
 Compiled code, CUDA graphs and their memory pools belong to one variant, and one process holding both
 would evaluate one variant's Dynamo guards before the other's on every call. So two worker processes
-build the same model (same seed, same random weights) on the same GPU, one stock and one patched
-(:func:`fused_swiglu.fuse_swiglu_mlps`), each prepares the mode (compiles, captures) while the other
-does too, and then times it only when asked. The parent asks them in turn, round by round, the order
-flipping every round (stock, patched, patched, stock, ...), so that clock, power and host drift fall
-on both alike, and reports the median of the per-round ratios stock time / patched time (> 1: the
-patched model is faster) with their minimum and maximum.
+build the same model (same seed, same random weights) on the same GPU, one per variant, each prepares
+the mode (patches, compiles, captures) while the other does too, and then times it only when asked.
+The parent asks them in turn, round by round, the order flipping every round (A, B, B, A, ...), so
+that clock, power and host drift fall on both alike, and reports the median of the per-round ratios
+A time / B time (> 1: B is faster) with their minimum and maximum.
 
 Modes (each a measurement of ``repeats`` calls per round, their median):
 
 * ``compiled_decode``: ``generate`` of ``new_tokens`` tokens after a ``prompt_len``-token prompt,
   batch 1, on a static KV cache, which ``generate`` compiles (``mode="reduce-overhead"``, CUDA
-  graphs), after ``warmups`` untimed calls; ms per generated token (wall time of the call / new
-  tokens). Dynamo's count of graphs compiled while timed is recorded (0: no recompilation).
+  graphs; with ``fused_backend()`` as the backend for the ``backend`` variant), after ``warmups``
+  untimed calls; ms per generated token (wall time of the call / new tokens). Dynamo's count of
+  graphs compiled while timed is recorded (0: no recompilation). The ``backend`` worker fails unless
+  the backend fused the MLP of every decoder layer and left no candidate unfused.
 * ``captured_decode_step``: one decode forward (batch 1, one token, a static cache holding the prompt)
   captured in a CUDA graph; ms per replay (CUDA events).
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens (no cache, last position's
   logits) captured in a CUDA graph; ms per replay (CUDA events).
 
 Result: ``{"meta": {...}, "rows": [{"model", "mode", "rounds", "ratio_median", "ratio_min",
-"ratio_max", "stock_ms", "fused_ms", "ratios", ...}]}``; ``stock_ms`` / ``fused_ms`` are the medians
-of each variant's per-round times.
+"ratio_max", "stock_ms", "fused_ms", "ratios", ..., "variant_a", "variant_b"}]}``. Each variant's
+fields are named by its key (:data:`KEYS`: ``stock``, ``fused`` for the patched model, ``backend``):
+``<key>_ms`` (the median of its per-round times), ``<key>_samples_ms`` (the per-round times), and its
+entries in ``graphs_compiled_while_timed`` and ``prepare_s``; ``variant_a`` and ``variant_b`` name the
+pair (the ratios are A / B). A run with the ``backend`` variant adds ``backend_fused_mlps`` (the
+decoder MLPs the backend fused).
 """
 
 from __future__ import annotations
@@ -35,16 +46,24 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MODES = ("compiled_decode", "captured_decode_step", "prefill")
+from .defaults import E2E_AB_COMPILED_MODES as COMPILED_MODES
+from .defaults import E2E_AB_DEFAULT_VARIANTS as DEFAULT_VARIANTS
+from .defaults import E2E_AB_MODES as MODES
+from .defaults import E2E_AB_VARIANTS as VARIANTS
+
+# the prefix of a variant's fields in a row: the patched model's is "fused", as in bench e2e's rows
+KEYS = {"stock": "stock", "patched": "fused", "backend": "backend"}
 
 
 @dataclass
 class ABOptions:
     """What to run: models (names of :mod:`fused_swiglu.bench.e2e_models`), modes (:data:`MODES`),
-    rounds (at least 1), calls per measurement, the lengths, dtype and device."""
+    the two variants timed, A then B (:data:`VARIANTS`), rounds (at least 1), calls per measurement,
+    the lengths, dtype and device."""
 
     models: list  # names, or e2e_models.ModelSpec objects
     modes: list[str] = field(default_factory=lambda: list(MODES))
+    variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
     rounds: int = 10
     repeats: int = 5
     new_tokens: int = 32
@@ -57,19 +76,36 @@ class ABOptions:
     seed: int = 0
 
 
+def default_modes(variants) -> list[str]:
+    """The modes a run of ``variants`` times when none are named: every mode, or with the ``backend``
+    variant the modes that compile the model (:data:`COMPILED_MODES`)."""
+    return [m for m in MODES if "backend" not in variants or m in COMPILED_MODES]
+
+
 def check_options(opts: ABOptions) -> None:
-    """Raises ValueError naming the option: an unknown mode or model, a count below 1, an unknown dtype."""
+    """Raises ValueError naming the option: an unknown mode or model, variants that are not two
+    different names of :data:`VARIANTS`, the ``backend`` variant with a mode that does not compile the
+    model, a count below 1, an unknown dtype. Modes and variants are checked without importing torch."""
     from . import e2e_models
-    from .e2e import DTYPES
 
     for m in opts.modes:
         if m not in MODES:
             raise ValueError(f"unknown mode {m!r} for bench e2e-ab; known: {', '.join(MODES)}")
+    variants = list(opts.variants)
+    if len(variants) != 2 or variants[0] == variants[1] or not set(variants) <= set(VARIANTS):
+        raise ValueError(f"variants must be two different ones of {', '.join(VARIANTS)}; got "
+                         f"{' '.join(map(str, variants)) or 'none'}")
+    if "backend" in variants and (plain := [m for m in opts.modes if m not in COMPILED_MODES]):
+        raise ValueError(f"variants backend (the model compiled with fused_backend()) needs modes that compile the "
+                         f"model ({', '.join(COMPILED_MODES)}); {', '.join(plain)} "
+                         f"{'does' if len(plain) == 1 else 'do'} not")
     e2e_models.find(opts.models)
     for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "warmups"):
         value = getattr(opts, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    from .e2e import DTYPES
+
     if opts.dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {opts.dtype!r}")
 
@@ -77,13 +113,16 @@ def check_options(opts: ABOptions) -> None:
 # --- the worker: one variant of one model -------------------------------------------------------
 
 
-def _prepare(model, mode: str, opts: ABOptions, device):
-    """Compile or capture ``mode`` on ``model``; returns the function that times one call (ms). On a
-    CPU (for tests) only ``prefill`` runs, uncaptured, timed by wall clock."""
+def _prepare(model, mode: str, opts: ABOptions, device, backend=None):
+    """Compile or capture ``mode`` on ``model``, compiling with ``backend`` where given (compiled
+    modes only); returns the function that times one call (ms). On a CPU (for tests) only ``prefill``
+    runs, uncaptured, timed by wall clock."""
     import torch
 
     from . import e2e_modes as em
 
+    if backend is not None and mode not in COMPILED_MODES:
+        raise RuntimeError(f"{mode} does not compile the model: the backend variant does not apply")
     if device.type != "cuda" and mode != "prefill":
         raise RuntimeError(f"{mode} needs a CUDA device")
     s = em.Settings(device=device, new_tokens=opts.new_tokens, prompt_len=opts.prompt_len, seed=opts.seed)
@@ -91,7 +130,7 @@ def _prepare(model, mode: str, opts: ABOptions, device):
         cache = em.static_cache(model, opts.prompt_len + opts.new_tokens, 1)
         ids = em.prompt(model, 1, opts.prompt_len, opts.seed, device)
         kwargs = {**em.generate_kwargs(model, ids, s), em.cache_keyword(model): cache,
-                  "compile_config": em.compile_config()}
+                  "compile_config": em.compile_config(backend)}
 
         def generate():
             cache.reset()
@@ -167,13 +206,15 @@ def _capture(step, device):
     return graph
 
 
-def worker(conn, spec, mode: str, fused: bool, opts: ABOptions) -> None:
-    """One variant in its own process: build, patch (``fused``), prepare; then answer each ``"time"``
-    with the median of ``opts.repeats`` timed calls (ms) until ``"stop"``. Sends ``("ready", info)``
-    or ``("error", text)`` first."""
+def worker(conn, spec, mode: str, variant: str, opts: ABOptions) -> None:
+    """One variant (:data:`VARIANTS`) in its own process: build; patch (``patched``) or compile with
+    ``fused_backend()`` (``backend``); prepare; then answer each ``"time"`` with the median of
+    ``opts.repeats`` timed calls (ms) until ``"stop"``. Sends ``("ready", info)`` or
+    ``("error", text)`` first."""
     try:
         import torch
 
+        from ..compile_fusion import fused_backend
         from ..modules import fuse_swiglu_mlps
         from . import e2e_models
         from .e2e import DTYPES
@@ -183,12 +224,16 @@ def worker(conn, spec, mode: str, fused: bool, opts: ABOptions) -> None:
             device = torch.device("cuda", torch.cuda.current_device())
         start = time.perf_counter()
         model = e2e_models.build(spec, device, DTYPES[opts.dtype], seed=opts.seed)
-        patched = fuse_swiglu_mlps(model) if fused else []
-        if fused and len(patched) != spec.num_layers:
+        patched = fuse_swiglu_mlps(model) if variant == "patched" else []
+        if variant == "patched" and len(patched) != spec.num_layers:
             raise RuntimeError(f"fuse_swiglu_mlps patched {len(patched)} of {spec.num_layers} MLP blocks")
-        measure = _prepare(model, mode, opts, device)
+        backend = fused_backend() if variant == "backend" else None
+        measure = _prepare(model, mode, opts, device, backend)
         measure()
-        conn.send(("ready", {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": len(patched)}))
+        info = {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": len(patched)}
+        if backend is not None:
+            info["fused_mlps"] = fused_mlps(backend, spec.num_layers)
+        conn.send(("ready", info))
     except BaseException:
         conn.send(("error", traceback.format_exc(limit=8)))
         return
@@ -202,6 +247,22 @@ def worker(conn, spec, mode: str, fused: bool, opts: ABOptions) -> None:
         except BaseException:
             conn.send(("error", traceback.format_exc(limit=8)))
             return
+
+
+def fused_mlps(backend, layers: int) -> int:
+    """How many decoder MLPs ``backend`` (a :class:`fused_swiglu.compile_fusion.FusedSwiGLUBackend`)
+    fused, counted by their gate weights (a layer compiled in several graphs counts once).
+
+    Raises:
+        RuntimeError: some candidate product was left unfused, or fewer or more than ``layers`` MLPs
+            were fused (the message holds the backend's records).
+    """
+    gates = {r.gate for r in backend.fused}
+    if backend.unfused or len(gates) != layers:
+        unfused = "; ".join(f"{r.node}: {r.reason}" for r in backend.unfused) or "none"
+        raise RuntimeError(f"fused_backend fused the MLPs of {len(gates)} of {layers} decoder layers ({backend!r}); "
+                           f"unfused: {unfused}")
+    return len(gates)
 
 
 def _graphs_compiled() -> int:
@@ -221,27 +282,29 @@ def _receive(conn, who: str):
 
 
 def run_pair(spec, mode: str, opts: ABOptions) -> dict:
-    """One model and mode: both workers started at once, then ``opts.rounds`` alternating rounds.
-    Returns the row. Raises RuntimeError with a worker's traceback if one fails."""
+    """One model and mode: both workers (``opts.variants``, A and B) started at once, then
+    ``opts.rounds`` alternating rounds. Returns the row (:func:`pair_row`). Raises RuntimeError with
+    a worker's traceback if one fails."""
     ctx = mp.get_context("spawn")
+    a, b = opts.variants
     procs, conns = {}, {}
     try:
-        for fused in (False, True):
+        for variant in (a, b):
             parent, child = ctx.Pipe()
-            procs[fused] = ctx.Process(target=worker, args=(child, spec, mode, fused, opts), daemon=True)
-            procs[fused].start()
-            conns[fused] = parent
-        info = {fused: _receive(conns[fused], "patched" if fused else "stock") for fused in (False, True)}
-        times: dict[bool, list[float]] = {False: [], True: []}
-        graphs: dict[bool, list[int]] = {False: [], True: []}
+            procs[variant] = ctx.Process(target=worker, args=(child, spec, mode, variant, opts), daemon=True)
+            procs[variant].start()
+            conns[variant] = parent
+        info = {variant: _receive(conns[variant], variant) for variant in (a, b)}
+        times: dict[str, list[float]] = {a: [], b: []}
+        graphs: dict[str, list[int]] = {a: [], b: []}
         for r in range(opts.rounds):
-            for fused in ((False, True) if r % 2 == 0 else (True, False)):
-                conns[fused].send("time")
-                ms, compiled = _receive(conns[fused], "patched" if fused else "stock")
-                times[fused].append(ms)
-                graphs[fused].append(compiled)
+            for variant in ((a, b) if r % 2 == 0 else (b, a)):
+                conns[variant].send("time")
+                ms, compiled = _receive(conns[variant], variant)
+                times[variant].append(ms)
+                graphs[variant].append(compiled)
     finally:
-        for fused, conn in conns.items():
+        for conn in conns.values():
             try:
                 conn.send("stop")
             except (BrokenPipeError, OSError):
@@ -250,14 +313,29 @@ def run_pair(spec, mode: str, opts: ABOptions) -> dict:
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
-    ratios = [s / f for s, f in zip(times[False], times[True])]
-    return {"model": spec.name, "mode": mode, "rounds": opts.rounds, "ratio_median": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "stock_ms": statistics.median(times[False]),
-            "fused_ms": statistics.median(times[True]), "ratios": ratios, "stock_samples_ms": times[False],
-            "fused_samples_ms": times[True], "repeats_per_round": opts.repeats,
-            "graphs_compiled_while_timed": {"stock": graphs[False][-1] - graphs[False][0],
-                                            "fused": graphs[True][-1] - graphs[True][0]},
-            "prepare_s": {"stock": info[False]["prepare_s"], "fused": info[True]["prepare_s"]}}
+    return pair_row(spec.name, mode, opts, times, graphs, info)
+
+
+def pair_row(model: str, mode: str, opts: ABOptions, times: dict, graphs: dict, info: dict) -> dict:
+    """The row of one model and mode from each variant's per-round times (ms), Dynamo graph counts and
+    worker info (dicts by variant name, A and B of ``opts.variants``); fields named by :data:`KEYS`.
+
+    Raises:
+        KeyError: a variant of ``opts.variants`` missing from ``times``, ``graphs`` or ``info``.
+    """
+    a, b = opts.variants
+    ka, kb = KEYS[a], KEYS[b]
+    ratios = [x / y for x, y in zip(times[a], times[b])]
+    row = {"model": model, "mode": mode, "rounds": opts.rounds, "ratio_median": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios), f"{ka}_ms": statistics.median(times[a]),
+           f"{kb}_ms": statistics.median(times[b]), "ratios": ratios, f"{ka}_samples_ms": times[a],
+           f"{kb}_samples_ms": times[b], "repeats_per_round": opts.repeats,
+           "graphs_compiled_while_timed": {ka: graphs[a][-1] - graphs[a][0], kb: graphs[b][-1] - graphs[b][0]},
+           "prepare_s": {ka: info[a]["prepare_s"], kb: info[b]["prepare_s"]}, "variant_a": a, "variant_b": b}
+    for v in (a, b):
+        if "fused_mlps" in info[v]:
+            row[f"{KEYS[v]}_fused_mlps"] = info[v]["fused_mlps"]
+    return row
 
 
 FIELDS = ("model", "mode", "rounds", "ratio_median", "ratio_min", "ratio_max", "stock_ms", "fused_ms")
@@ -274,9 +352,10 @@ def run_ab(opts: ABOptions, out: Path | None, console) -> dict:
     from .report import machine_meta
 
     check_options(opts)
+    a, b = opts.variants
     meta = {**machine_meta(), "kind": "e2e_ab", "options": {**vars(opts), "models": [getattr(m, "name", m) for m in opts.models]},
-            "unit": "ratio = stock ms / patched ms, per round; > 1: the patched model is faster",
-            "protocol": "two processes (stock, patched), rounds alternating ABBA, each round's time the median of "
+            "unit": f"ratio = {a} ms / {b} ms, per round; > 1: the {b} model is faster",
+            "protocol": f"two processes ({a}, {b}), rounds alternating ABBA, each round's time the median of "
                         "repeats_per_round calls"}
     rows = []
     start = time.perf_counter()
@@ -288,10 +367,10 @@ def run_ab(opts: ABOptions, out: Path | None, console) -> dict:
                 row = run_pair(spec, mode, opts)
             except Exception as e:  # this pair failed: record it and go on
                 row = {"model": name, "mode": mode, "rounds": 0, "ratio_median": None, "ratio_min": None,
-                       "ratio_max": None, "error": str(e)[-2000:]}
+                       "ratio_max": None, "error": str(e)[-2000:], "variant_a": a, "variant_b": b}
             row["elapsed_s"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
-            console.print(_line(row))
+            console.print(_line(row, a, b))
             meta["elapsed_s"] = round(time.perf_counter() - start, 1)
             _write(out, {"meta": meta, "rows": rows})  # after every row: a stopped run keeps what it measured
     if out is not None:
@@ -307,10 +386,11 @@ def _write(out: Path | None, results: dict) -> None:
         out.write_text(json.dumps(results, indent=1) + "\n")
 
 
-def _line(row: dict) -> str:
+def _line(row: dict, a: str, b: str) -> str:
+    """One row as a line: the ratio of variant ``a`` to ``b`` and their times, or the error."""
     if row.get("error"):
         return f"{row['model']} {row['mode']}: failed: {row['error'].strip().splitlines()[-1]}"
-    return (f"{row['model']} {row['mode']}: stock/patched {row['ratio_median']:.3f} "
+    return (f"{row['model']} {row['mode']}: {a}/{b} {row['ratio_median']:.3f} "
             f"[{row['ratio_min']:.3f}, {row['ratio_max']:.3f}] over {row['rounds']} rounds "
-            f"(stock {row['stock_ms']:.3f} ms, patched {row['fused_ms']:.3f} ms)")
+            f"({a} {row[KEYS[a] + '_ms']:.3f} ms, {b} {row[KEYS[b] + '_ms']:.3f} ms)")
 

@@ -255,12 +255,28 @@ def _graphs_compiled() -> int:
     return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
 
 
-def compile_config():
-    """The generation ``CompileConfig`` both variants compile with: inductor, ``reduce-overhead``
-    (CUDA graphs), graph breaks allowed."""
+def compile_config(backend=None):
+    """The generation ``CompileConfig`` the variants compile with: ``reduce-overhead`` (CUDA graphs),
+    graph breaks allowed, with Inductor, or with ``backend`` where given (a ``torch.compile`` backend,
+    e.g. a :class:`fused_swiglu.compile_fusion.FusedSwiGLUBackend`).
+
+    ``generate`` compiles with ``CompileConfig.to_dict()``, a deep copy, which would give
+    ``torch.compile`` a copy of the backend and leave its records on the copy; the config returned
+    passes ``backend`` itself, so that its ``fused`` and ``unfused`` records can be read afterwards.
+
+    Raises:
+        ImportError: transformers is not installed.
+    """
     from transformers.generation import CompileConfig
 
-    return CompileConfig(mode="reduce-overhead", fullgraph=False)
+    if backend is None:
+        return CompileConfig(mode="reduce-overhead", fullgraph=False)
+
+    class SharedBackendConfig(CompileConfig):
+        def to_dict(self) -> dict:
+            return {**super().to_dict(), "backend": self.backend}
+
+    return SharedBackendConfig(mode="reduce-overhead", fullgraph=False, backend=backend)
 
 
 def compiled_decode(model, s: Settings) -> dict:

@@ -428,6 +428,14 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--out", "ab.csv"], "--out names the JSON file"),
     (["bench", "e2e-ab", "--out", "/"], "--out must be a file path, not a directory"),
     (["bench", "e2e-ab", "--tokens", "1"], "fused-swiglu bench e2e-ab: error: unrecognized arguments: --tokens 1"),
+    (["bench", "e2e-ab", "--variants", "fused", "patched"], "argument --variants: invalid choice: 'fused' (choose from "
+     "'stock', 'patched', 'backend')"),
+    (["bench", "e2e-ab", "--variants", "backend"], "argument --variants: expected 2 arguments"),
+    (["bench", "e2e-ab", "--variants", "patched", "patched"], "fused-swiglu bench e2e-ab: --variants must be two "
+     "different ones of stock, patched, backend; got patched patched"),
+    (["bench", "e2e-ab", "--variants", "backend", "patched", "--modes", "compiled_decode", "prefill"],
+     "fused-swiglu bench e2e-ab: --variants backend (the model compiled with fused_backend()) needs modes that compile "
+     "the model (compiled_decode); prefill does not"),
     (["bench", "e2e-ab", "--e2e"], "bench e2e-ab and --e2e are separate runs"),
     (["bench", "host-time", "--methods", "eager"],
      "fused-swiglu bench host-time: error: unrecognized arguments: --methods eager"),
@@ -447,10 +455,11 @@ def test_bench_e2e_ab_help_lists_its_options_and_the_exit_statuses(capsys, monke
     assert cli.main(["bench", "e2e-ab", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert text.startswith("usage: fused-swiglu bench e2e-ab ")
-    for option in ("--models", "--modes", "--rounds", "--repeats", "--warmups", "--out", "--dtype"):
+    for option in ("--models", "--variants", "--modes", "--rounds", "--repeats", "--warmups", "--out", "--dtype"):
         assert f"{option} " in text, option
     assert all(name in text for name in e2e_models.names()) and all(mode in text for mode in e2e_ab.MODES)
     assert "(default 10)" in text and "(default 5)" in text  # --rounds, --repeats and --warmups
+    assert "each one of stock, patched, backend" in text and "(default: stock patched)" in text
     assert " ".join(cli.EXIT_STATUS.split()) in text
     assert "4 bench e2e or e2e-ab: a mode failed on a model" in text
     assert cli.main(["bench", "--help"]) == 0
@@ -479,19 +488,36 @@ def test_bench_e2e_ab_options_reach_the_run():
     opts = cli.bench._ab_options(args)
     assert (opts.models, opts.modes, opts.rounds, opts.repeats, opts.warmups, opts.dtype) == (
         ["Llama-3-8B"], ["prefill", "compiled_decode"], 4, 3, 2, "fp16")
+    assert opts.variants == ["stock", "patched"]
     default = cli.bench._ab_options(cli._parser().parse_args(["bench", "e2e-ab"]))
     assert default.modes == list(e2e_ab.MODES) and (default.rounds, default.repeats, default.warmups) == (10, 5, 10)
-    assert default.models == [s.name for s in e2e_models.MODELS]
+    assert default.models == [s.name for s in e2e_models.MODELS] and default.variants == ["stock", "patched"]
+
+
+@pytest.mark.parametrize("argv, variants, modes", [
+    (["--variants", "backend", "patched"], ["backend", "patched"], ["compiled_decode"]),
+    (["--variants", "stock", "backend", "--modes", "compiled_decode"], ["stock", "backend"], ["compiled_decode"]),
+    (["--variants", "patched", "stock", "--modes", "prefill"], ["patched", "stock"], ["prefill"]),
+    (["--variants", "patched", "stock"], ["patched", "stock"], ["compiled_decode", "captured_decode_step", "prefill"]),
+])
+def test_bench_e2e_ab_variants_reach_the_run(argv, variants, modes):
+    """The pair in the order given (A then B: the ratios are A / B); without --modes, the modes where both
+    apply (the backend variant: the modes that compile the model)."""
+    opts = cli.bench._ab_options(cli._parser().parse_args(["bench", "e2e-ab", *argv]))
+    assert (opts.variants, opts.modes) == (variants, modes)
 
 
 def test_the_e2e_ab_script_calls_the_command_with_options_it_takes():
     script = (Path(__file__).resolve().parents[1] / "tools" / "e2e_ab.sh").read_text()
     call = next(line for line in script.splitlines() if "e2e-ab --models" in line)
     assert "python3 -m fused_swiglu.cli bench e2e-ab --models" in call
-    args = cli._parser().parse_args(["bench", "e2e-ab", "--models", "Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B",
-                                     "--modes", "compiled_decode", "--rounds", "10", "--repeats", "5",
-                                     "--out", "out/e2e_ab.json"])
-    assert cli.bench._ab_options(args).models == ["Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B"]
+    assert "--variants ${VARIANTS:-stock patched}" in script
+    for variants in (["stock", "patched"], ["backend", "patched"]):
+        args = cli._parser().parse_args(["bench", "e2e-ab", "--models", "Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B",
+                                         "--modes", "compiled_decode", "--variants", *variants, "--rounds", "10",
+                                         "--repeats", "5", "--out", "out/e2e_ab.json"])
+        opts = cli.bench._ab_options(args)
+        assert opts.models == ["Qwen2.5-0.5B", "Qwen3-1.7B", "Llama-3-8B"] and opts.variants == variants
 
 
 def test_the_old_mode_flags_still_run_and_name_the_new_spelling(capsys):

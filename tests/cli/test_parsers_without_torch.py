@@ -66,3 +66,11 @@ def test_the_parsers_modules_import_no_torch():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_bench_e2e_ab_variants_are_refused_without_torch():
+    (bad_choice, bad_count), err = _run([["bench", "e2e-ab", "--variants", "fused", "patched"],
+                                         ["bench", "e2e-ab", "--variants", "backend"]])
+    assert (bad_choice["status"], bad_choice["torch"]) == (EXIT_BAD_OPTION, False), bad_choice
+    assert (bad_count["status"], bad_count["torch"]) == (EXIT_BAD_OPTION, False), bad_count
+    assert "argument --variants: invalid choice: 'fused'" in err and "argument --variants: expected 2 arguments" in err

@@ -93,21 +93,30 @@ def add_parsers(sub) -> None:
     ab = e2e_ab.ABOptions(models=[])  # the defaults
     m = modes.add_parser("e2e-ab", help="whole models stock vs patched, two processes timed in alternating rounds",
                          description="A/B of whole models: the same Hugging Face model (random weights, real sizes, "
-                                     "same seed) stock and patched by fuse_swiglu_mlps, each in its own worker "
-                                     "process on the same GPU, timed in alternating rounds (stock, patched, patched, "
-                                     "stock, ...); per model and mode the median of the per-round ratios stock time "
-                                     "/ patched time (> 1: the patched model is faster) with their minimum and "
-                                     "maximum (needs transformers).", epilog=EXIT_STATUS)
+                                     "same seed) stock and patched by fuse_swiglu_mlps (or another pair of "
+                                     "--variants), each in its own worker process on the same GPU, timed in "
+                                     "alternating rounds (stock, patched, patched, stock, ...); per model and mode "
+                                     "the median of the per-round ratios stock time / patched time (> 1: the "
+                                     "patched model is faster) with their minimum and maximum (needs "
+                                     "transformers).", epilog=EXIT_STATUS)
     _shapes(m, f"whole models: {', '.join(e2e_names())}; case-insensitive; several as a b or a,b (default: "
                f"{', '.join(s.name for s in E2E_MODELS)})")
+    m.add_argument("--variants", nargs=2, choices=d.E2E_AB_VARIANTS, default=list(d.E2E_AB_DEFAULT_VARIANTS),
+                   metavar=("A", "B"),
+                   help=f"the two variants timed, each one of {', '.join(d.E2E_AB_VARIANTS)}: stock = Hugging "
+                        "Face's MLPs, patched = fuse_swiglu_mlps, backend = the stock model compiled with "
+                        f"fused_backend() (modes that compile the model only: {', '.join(d.E2E_AB_COMPILED_MODES)}); "
+                        "ratios are A time / B time (default: "
+                        f"{' '.join(d.E2E_AB_DEFAULT_VARIANTS)})")
     m.add_argument("--modes", dest="ab_modes", nargs="+", metavar="MODES",
-                   help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: all): compiled_decode = "
+                   help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: all; with the backend "
+                        f"variant {', '.join(d.E2E_AB_COMPILED_MODES)}): compiled_decode = "
                         f"generate of {ab.new_tokens} tokens (batch 1) on a static cache, compiled with CUDA graphs "
                         "(ms per token); captured_decode_step = one decode forward captured in a CUDA graph (ms per "
                         f"replay); prefill = one forward of {ab.prefill_batch} x {ab.prefill_len} tokens captured "
                         "in a CUDA graph (ms per replay)")
     m.add_argument("--rounds", type=int, default=ab.rounds,
-                   help=f"rounds per model and mode, each timing stock and patched, the order flipping every round; "
+                   help=f"rounds per model and mode, each timing both variants, the order flipping every round; "
                         f"one ratio per round (default {ab.rounds})")
     m.add_argument("--repeats", type=int, default=ab.repeats,
                    help=f"timed calls of each variant per round, a round's time their median (default {ab.repeats})")
@@ -353,7 +362,8 @@ def _e2e(args, console) -> int:
 
 
 # an option of bench e2e-ab, by the ABOptions field that check_options names first in its message
-_AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype"}
+_AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype",
+               "variants": "--variants"}
 
 
 def _ab_options(args):
@@ -366,8 +376,9 @@ def _ab_options(args):
     from ..bench import e2e_ab, e2e_models
 
     models = _e2e_models(args.models) or [s.name for s in e2e_models.MODELS]
-    modes = split(args.ab_modes, "--modes") if args.ab_modes else list(e2e_ab.MODES)
-    opts = e2e_ab.ABOptions(models=models, modes=modes, rounds=args.rounds, repeats=args.repeats,
+    variants = list(args.variants)
+    modes = split(args.ab_modes, "--modes") if args.ab_modes else e2e_ab.default_modes(variants)
+    opts = e2e_ab.ABOptions(models=models, modes=modes, variants=variants, rounds=args.rounds, repeats=args.repeats,
                             warmups=args.warmups, dtype=args.dtype)
     try:
         e2e_ab.check_options(opts)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import re
+import threading
+import types
 
 import pytest
 from rich.console import Console
@@ -28,6 +32,7 @@ def test_rounds_alternate_between_two_processes_and_ratios_are_per_round(tmp_pat
     for r, s, f in zip(row["ratios"], row["stock_samples_ms"], row["fused_samples_ms"]):
         assert r == pytest.approx(s / f)
     assert row["ratio_min"] <= row["ratio_median"] <= row["ratio_max"]
+    assert (row["variant_a"], row["variant_b"]) == ("stock", "patched")
     assert json.loads(out.read_text())["rows"][0]["ratio_median"] == row["ratio_median"]
 
 
@@ -103,3 +108,145 @@ def test_the_cli_command_exits_4_naming_each_failed_pair_after_running_the_other
     failed, measured = json.loads(out.read_text())["rows"]
     assert failed["ratio_median"] is None and "CUDA error: out of memory" in failed["error"]
     assert measured["mode"] == "prefill" and measured["ratio_median"] == 1.0
+
+
+# --- --variants: which two variants, and the rows that name them -----------------------------------------
+
+
+class _ThreadContext:
+    """The spawn context with threads for processes: the workers, the test's fakes, run in this process."""
+
+    Pipe = staticmethod(multiprocessing.Pipe)
+
+    class Process(threading.Thread):
+        def kill(self):  # never needed: a fake worker returns on "stop"
+            raise AssertionError("a fake worker did not stop")
+
+
+def _fake_workers(monkeypatch, ms: dict[str, float]):
+    """Workers that answer each "time" with ``ms[variant]`` (and Dynamo's count unchanged); returns the
+    order in which the variants were timed."""
+    timed = []
+
+    def worker(conn, spec, mode, variant, opts):
+        info = {"prepare_s": 1.0, "patched_blocks": spec.num_layers if variant == "patched" else 0}
+        if variant == "backend":
+            info["fused_mlps"] = spec.num_layers
+        conn.send(("ready", info))
+        while conn.recv() != "stop":
+            timed.append(variant)
+            conn.send(("ms", (ms[variant], 7)))
+
+    monkeypatch.setattr(e2e_ab, "mp", types.SimpleNamespace(get_context=lambda method: _ThreadContext))
+    monkeypatch.setattr(e2e_ab, "worker", worker)
+    return timed
+
+
+def test_the_default_pair_keeps_the_stock_and_patched_fields(monkeypatch):
+    timed = _fake_workers(monkeypatch, {"stock": 3.0, "patched": 2.0})
+    (row,) = e2e_ab.run_ab(_opts(rounds=2), None, Console(quiet=True))["rows"]
+    assert timed == ["stock", "patched", "patched", "stock"]
+    assert (row["variant_a"], row["variant_b"]) == ("stock", "patched")
+    assert (row["stock_ms"], row["fused_ms"], row["ratios"]) == (3.0, 2.0, [1.5, 1.5])
+    assert row["stock_samples_ms"] == [3.0, 3.0] and row["fused_samples_ms"] == [2.0, 2.0]
+    assert row["graphs_compiled_while_timed"] == {"stock": 0, "fused": 0}
+    assert row["prepare_s"] == {"stock": 1.0, "fused": 1.0}
+    assert not any("backend" in key for key in row)
+
+
+def test_backend_against_patched_rows_name_both_variants(monkeypatch, tmp_path):
+    timed = _fake_workers(monkeypatch, {"backend": 1.5, "patched": 2.0})
+    console = Console(record=True, width=200)
+    out = tmp_path / "ab.json"
+    results = e2e_ab.run_ab(_opts(modes=["compiled_decode"], variants=["backend", "patched"], rounds=3), out, console)
+    assert timed == ["backend", "patched", "patched", "backend", "backend", "patched"]  # A B, B A, A B
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row == results["rows"][0]
+    assert (row["variant_a"], row["variant_b"]) == ("backend", "patched")
+    assert (row["backend_ms"], row["fused_ms"], row["ratio_median"]) == (1.5, 2.0, 0.75)
+    assert row["ratios"] == [0.75] * 3
+    assert row["backend_samples_ms"] == [1.5] * 3 and row["fused_samples_ms"] == [2.0] * 3
+    assert row["graphs_compiled_while_timed"] == {"backend": 0, "fused": 0}
+    assert row["prepare_s"] == {"backend": 1.0, "fused": 1.0} and row["backend_fused_mlps"] == 2
+    assert "stock_ms" not in row and "stock_samples_ms" not in row
+    meta = results["meta"]
+    assert meta["unit"].startswith("ratio = backend ms / patched ms") and "(backend, patched)" in meta["protocol"]
+    assert meta["options"]["variants"] == ["backend", "patched"]
+    printed = console.export_text()
+    assert "tiny-qwen2 compiled_decode: backend/patched 0.750 [0.750, 0.750] over 3 rounds" in printed
+    assert "(backend 1.500 ms, patched 2.000 ms)" in printed
+
+
+def test_a_failed_pair_names_its_variants(monkeypatch):
+    def run_pair(spec, mode, opts):
+        raise RuntimeError("the backend worker failed:\nRuntimeError: fused_backend fused the MLPs of 1 of 2")
+
+    monkeypatch.setattr(e2e_ab, "run_pair", run_pair)
+    (row,) = e2e_ab.run_ab(_opts(modes=["compiled_decode"], variants=["stock", "backend"]), None,
+                           Console(quiet=True))["rows"]
+    assert (row["variant_a"], row["variant_b"], row["ratio_median"]) == ("stock", "backend", None)
+    assert "the backend worker failed" in row["error"]
+
+
+@pytest.mark.parametrize("variants,modes,says", [
+    (["backend", "patched"], ["prefill"], "variants backend (the model compiled with fused_backend()) needs modes "
+                                          "that compile the model (compiled_decode); prefill does not"),
+    (["stock", "backend"], ["compiled_decode", "captured_decode_step", "prefill"],
+     "captured_decode_step, prefill do not"),
+    (["stock", "stock"], ["prefill"],
+     "variants must be two different ones of stock, patched, backend; got stock stock"),
+    (["stock"], ["prefill"], "variants must be two different ones"),
+    (["stock", "fused"], ["prefill"], "got stock fused"),
+])
+def test_bad_variants_are_named(variants, modes, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        e2e_ab.check_options(_opts(variants=variants, modes=modes))
+
+
+def test_the_default_modes_of_a_pair():
+    assert e2e_ab.default_modes(["stock", "patched"]) == list(e2e_ab.MODES)
+    assert e2e_ab.default_modes(["backend", "patched"]) == ["compiled_decode"]
+    e2e_ab.check_options(_opts(variants=["patched", "backend"], modes=e2e_ab.default_modes(["patched", "backend"])))
+
+
+def test_fused_mlps_counts_layers_and_refuses_an_unfused_product():
+    from fused_swiglu.compile_fusion import FusedSwiGLUBackend, FusionRecord
+
+    def record(layer, graph=0, reason=None):
+        return FusionRecord(graph, f"mul_{layer}", f"layers_{layer}_mlp_gate_proj_weight",
+                            f"layers_{layer}_mlp_up_proj_weight", "separate", (128, 64), reason)
+
+    backend = FusedSwiGLUBackend("eager", False, "fast")
+    backend.fused = [record(0), record(1), record(0, graph=1)]  # layer 0 in a second graph counts once
+    assert e2e_ab.fused_mlps(backend, 2) == 2
+    with pytest.raises(RuntimeError, match="fused the MLPs of 2 of 3 decoder layers"):
+        e2e_ab.fused_mlps(backend, 3)
+    backend.unfused = [record(2, reason="a projection has a bias")]
+    with pytest.raises(RuntimeError, match="unfused: mul_2: a projection has a bias"):
+        e2e_ab.fused_mlps(backend, 2)
+
+
+def test_generate_compiles_with_the_backend_itself():
+    """generate deep-copies its CompileConfig; the config of the backend variant hands torch.compile the
+    backend itself, so that its records (read by the backend worker) are there after the call."""
+    import torch
+
+    from fused_swiglu import fused_backend
+    from fused_swiglu.bench import e2e_modes as em
+
+    torch._dynamo.reset()
+    model = e2e_models.build(e2e_models.TINY_QWEN2, torch.device("cpu"), torch.bfloat16)
+    backend = fused_backend("eager", force=True)
+    config = em.compile_config(backend)
+    config._compile_all_devices = True  # transformers compiles on the CPU only when asked
+    s = em.Settings(device=torch.device("cpu"), new_tokens=3, prompt_len=4)
+    cache = em.static_cache(model, 7, 1)
+    ids = em.prompt(model, 1, 4, 0, s.device)
+    try:
+        model.generate(**em.generate_kwargs(model, ids, s), **{em.cache_keyword(model): cache},
+                       compile_config=config)
+        assert vars(model).get("_compiled_call") is not None
+        assert e2e_ab.fused_mlps(backend, e2e_models.TINY_QWEN2.num_layers) == 2
+    finally:
+        torch._dynamo.reset()
+    assert em.compile_config().backend == "inductor"

@@ -78,3 +78,25 @@ def test_report_tabulates_an_e2e_ab_file_with_a_failed_pair(tmp_path, capsys):
     assert bad["ratio_median"] == bad["ratio_min"] == bad["ratio_max"] == bad["stock_ms"] == "-"
     assert "CUDA error: out of memory" in bad["error"]
     assert "NVIDIA H100 80GB HBM3" in out
+
+
+def test_report_tabulates_a_backend_against_patched_file(tmp_path, capsys):
+    """A run of --variants backend patched: the times in backend_ms and fused_ms, the pair named."""
+    from fused_swiglu.bench import e2e_ab
+
+    opts = e2e_ab.ABOptions(models=["Qwen2.5-0.5B"], modes=["compiled_decode"], variants=["backend", "patched"],
+                            rounds=3)
+    row = e2e_ab.pair_row("Qwen2.5-0.5B", "compiled_decode", opts,
+                          times={"backend": [1.8, 2.0, 2.2], "patched": [2.0, 2.0, 2.0]},
+                          graphs={"backend": [4, 4, 4], "patched": [4, 4, 4]},
+                          info={"backend": {"prepare_s": 30.0, "fused_mlps": 24}, "patched": {"prepare_s": 31.0}})
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps({"meta": {"kind": "e2e_ab"}, "rows": [row]}))
+    assert cli.main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    names, (cells,) = _table(out)
+    assert names[:len(COLUMNS)] == [*COLUMNS[:6], "backend_ms", "fused_ms"]
+    assert (cells["ratio_median"], cells["ratio_min"], cells["ratio_max"]) == ("1", "0.9", "1.1")
+    assert (cells["backend_ms"], cells["fused_ms"]) == ("2", "2")
+    assert (cells["variant_a"], cells["variant_b"], cells["backend_fused_mlps"]) == ("backend", "patched", "24")
+    assert "not shown: ratios, backend_samples_ms, fused_samples_ms" in out

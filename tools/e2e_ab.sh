@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Stock against patched whole models on a Hopper machine without internet, in alternating rounds
-# (`fused-swiglu bench e2e-ab`), after the GPU tests of the model patch.
+# Stock against patched whole models (or another pair of VARIANTS) on a Hopper machine without internet,
+# in alternating rounds (`fused-swiglu bench e2e-ab`), after the GPU tests of the model patch.
 #
 #   .whl/*.whl          wheels of missing Python dependencies (tools/fetch_wheels.sh)
 #   .fsw-carry/cache.tar.xz   optional: a build cache from an earlier run (what this script leaves in $OUT)
 #   CONFIGS             kernel configs to build first, 16 at once (default: the dual kernel's bf16 configs and
 #                       the training configs a patched block runs under autograd)
 #   MODELS, MODES       for bench e2e-ab (default: Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B; compiled_decode)
+#   VARIANTS            for bench e2e-ab: the two variants timed, A B (default: stock patched; e.g. "backend patched")
 #   ROUNDS, REPEATS     for bench e2e-ab (default 10, 5)
 #   PYTEST_ARGS         the tests to run first (default: the patch's tests; "" skips them)
 #   AB_OUT              file name of the result under $OUT (default e2e_ab.json)
@@ -52,7 +53,8 @@ fi
 start=$SECONDS
 # shellcheck disable=SC2086
 PYTHONUNBUFFERED=1 python3 -m fused_swiglu.cli bench e2e-ab --models ${MODELS:-Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B} \
-    --modes ${MODES:-compiled_decode} --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" \
+    --modes ${MODES:-compiled_decode} --variants ${VARIANTS:-stock patched} \
+    --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" \
     --out "$OUT/${AB_OUT:-e2e_ab.json}" 2>&1 | grep -v "Warning\|warn(" || status=5
 echo "=== e2e_ab: $((SECONDS - start)) s"
 exit $status

@@ -78,7 +78,8 @@ Private PyTorch APIs relied on
 The nodes inserted are ``Tensor`` method calls (``reshape``, ``narrow``, ``size``, ``view``) and the
 operator's ``OpOverload``, which AOTAutograd's cache accepts. Changes in Dynamo's graph forms can make
 matches disappear (the graph is then compiled as it is); ``tests/test_compile_fusion.py`` checks the
-matches, results and gradients on the installed PyTorch.
+matches, results and gradients on the installed PyTorch, and ``tests/test_compile_fusion_gpu.py`` the
+kernels, results, gradients and CUDA-graph replays of compiled models on a Hopper GPU.
 """
 
 from __future__ import annotations

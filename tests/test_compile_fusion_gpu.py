@@ -10,7 +10,7 @@ against the uncompiled models.
 * ``mode="reduce-overhead"``: the rewritten graphs are captured in CUDA graphs and replayed.
 
 Kernel names: the operator's kernel is the library's CUTLASS kernel, ``cutlass::device_kernel<...>``
-over the library's own mainloop and epilogue types, so its name holds ``fused_swiglu``. Inductor names
+over the library's own mainloop and epilogue types, so its name holds ``cutlass`` and ``fused_swiglu``. Inductor names
 its Triton kernels after the operations fused into them (``triton_poi_fused_mul_silu_0``) and eager
 PyTorch's elementwise kernels name their functors (``silu_kernel``, ``MulFunctor``): a silu left in a
 graph shows as a kernel whose name holds ``silu``. The same model compiled by Inductor without the
@@ -19,6 +19,7 @@ backend is the control that shows one.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.gpu
 
 BF16 = torch.bfloat16
 H, I = 896, 4864  # Qwen2.5-0.5B's MLP
-FUSED_KERNEL = "fused_swiglu"  # in the name of the operator's CUTLASS kernel
 MODELS = {  # two decoder layers of real widths, a small vocabulary
     "qwen2": e2e_models.ModelSpec("qwen2-2l", "qwen2", H, I, 2, 14, 2, 1024, 1e6),
     "llama": e2e_models.ModelSpec("llama-2l", "llama", 1024, 3584, 2, 8, 2, 1024, 500000.0),
@@ -90,9 +90,12 @@ def _ids(seed: int = 1, shape=(2, 64)) -> torch.Tensor:
     return torch.randint(0, 1024, shape, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
 
 
+@contextlib.contextmanager
 def _no_caches():
     """No compiled artifact from an earlier run: the backward is traced here, so its calls are counted."""
-    return torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(fx_graph_cache=False)
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        with torch._inductor.config.patch(fx_graph_cache=False):
+            yield
 
 
 # --- what the profiler shows -----------------------------------------------------------------------------
@@ -111,17 +114,23 @@ def _profile(call) -> tuple[list[str], list[str]]:
     return [e.name for e in events if e.device_type == cuda], [e.name for e in events if e.device_type != cuda]
 
 
+def _is_fused(kernel: str) -> bool:
+    """The operator's kernel: CUTLASS's, over the library's types (a Triton kernel named after the
+    operator would say ``swiglu_dual``, not ``cutlass``)."""
+    return "cutlass" in kernel and "fused_swiglu" in kernel
+
+
 def _fused(kernels: list[str]) -> list[str]:
-    return [k for k in kernels if FUSED_KERNEL in k]
+    return [k for k in kernels if _is_fused(k)]
 
 
 def _silu(kernels: list[str]) -> list[str]:
-    return [k for k in kernels if "silu" in k.lower() and FUSED_KERNEL not in k]
+    return [k for k in kernels if "silu" in k.lower() and not _is_fused(k)]
 
 
 def _elementwise_mul(kernels: list[str]) -> list[str]:
     """Triton and eager elementwise kernels that multiply (GEMM kernels' names may hold ``multiplies``)."""
-    return [k for k in kernels if ("triton" in k or "elementwise" in k) and "mul" in k.lower() and FUSED_KERNEL not in k]
+    return [k for k in kernels if ("triton" in k or "elementwise" in k) and "mul" in k.lower() and not _is_fused(k)]
 
 
 def _stock_compiled_kernels(model, *args, **kwargs) -> list[str]:
@@ -236,8 +245,7 @@ def test_hand_written_mlp_training_gradients(backward_calls):
 
     backend = fused_backend()
     f = torch.compile(model, backend=backend)
-    autograd_cache, fx_cache = _no_caches()
-    with autograd_cache, fx_cache:
+    with _no_caches():
         got = grads(f, model, BF16)
     eager = grads(model, model, BF16)
     want = grads(model64, model64, torch.float64)
@@ -262,8 +270,7 @@ def test_qwen2_training_gradients(backward_calls):
 
     backend = fused_backend()
     f = torch.compile(model, backend=backend)
-    autograd_cache, fx_cache = _no_caches()
-    with autograd_cache, fx_cache:
+    with _no_caches():
         loss, got = step(f)
     expected_loss, expected = step(model)
     assert backend.unfused == [] and len(_gates(backend)) == layers, backend

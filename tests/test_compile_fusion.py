@@ -549,3 +549,11 @@ def test_hopper_default_rewrites_a_transformers_model(grad, backward_calls):
         assert len(backward_calls) == 2
         for n, g in _grads(model).items():
             assert_close_bf16(got[n], g, rel=5e-2)
+
+
+def test_a_copy_of_the_backend_is_the_backend_so_its_records_stay_readable():
+    import copy
+
+    backend = fused_swiglu.fused_backend()
+    assert copy.deepcopy(backend) is backend and copy.copy(backend) is backend
+    assert copy.deepcopy({"backend": backend})["backend"] is backend  # as a deep-copied config holds it

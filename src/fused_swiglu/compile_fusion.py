@@ -572,7 +572,8 @@ class FusedSwiGLUBackend:
     Attributes:
         inner: the inner backend, as given (a name or a callable).
         force, accumulation: as given to :func:`fused_backend`.
-        graphs: how many graphs it was given.
+        graphs: how many graphs it was given (a copy of the backend, ``copy.copy`` or ``copy.deepcopy``, is
+            the backend itself, so these counts and records are shared).
         fused: a :class:`FusionRecord` for each product replaced by the operator.
         unfused: a :class:`FusionRecord` (with its reason) for each candidate product left as it is.
     """
@@ -585,6 +586,14 @@ class FusedSwiGLUBackend:
         self.fused: list[FusionRecord] = []
         self.unfused: list[FusionRecord] = []
         self._warned = False
+
+    def __deepcopy__(self, memo) -> FusedSwiGLUBackend:
+        """The backend itself: a configuration that deep-copies its options (transformers'
+        ``CompileConfig.to_dict()``) still hands torch.compile this backend, whose records stay readable."""
+        return self
+
+    def __copy__(self) -> FusedSwiGLUBackend:
+        return self
 
     def __repr__(self) -> str:
         return (f"FusedSwiGLUBackend(inner={self.inner!r}, force={self.force}, accumulation={self.accumulation!r}; "

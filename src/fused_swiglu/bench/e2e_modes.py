@@ -258,11 +258,8 @@ def _graphs_compiled() -> int:
 def compile_config(backend=None):
     """The generation ``CompileConfig`` the variants compile with: ``reduce-overhead`` (CUDA graphs),
     graph breaks allowed, with Inductor, or with ``backend`` where given (a ``torch.compile`` backend,
-    e.g. a :class:`fused_swiglu.compile_fusion.FusedSwiGLUBackend`).
-
-    ``generate`` compiles with ``CompileConfig.to_dict()``, a deep copy, which would give
-    ``torch.compile`` a copy of the backend and leave its records on the copy; the config returned
-    passes ``backend`` itself, so that its ``fused`` and ``unfused`` records can be read afterwards.
+    e.g. a :class:`fused_swiglu.compile_fusion.FusedSwiGLUBackend`, which ``generate``'s deep copy of
+    the config leaves as itself, so its ``fused`` and ``unfused`` records can be read afterwards).
 
     Raises:
         ImportError: transformers is not installed.
@@ -271,12 +268,7 @@ def compile_config(backend=None):
 
     if backend is None:
         return CompileConfig(mode="reduce-overhead", fullgraph=False)
-
-    class SharedBackendConfig(CompileConfig):
-        def to_dict(self) -> dict:
-            return {**super().to_dict(), "backend": self.backend}
-
-    return SharedBackendConfig(mode="reduce-overhead", fullgraph=False, backend=backend)
+    return CompileConfig(mode="reduce-overhead", fullgraph=False, backend=backend)
 
 
 def compiled_decode(model, s: Settings) -> dict:

@@ -719,3 +719,16 @@ def test_the_short_parser_lists_what_the_full_one_does():
         return {name: choice.help for choice in sub._choices_actions for name in [choice.dest]}
 
     assert commands(cli._parser(full=False)) == commands(cli._parser()) == COMMAND_HELP
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["bench", "--rep", "5", "--cuda-graph", "backward"], "--rep, --cuda-graph before backward"),
+    (["bench", "--models", "7B", "backward"], "--models before backward"),
+    (["bench", "--dtype", "fp16", "e2e"], "--dtype before e2e"),
+    (["bench", "--out", "r.json", "host-time"], "--out before host-time"),
+    (["bench", "--rounds", "3", "e2e-ab"], "--rounds before e2e-ab"),
+])
+def test_options_before_a_bench_mode_are_refused_not_dropped(argv, named, capsys):
+    assert cli.main(argv) == cli.EXIT_BAD_OPTION
+    err = capsys.readouterr().err
+    assert "options go after the mode" in err and named in err

@@ -203,6 +203,7 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
     argv = [part for a in argv for part in (a.split("=", 1) if a.startswith("--tp=") else [a])]
     flags = [a for a in argv[1:] if a in OLD_FLAGS]
     if not flags:
+        _check_options_follow_the_mode(argv)
         if "--e2e-modes" in argv and "e2e" not in argv:
             raise ValueError("--e2e-modes applies to bench e2e only (bench e2e --modes ...)")
         return argv, None
@@ -222,6 +223,22 @@ def translate_old_spelling(argv: list[str]) -> tuple[list[str], str | None]:
     new = ["bench", *rest] if given else ["bench", mode, *rest]
     return new, f"`bench {flag}` is spelt `bench {mode}{' --gpus N' if flag == '--tp' else ''}` now; running " \
                 f"`fused-swiglu {' '.join(new)}`"
+
+
+def _check_options_follow_the_mode(argv: list[str]) -> None:
+    """``bench OPTIONS MODE ...`` would parse OPTIONS as the kernel benchmark's and then drop them for the
+    mode's defaults (or read the mode's name as an option's value): refused, naming the options.
+
+    Raises:
+        ValueError: an option before the mode's name.
+    """
+    at = next((i for i, a in enumerate(argv[1:], 1) if a in (*OLD_FLAGS.values(), *NEW_MODES)), None)
+    if at is None:
+        return
+    before = [a for a in argv[1:at] if a.startswith("-") and a not in ("-h", "--help")]
+    if before:
+        raise ValueError(f"options go after the mode: fused-swiglu bench {argv[at]} {' '.join(argv[1:at])} ...; got "
+                         f"{', '.join(before)} before {argv[at]}")
 
 
 def run(args, console) -> int:

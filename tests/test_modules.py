@@ -558,3 +558,43 @@ def test_the_fallback_warning_of_a_patched_block_points_at_the_callers_line(monk
         mlp(torch.randn(2, 3, 64, dtype=torch.bfloat16))
     fallback = [w for w in caught if "PyTorch fallback" in str(w.message)]
     assert len(fallback) == 1 and fallback[0].filename == __file__
+
+
+def _patched_and_stock_blocks():
+    torch.manual_seed(0)
+    stock = nn.Sequential(nn.LayerNorm(64, dtype=torch.bfloat16), MLP())
+    patched = nn.Sequential(nn.LayerNorm(64, dtype=torch.bfloat16), MLP())
+    patched.load_state_dict(stock.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fuse_swiglu_mlps(patched) == ["1"]
+    return patched, stock, torch.randn(5, 64, dtype=torch.bfloat16)
+
+
+def test_fx_and_jit_tracing_record_the_block_s_own_forward():
+    patched, stock, x = _patched_and_stock_blocks()
+    assert torch.equal(torch.fx.symbolic_trace(patched)(x), stock(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(patched, x)
+    assert torch.equal(traced(x), stock(x))
+
+
+def test_an_autocast_to_another_dtype_runs_the_block_s_own_forward(monkeypatch):
+    patched, stock, x = _patched_and_stock_blocks()
+    calls = _count_calls(monkeypatch)
+    with torch.autocast("cpu", dtype=torch.float16):
+        out, want = patched(x), stock(x)
+    assert out.dtype == torch.float16 and torch.equal(out, want) and not calls
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # x's own dtype: the patch serves it
+        patched(x)
+    assert calls
+
+
+def test_a_call_without_a_tensor_is_the_block_s_own_error():
+    patched, stock, _ = _patched_and_stock_blocks()
+    with pytest.raises(TypeError) as got:
+        patched[1]([1.0] * 64)
+    with pytest.raises(TypeError) as want:
+        stock[1]([1.0] * 64)
+    assert str(got.value) == str(want.value)

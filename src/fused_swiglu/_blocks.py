@@ -4,6 +4,7 @@ mixture-of-experts experts (left unfused), and the patched class a block takes (
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as _module
 
@@ -73,11 +74,29 @@ PATCH_ATTR = "_fused_swiglu"
 _PATCHED: dict[type, type] = {}
 
 
+def _is_tracing() -> bool:
+    """torch.fx's symbolic tracing or torch.jit.trace (not torch.compile): they record the block's own
+    forward, whose graph does not depend on the values the patch checks."""
+    trace = torch.fx._symbolic_trace
+    fx_tracing = getattr(trace, "is_fx_tracing_symbolic_tracing", None) or getattr(trace, "is_fx_tracing", None)
+    return bool(fx_tracing and fx_tracing()) or torch.jit.is_tracing()
+
+
+def serves(x) -> bool:
+    """Whether a patched block's call with the one positional argument ``x`` runs the patch: a tensor,
+    outside fx / jit tracing, and not under an autocast to another dtype than x's (the block's own
+    forward computes in the autocast dtype there)."""
+    if not isinstance(x, torch.Tensor) or (not torch.compiler.is_compiling() and _is_tracing()):
+        return False
+    kind = x.device.type
+    return not (torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) != x.dtype)
+
+
 def _patched_forward(self, *args, **kwargs):
     # the patch serves the call it was verified for, one positional tensor (as transformers calls its
-    # MLPs); any other call (keywords, more arguments) runs the block's original forward, which takes
-    # or refuses it as before
-    if len(args) == 1 and not kwargs:
+    # MLPs); any other call (keywords, more arguments, no tensor, a trace, an autocast to another dtype)
+    # runs the block's original forward, which takes or refuses it as before
+    if len(args) == 1 and not kwargs and serves(args[0]):
         return self._fused_swiglu(args[0])
     return self._fused_swiglu.original(*args, **kwargs)
 

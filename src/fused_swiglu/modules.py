@@ -352,7 +352,8 @@ def fuse_swiglu_mlps(
     forward and is named in the warning; so is a block of another class on the meta device (nothing to
     probe). A probe sees only its inputs: a forward that departs from SwiGLU on other inputs alone is
     not caught. A patched block's call with one positional tensor runs the fused forward; any other call
-    (keywords, more arguments) runs the block's own forward. The patched forward computes
+    (keywords, more arguments, no tensor), and calls under ``torch.fx`` / ``torch.jit.trace`` tracing or
+    under an autocast to another dtype than x's, run the block's own forward. The patched forward computes
     ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Mixture-of-experts layers: routed
     experts stored as 3-D tensors (transformers 5's ``gate_up_proj`` in Qwen2/3-MoE, Mixtral,
     DeepSeek-V3) are not fused by this version and are named in the warning; shared experts and dense

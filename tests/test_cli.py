@@ -732,3 +732,8 @@ def test_options_before_a_bench_mode_are_refused_not_dropped(argv, named, capsys
     assert cli.main(argv) == cli.EXIT_BAD_OPTION
     err = capsys.readouterr().err
     assert "options go after the mode" in err and named in err
+
+
+def test_tune_checks_its_output_folder_before_the_gpu(capsys):
+    assert cli.main(["tune", "--out-dir", "/proc/fused-swiglu-tune"]) == cli.EXIT_BAD_OPTION
+    assert "--out-dir" in capsys.readouterr().err

@@ -192,7 +192,8 @@ def fallback_cost(device: torch.device) -> str:
         return (
             "On a CPU with bf16/fp16 matrix instructions (AVX-512 BF16, AMX) it can take about 1-5x the time of "
             "eager bf16/fp16 (M = 1-512 tokens, H = 896, I = 4864), so a patched model can run slower than the "
-            "stock one; on an AVX2-only CPU it can be faster than eager."
+            "stock one; on an AVX2-only CPU it can be faster than eager from a few dozen tokens on and slower at "
+            "decode sizes (M = 1-16)."
         )
     if device.type == "cuda":
         return (

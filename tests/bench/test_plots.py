@@ -98,3 +98,15 @@ def test_a_file_whose_plots_have_nothing_to_draw_is_printed_as_a_table(tmp_path,
     out = capsys.readouterr().out
     assert "ab.json: 12 rows" in out and "wrote" not in out and not list(tmp_path.glob("*.png"))
     assert "NVIDIA H200, fused-swiglu 0.1.0" in out  # the file's meta under the table, as under a plot
+
+
+def test_a_folder_of_other_results_files_reports_each_of_them(tmp_path):
+    rows = [{"model": "Qwen2.5-0.5B", "mode": "compiled_decode", "rounds": 10, "ratio_median": 1.01,
+             "ratio_min": 0.99, "ratio_max": 1.02}]
+    (tmp_path / "e2e_ab_x.json").write_text(json.dumps({"meta": META, "rows": rows}))
+    (tmp_path / "notes.json").write_text(json.dumps({"not": "results"}))  # passed over
+    shown = plots.report([tmp_path], tmp_path / "png")
+    assert shown and all(not hasattr(s, "suffix") or s.parent == tmp_path / "png" for s in shown)
+    (tmp_path / "e2e_ab_x.json").unlink()
+    with pytest.raises(ValueError, match="holds none of .* and no other results file"):
+        plots.report([tmp_path])

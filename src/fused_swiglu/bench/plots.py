@@ -338,14 +338,15 @@ def _host_time_table(results: dict):
 def report(paths: list[Path], out_dir: Path | None = None) -> list:
     """What ``fused-swiglu report`` shows of results files, in the order given: each path a results
     file (its plots by what it holds, :func:`kind_of`, named ``<file stem>_<plot>.png``) or a folder
-    (the plots of its :data:`FOLDER` files, named as there); with each file read, the tables of what no
+    (the plots of its :data:`FOLDER` files, named as there; a folder with none of them: each JSON results
+    file in it, as if named); with each file read, the tables of what no
     plot shows (:func:`tables`). The PNGs are written beside each input, or into ``out_dir``.
 
     Returns:
         The PNGs written (Paths) and the tables to print (rich Tables, titled with their file's name).
 
     Raises:
-        ValueError: a path that is not found, a folder with none of the :data:`FOLDER` files, a file
+        ValueError: a path that is not found, a folder with no results file, a file
             that is not JSON or not of the form ``{"rows": [{...}, ...]}``, or that lacks a field its
             plot or table reads (the message names the file), rows in none of the files, or a plot
             cannot be written. ImportError: matplotlib is missing where a plot is to be drawn (pip
@@ -365,8 +366,17 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list:
             for png, (source, plot) in FOLDER.items():
                 if (path / source).is_file():
                     found.setdefault(path / source, []).append(((out_dir or path) / png, plot))
+            if not found:  # any other folder of results: each JSON results file in it, as if named
+                for source in sorted(path.glob("*.json")):
+                    try:
+                        kind = kind_of(results(source))
+                    except ValueError:  # not a results file
+                        read.pop(source, None)
+                        continue
+                    found[source] = [((out_dir or path) / f"{source.stem}_{plot}.png", plot) for plot in KINDS[kind]]
             if not found:
-                raise ValueError(f"{path} holds none of {', '.join(sorted({s for s, _ in FOLDER.values()}))}")
+                raise ValueError(f"{path} holds none of {', '.join(sorted({s for s, _ in FOLDER.values()}))} and no "
+                                 "other results file")
             jobs += found.items()
         elif path.is_file():
             jobs.append((path, [((out_dir or path.parent) / f"{path.stem}_{plot}.png", plot)

@@ -118,3 +118,13 @@ def test_no_module_outside_the_choice_names_a_training_config():
         text = f.read_text()
         assert not re.search(r"\b_lib\b", text) and "launch(" not in text, f  # no ctypes launch
         assert not re.search(r"(dual_store|packed_store|dswiglu)_pingpong", text), f
+
+
+@pytest.mark.parametrize("args, message", [
+    (("quad", "", 1, 64, 64, torch.bfloat16), "kernel must be one of .*got kernel='quad'"),
+    (("packed", "", 1, 64, 64, torch.float32), "dtype must be torch.bfloat16 or torch.float16; got dtype=torch.float32"),
+    (("packed", None, 1, 64, 64, torch.bfloat16), r"'' \(the choice, fast accumulation\) or 'promoted'; got config=None"),
+])
+def test_explain_names_the_argument_at_fault(args, message):
+    with pytest.raises(ValueError, match=message):
+        configs.explain(*args)

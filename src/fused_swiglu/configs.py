@@ -484,6 +484,7 @@ def explain(
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
         TMA rows: no launch could serve the problem).
     """
+    _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         choice = resolve(kernel, config, M, N, K, dtype)
         if config:
@@ -537,6 +538,15 @@ def _explain(
     return choice, reason
 
 
+def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:
+    """Raise ValueError naming ``kernel`` or ``dtype`` when the choice knows no such kernel or dtype."""
+    if kernel not in (*KERNELS, *TRAINING_KERNELS):
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, (*KERNELS, *TRAINING_KERNELS)))}; got "
+                         f"kernel={kernel!r}")
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
+
+
 def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` or a name of a ``kernel`` config
     for ``dtype`` (the ops' ``config`` argument; see :func:`resolve`)."""
@@ -546,5 +556,5 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     if not isinstance(config, str) or not _names_kernel(config, kernel, suffix):
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
-            f"ending with {suffix!r}), '' or 'promoted'; got config={config!r}"
+            f"ending with {suffix!r}), '' (the choice, fast accumulation) or 'promoted'; got config={config!r}"
         )

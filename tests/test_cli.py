@@ -737,3 +737,10 @@ def test_options_before_a_bench_mode_are_refused_not_dropped(argv, named, capsys
 def test_tune_checks_its_output_folder_before_the_gpu(capsys):
     assert cli.main(["tune", "--out-dir", "/proc/fused-swiglu-tune"]) == cli.EXIT_BAD_OPTION
     assert "--out-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, shown", [(["sweep", "--help"], "--out OUT"), (["bench", "tp", "--help"], "--gpus N")])
+def test_help_pages_show_required_options_as_required(argv, shown, capsys):
+    assert cli.main(argv) == 0
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert shown in usage and f"[{shown}]" not in usage

@@ -55,7 +55,9 @@ class Parser(argparse.ArgumentParser):
         """argparse's, except that a required argument left out is not an error yet: it is recorded in
         the namespace (the innermost command's first) for :meth:`parse_args`, which reports it only
         where no argument was unknown. Subcommands' parsers are called through this method too."""
-        required = [a for a in self._actions if a.required]
+        given = sys.argv[1:] if args is None else list(args)
+        # a help page is printed while parsing: it shows the required options as required
+        required = [] if ("-h" in given or "--help" in given) else [a for a in self._actions if a.required]
         for action in required:
             action.required = False
         try:

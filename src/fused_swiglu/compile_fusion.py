@@ -560,7 +560,8 @@ def _grouped(records: list[FusionRecord]) -> str:
     by_reason: dict[str, list[str]] = {}
     for r in records:
         by_reason.setdefault(r.reason, []).append(r.node)
-    return "; ".join(f"{len(nodes)} x {reason}" for reason, nodes in by_reason.items())
+    return "; ".join(f"{len(nodes)} product{'' if len(nodes) == 1 else 's'}: {reason}"
+                     for reason, nodes in by_reason.items())
 
 
 class FusedSwiGLUBackend:

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Time a first use on a GPU machine without internet, as a new user meets it, and write
-# $OUT/first_use.json ({"source_s", "wheel_s", ...}; seconds of wall time, whole processes):
+# $OUT/first_use.json ({"meta", "rows"}: one row per install, "source" and "wheel", in seconds of wall time, whole processes):
 #
-#   source_s  pip install of this checkout into a new virtual environment (dependencies from .whl/,
+#   source    pip install of this checkout into a new virtual environment (dependencies from .whl/,
 #             torch from the system), then a first swiglu() call at one shape with an empty cache:
 #             the core library, the one config that call needs and the operator library compiled
-#   wheel_s   the same with the binary wheel (dist/*.whl, FUSED_SWIGLU_PREBUILT=1) and no nvcc on PATH
+#   wheel     the same with the binary wheel (dist/*.whl, FUSED_SWIGLU_PREBUILT=1) and no nvcc on PATH
 #
 # Needs: python3 with torch (CUDA), .whl/ from tools/fetch_wheels.sh (setuptools too), dist/ with
 # the binary wheel; nvcc on PATH for the source case.
@@ -52,8 +52,11 @@ wheel_s=$(PATH=$(echo "$PATH" | tr ':' '\n' | grep -vx "$nvcc_dir" | paste -sd:)
 python3 - "$OUT/first_use.json" "$source_s" "$wheel_s" "$wheel" <<'PY'
 import json, sys, datetime, torch
 path, source_s, wheel_s, wheel = sys.argv[1:]
-json.dump({"source_s": float(source_s), "wheel_s": float(wheel_s), "wheel": wheel.split("/")[-1],
-           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": "M=1, H=896, I=4864, bf16",
-           "date": datetime.date.today().isoformat()}, open(path, "w"), indent=2)
+meta = {"gpu": torch.cuda.get_device_name(), "torch_version": torch.__version__, "kind": "first_use",
+        "timestamp": datetime.date.today().isoformat(), "shape": "M=1, H=896, I=4864, bf16",
+        "unit": "seconds of wall time from pip install to the first result, whole processes"}
+rows = [{"install": "source", "seconds": float(source_s)},
+        {"install": "wheel", "wheel": wheel.split("/")[-1], "seconds": float(wheel_s)}]
+json.dump({"meta": meta, "rows": rows}, open(path, "w"), indent=2)
 print(open(path).read())
 PY

@@ -118,3 +118,10 @@ def test_a_missing_path_is_not_found_and_a_bad_file_exits_with_the_listed_status
     assert "not a results file of fused-swiglu" in capsys.readouterr().err
     assert f"{cli.EXIT_BAD_OPTION} bad input: " in cli.EXIT_STATUS and "a results file that report cannot read" \
         in cli.EXIT_STATUS
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "docs" / "results").rglob("*.json")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_results_file_is_one_report_reads(path):
+    results = plots._results(path)  # raises, naming the file, for anything else
+    assert results["rows"] and plots.kind_of(results) is not None

@@ -16,21 +16,14 @@ import torch.nn.functional as F
 from torch import nn
 
 import fused_swiglu
-from fused_swiglu import autograd as fsw_autograd
 from fused_swiglu import compile_fusion
 from fused_swiglu.compile_fusion import FusedSwiGLUBackend, fuse_graph, fused_backend
+from compile_fusion_common import backward_calls, fresh_dynamo  # noqa: F401 (fixtures)
 
 OP = torch.ops.fused_swiglu.swiglu_dual.default
 SILU = torch.ops.aten.silu.default
 H, I = 64, 128
 BF16 = torch.bfloat16
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 class Capture:
@@ -202,20 +195,6 @@ def tiny_model(name):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(tiny_config(name)).to(BF16)
-
-
-@pytest.fixture
-def backward_calls(monkeypatch):
-    """Counts the calls of the operator's backward (traced by AOTAutograd when the graph is compiled)."""
-    calls = []
-    original = fsw_autograd.dual_backward
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(fsw_autograd, "dual_backward", counted)
-    return calls
 
 
 # --- (a, b) found, replaced, and equal to eager --------------------------------------------------------

@@ -27,11 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fused_swiglu import autograd as fsw_autograd
 from fused_swiglu import fused_backend
 from fused_swiglu.accuracy import ulp_at
 from fused_swiglu.bench import e2e_models
 from fused_swiglu.reference import swiglu_float64
+from compile_fusion_common import backward_calls, fresh_dynamo  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.gpu
 
@@ -45,28 +45,6 @@ MODELS = {  # two decoder layers of real widths, a small vocabulary
 # Frobenius difference of each gradient) and the compiled model's largest logit difference against the
 # uncompiled one, as a share of the largest logit (tests/test_compile_fusion.py)
 REL = 3e-2
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def backward_calls(monkeypatch):
-    """Counts the calls of the operator's backward (traced by AOTAutograd when the graph is compiled)."""
-    calls = []
-    original = fsw_autograd.dual_backward
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(fsw_autograd, "dual_backward", counted)
-    return calls
 
 
 class MLP(nn.Module):

@@ -363,8 +363,8 @@ def _current_device() -> tuple[int, str, int | None]:
 
 
 def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
-    """``name`` is a config of ``kernel`` ("packed" or "dual", swap-AB forms included, store forms not) for
-    the dtype whose name suffix is ``suffix`` ("_bf16" or "_fp16")."""
+    """``name`` is a config of ``kernel`` ("packed" or "dual", swap-AB forms included, store forms not; or a
+    training kernel) for the dtype whose name suffix is ``suffix`` ("_bf16" or "_fp16")."""
     return name.startswith(kernel + "_") and not name.startswith(kernel + "_store_") and name.endswith(suffix)
 
 
@@ -433,20 +433,6 @@ def training_choice(kernel: str, K: int, dtype: torch.dtype) -> Choice:
     return Choice(catalog.name_of(*entry, DTYPE_SUFFIX[dtype]))
 
 
-def check_training_config(kernel: str, config: str, dtype: torch.dtype) -> None:
-    """Raise ValueError unless ``config`` is ``""`` or a name of a ``kernel`` config (one of
-    :data:`TRAINING_KERNELS`) for ``dtype`` (the training operators' ``config`` argument). Other dtypes
-    pass here (the CPU kernels take any floating dtype with ``""``)."""
-    if config == "":
-        return
-    suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    if not isinstance(config, str) or not (config.startswith(kernel + "_") and config.endswith(suffix)):
-        raise ValueError(
-            f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
-            f"ending with {suffix!r}) or be ''; got config={config!r}"
-        )
-
-
 def resolve(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None,
@@ -460,10 +446,9 @@ def resolve(
         ValueError: a config name of another kernel (a packed config reads 2I weight rows, a dual
             config two I-row weights, a store config also writes g and u), or of another dtype.
     """
-    if kernel in TRAINING_KERNELS:
-        check_training_config(kernel, config, dtype)
-        return training_choice(kernel, K, dtype) if config == "" else Choice(config)
     check_config(kernel, config, dtype)
+    if kernel in TRAINING_KERNELS:
+        return training_choice(kernel, K, dtype) if config == "" else Choice(config)
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config], num_sms=num_sms, gpu=gpu,
                       smem_limit=smem_limit)
@@ -548,13 +533,17 @@ def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:
 
 
 def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
-    """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` or a name of a ``kernel`` config
-    for ``dtype`` (the ops' ``config`` argument; see :func:`resolve`)."""
-    if config in AUTO_CONFIG:
+    """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` (not for a training kernel,
+    :data:`TRAINING_KERNELS`) or a name of a ``kernel`` config for ``dtype`` (the ops' ``config``
+    argument; see :func:`resolve`). A training kernel's ``""`` passes with any dtype (its CPU kernels
+    take any floating dtype)."""
+    training = kernel in TRAINING_KERNELS
+    if config == "" or (not training and config in AUTO_CONFIG):
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if not isinstance(config, str) or not _names_kernel(config, kernel, suffix):
+        autos = "or be ''" if training else "'' (the choice, fast accumulation) or 'promoted'"
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
-            f"ending with {suffix!r}), '' (the choice, fast accumulation) or 'promoted'; got config={config!r}"
+            f"ending with {suffix!r}){'' if training else ','} {autos}; got config={config!r}"
         )

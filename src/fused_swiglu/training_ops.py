@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .configs import check_training_config
+from .configs import check_config
 from .op_library import OPS_LIBRARY
 from .reference import ieee_fp32_matmul
 from .weights import unpack_gate_up
@@ -84,7 +84,7 @@ def check_dual_store(x: Tensor, w_gate: Tensor, w_up: Tensor, config: str = "", 
     """The operands of ``swiglu_dual_store`` (``op`` names the operator in errors); raises as the module says."""
     H, I = _dim(x, 1), _dim(w_gate, 0)
     check_operands(op, H, I, {"x": (None, None), "w_gate": (None, H), "w_up": (I, H)}, x=x, w_gate=w_gate, w_up=w_up)
-    check_training_config("dual_store", config, x.dtype)
+    check_config("dual_store", config, x.dtype)
 
 
 def check_packed_store(x: Tensor, w_packed: Tensor, config: str = "") -> None:
@@ -95,7 +95,7 @@ def check_packed_store(x: Tensor, w_packed: Tensor, config: str = "") -> None:
                          f"w_packed of shape {tuple(w_packed.shape)}")
     I = None if rows is None else rows // 2
     check_operands("swiglu_packed_store", H, I, {"x": (None, None), "w_packed": (None, H)}, x=x, w_packed=w_packed)
-    check_training_config("packed_store", config, x.dtype)
+    check_config("packed_store", config, x.dtype)
 
 
 def check_dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor, config: str = "") -> None:
@@ -104,7 +104,7 @@ def check_dswiglu(dz: Tensor, w_down: Tensor, gu: Tensor, config: str = "") -> N
     cols = None if I is None else 2 * I
     check_operands("dswiglu", H, I, {"dz": (None, None), "w_down": (H, None), "gu": (M, cols)},
                     dz=dz, w_down=w_down, gu=gu)
-    check_training_config("dswiglu", config, dz.dtype)
+    check_config("dswiglu", config, dz.dtype)
 
 
 def _accumulate(dtype: torch.dtype) -> torch.dtype:

@@ -266,9 +266,7 @@ def compile_config(backend=None):
     """
     from transformers.generation import CompileConfig
 
-    if backend is None:
-        return CompileConfig(mode="reduce-overhead", fullgraph=False)
-    return CompileConfig(mode="reduce-overhead", fullgraph=False, backend=backend)
+    return CompileConfig(mode="reduce-overhead", fullgraph=False, backend="inductor" if backend is None else backend)
 
 
 def compiled_decode(model, s: Settings) -> dict:

@@ -301,6 +301,7 @@ def build(args, console) -> int:
 def tune(args, console) -> int:
     from .. import configs, tuning
     from ..bench import model_shapes
+    from ..bench.report import check_out_path
     from ..bench.shapes import MODELS
     from ..bench.tune import run_tune
 
@@ -311,8 +312,6 @@ def tune(args, console) -> int:
         chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
         problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
-    from ..bench.report import check_out_path
-
     check_out_path(out_dir / "tuned.json", "--out-dir")  # its folder can be made and written, before any GPU work
     if (code := no_hopper("tune")) is not None:
         return code

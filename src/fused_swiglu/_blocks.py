@@ -74,12 +74,15 @@ PATCH_ATTR = "_fused_swiglu"
 _PATCHED: dict[type, type] = {}
 
 
+# torch.fx's query for its symbolic tracing alone (older releases: any fx tracing), looked up once
+_FX_TRACING = (getattr(torch.fx._symbolic_trace, "is_fx_tracing_symbolic_tracing", None)
+               or getattr(torch.fx._symbolic_trace, "is_fx_tracing", None) or (lambda: False))
+
+
 def _is_tracing() -> bool:
     """torch.fx's symbolic tracing or torch.jit.trace (not torch.compile): they record the block's own
     forward, whose graph does not depend on the values the patch checks."""
-    trace = torch.fx._symbolic_trace
-    fx_tracing = getattr(trace, "is_fx_tracing_symbolic_tracing", None) or getattr(trace, "is_fx_tracing", None)
-    return bool(fx_tracing and fx_tracing()) or torch.jit.is_tracing()
+    return bool(_FX_TRACING()) or torch.jit.is_tracing()
 
 
 def serves(x) -> bool:

@@ -5,11 +5,12 @@ For each Qwen2.5 shape and token count this times, in one turn rep by rep (the b
 L2 flushed before each call, input sets rotated, CUDA-event medians of GPU time, launches through
 the kernel library as ``fused-swiglu tune`` makes them):
 
-* ``cublas_gemm`` (one GEMM of the same FLOPs, ``x @ [W_gate; W_up]^T``) and ``quack`` (quack-kernels'
-  ``gemm_gated`` SwiGLU, where the package imports);
+* ``cublas_gemm`` (one GEMM of the same FLOPs, ``x @ [W_gate; W_up]^T``), ``eager`` (PyTorch's two
+  GEMMs and ``silu(g) * u``) and ``quack`` (quack-kernels' ``gemm_gated`` SwiGLU, where the package
+  imports);
 * the config choice of each kernel (``choice_packed`` / ``choice_dual``, with its raster and swizzle);
 * every launch the choice would consider (:func:`fused_swiglu.configs.launch_options`) of the catalog
-  configs named by ``--configs`` (library names without the dtype suffix), or with ``--launches
+  configs named by ``--configs`` (none: the choices and the peers only) (library names without the dtype suffix), or with ``--launches
   RASTER:SWIZZLE ...`` each of those launches, legal for the choice or not (the library still checks
   what it can run).
 
@@ -34,6 +35,7 @@ from pathlib import Path
 import torch
 
 from fused_swiglu import _lib, configs
+from fused_swiglu.reference import swiglu_eager
 from fused_swiglu.bench import methods, power, timing, tune
 from fused_swiglu.bench.shapes import MODELS, find
 
@@ -43,7 +45,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", nargs="+", default=None)
     ap.add_argument("--tokens", nargs="+", type=int, default=[512, 2048, 8192])
-    ap.add_argument("--configs", nargs="+", required=True, choices=sorted(configs.BY_BASE_NAME), metavar="NAME",
+    ap.add_argument("--configs", nargs="*", default=[], choices=sorted(configs.BY_BASE_NAME), metavar="NAME",
                     help="catalog config names without the dtype suffix")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--launches", nargs="+", default=None, metavar="RASTER:SWIZZLE",
@@ -62,12 +64,16 @@ def main() -> None:
     if monitor is not None:
         print(f"heat soak: {power.describe(timing.heat_soak(device, monitor))}", flush=True)
     pool = [configs.BY_BASE_NAME[n] for n in a.configs]
+    meta = {"gpu": gpu, "num_sms": num_sms, "reps": a.reps, "protocol": a.protocol, "seconds": a.seconds,
+            "torch": torch.__version__, "dtype": "bf16",
+            "quack": with_quack, "ratios_printed_against": "quack" if with_quack else "cublas_gemm"}
     rows = []
     for shape in find(a.models, default=MODELS):
         K, N = shape.hidden_size, shape.intermediate_size
         for M in a.tokens:
             sets = tune.make_operands(M, N, K, dtype, device)
-            extra = {"cublas_gemm": [lambda s=s, w=torch.cat([s.w_gate, s.w_up]): torch.mm(s.x, w.t()) for s in sets]}
+            extra = {"cublas_gemm": [lambda s=s, w=torch.cat([s.w_gate, s.w_up]): torch.mm(s.x, w.t()) for s in sets],
+                     "eager": [lambda s=s: swiglu_eager(s.x, s.w_gate, s.w_up) for s in sets]}
             if with_quack:
                 extra["quack"] = [lambda s=s, w=methods.alternate_rows(s.w_gate, s.w_up): methods.quack_swiglu(s.x, w)
                                   for s in sets]
@@ -104,10 +110,8 @@ def main() -> None:
                 line.append(f"{kernel}: choice {ref / times[v.key]:.3f}"
                             + (f" best-new {ref / mine[best]:.3f} {best}" if best else ""))
             print(" | ".join(line), flush=True)
-    meta = {"gpu": gpu, "num_sms": num_sms, "reps": a.reps, "protocol": a.protocol, "seconds": a.seconds,
-            "torch": torch.__version__, "dtype": "bf16",
-            "quack": with_quack, "ratios_printed_against": "quack" if with_quack else "cublas_gemm"}
-    Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+            # after every cell, so that a run cut short keeps what it timed
+            Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

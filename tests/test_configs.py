@@ -55,9 +55,14 @@ def _choices(kernel, accumulation, num_sms=132, gpu=H200):
 @pytest.mark.parametrize("kernel", configs.KERNELS)
 @pytest.mark.parametrize("accumulation", configs.ACCUMULATIONS)
 def test_every_choice_is_compiled_legal_and_of_its_kind(kernel, accumulation):
+    data = tuning.load(H200, "bf16")
     for (M, n, h), c in _choices(kernel, accumulation):
         assert c.base_name in configs.BY_BASE_NAME, c
         assert c.kernel == kernel and c.accumulation == accumulation, (M, n, h, c)
+        if configs.sustained_ranking(kernel, M, n, h, accumulation, 132, data):
+            # a launch timed at the power cap: its costs count the padding tiles it runs
+            assert tuning.launch_key(c.base_name, c.raster, c.swizzle) in data.sustained, (M, n, h, c)
+            continue
         assert configs.legal(c, M, n), (M, n, h, c)
         assert configs.token_tiles_fill_clusters(c, M, n)
         assert configs.swizzle_padding(c, M, n) <= configs.SWIZZLE_PADDING_MAX
@@ -274,7 +279,7 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
 
 
 def test_an_interleaved_override_stands_where_its_tile_order_re_reads_nothing():
-    data = tuning.load(H200, "bf16")
+    data = dataclasses.replace(tuning.load(H200, "bf16"), sustained={})  # the cost model's power term
     base = configs.BY_BASE_NAME["dual_pingpong_128x128x64_2x1"]
     interleaved = tuning.Override(base.base_name, 0, 1)
     sustained = tuning.Override(base.base_name, 0, 1, protocol="sustained")
@@ -295,9 +300,68 @@ def test_a_grid_that_swizzle_8_pads_gets_swizzle_4_at_the_power_cap():
     pp = configs.BY_BASE_NAME["packed_pingpong_128x128x64_2x1"]
     launches = {(v.raster, v.swizzle) for v in configs.launch_options(pp, 8192, 11008)}
     assert (2, 4) in launches and (2, 8) not in launches
+    data = dataclasses.replace(tuning.load(H200, "bf16"), sustained={})  # the cost model's power term
     for kernel in ("dual", "packed"):
-        chosen = configs.choose_config(kernel, 8192, 11008, 2048, gpu=H200)
+        chosen = configs.model_config(kernel, 8192, 11008, 2048, "fast", 132, data)
         assert (chosen.raster, chosen.swizzle) == (2, 4), chosen
+
+
+def _with_sustained(launches: dict[str, tuple[float, float]], from_m: int = 2048) -> tuning.Tuning:
+    data = tuning.load(H200, "bf16")
+    return dataclasses.replace(data, sustained={k: cost_model.ConfigCosts(a, b) for k, (a, b) in launches.items()},
+                               sustained_from_m=from_m)
+
+
+def test_from_its_m_on_the_choice_ranks_the_sustained_launches_by_their_costs():
+    # two launches of one config: the cheaper per k-tile wins wherever both run the same rounds
+    data = _with_sustained({"packed_pingpong_128x192x64_2x1@2:4": (0.0, 1.0),
+                            "packed_pingpong_128x192x64_2x1@1:8": (0.0, 0.9),
+                            "dual_pingpong_128x160x64_2x1@2:8": (0.0, 0.5)})
+    ranked = configs.sustained_ranking("packed", 8192, 18944, 3584, "fast", 132, data)
+    assert [(c.base_name, c.raster, c.swizzle) for _, c in ranked] == [
+        ("packed_pingpong_128x192x64_2x1", 1, 8), ("packed_pingpong_128x192x64_2x1", 2, 4)]
+    pick = configs.model_config("packed", 8192, 18944, 3584, "fast", 132, data)
+    assert (pick.base_name, pick.raster, pick.swizzle) == ("packed_pingpong_128x192x64_2x1", 1, 8)
+    # the predicted time: rounds of the tiles run (padding included) times the launch's costs
+    v = dataclasses.replace(configs.BY_BASE_NAME["packed_pingpong_128x192x64_2x1"], raster=1, swizzle=8)
+    rounds, _ = cost_model.rounds(v, 8192, 18944, 132, 8)
+    assert ranked[0][0] == pytest.approx(rounds * 56 * 0.9)
+    # another kernel or accumulation, or M below from_m: not these launches
+    assert configs.sustained_ranking("packed", 8192, 18944, 3584, "promoted", 132, data) == []
+    assert configs.sustained_ranking("packed", 2047, 18944, 3584, "fast", 132, data) == []
+    assert configs.model_config("packed", 2047, 18944, 3584, "fast", 132, data) == configs.model_config(
+        "packed", 2047, 18944, 3584, "fast", 132, dataclasses.replace(data, sustained={}))
+    # a launch key of a config the catalog lacks is skipped; a shared-memory limit below the config's drops it
+    data = _with_sustained({"packed_pingpong_999x192x64_2x1@2:4": (0.0, 0.1),
+                            "packed_pingpong_128x192x64_2x1@2:4": (0.0, 1.0)})
+    assert len(configs.sustained_ranking("packed", 8192, 18944, 3584, "fast", 132, data)) == 1
+    smem = data.smem_bytes["packed_pingpong_128x192x64_2x1"]
+    assert configs.sustained_ranking("packed", 8192, 18944, 3584, "fast", 132, data, smem_limit=smem - 1) == []
+
+
+def test_where_sustained_costs_serve_only_a_sustained_override_stands():
+    data = _with_sustained({"dual_pingpong_128x160x64_2x1@2:8": (0.0, 0.5)})
+    base = configs.BY_BASE_NAME["dual_pingpong_128x128x64_2x1"]
+    swizzled = dataclasses.replace(base, raster=2, swizzle=8)
+    interleaved = tuning.Override(base.base_name, 2, 8)
+    assert not configs.override_applies(interleaved, swizzled, 2048, 18944, 3584, 132, data)
+    assert configs.override_applies(dataclasses.replace(interleaved, protocol="sustained"), swizzled, 2048, 18944,
+                                    3584, 132, data)
+    # below from_m the interleaved override stands as before
+    assert configs.override_applies(interleaved, swizzled, 512, 18944, 3584, 132, data)
+
+
+@pytest.mark.parametrize("gpu", [H200, "NVIDIA H100 80GB HBM3", "NVIDIA H800", ""])
+def test_the_shipped_sustained_launches_serve_every_large_m_choice(gpu):
+    """From the data's from_m on, both kernels choose a launch timed at the power cap on that GPU (or, for
+    a GPU without data, on the reference GPU)."""
+    data = tuning.load(gpu, "bf16")
+    assert data.sustained and data.sustained_from_m == 2048
+    for n, h in SHAPES:
+        for M in (2048, 3000, 4097, 6000, 8192, 12000, 16384):
+            for kernel in configs.KERNELS:
+                c = configs.choose_config(kernel, M, n, h, "fast", 132, gpu)
+                assert tuning.launch_key(c.base_name, c.raster, c.swizzle) in data.sustained, (gpu, M, n, h, c)
 
 
 def test_explain_says_why_each_kind_of_choice_was_made(monkeypatch):
@@ -313,8 +377,11 @@ def test_explain_says_why_each_kind_of_choice_was_made(monkeypatch):
     (kernel, accumulation, M, N, K), found = next(iter(tuning.load(H200, "bf16").overrides.items()))
     choice, reason = why(kernel, "" if accumulation == "fast" else "promoted", M, N, K)
     assert choice.name.startswith(found.config) and reason.startswith("the tuned override for this problem")
+    choice, reason = why("dual", "", 512, 18944, 3584)
+    assert reason.startswith("the cost model (") and " us predicted; next " in reason
     choice, reason = why("dual", "", 8192, 18944, 3584)
-    assert reason.startswith("the cost model") and " us predicted; next " in reason
+    assert reason.startswith("the sustained costs at the power cap (") and "from M = 2048" in reason
+    assert " us predicted; next " in reason
     missing = ALL - {choice.name}
     fallback, reason = why("dual", "", 8192, 18944, 3584, available=missing)
     assert fallback.name != choice.name and reason.startswith(f"the choice, {choice.name}, is not in the kernel library")
@@ -332,7 +399,7 @@ def test_explain_builds_nothing_and_refuses_sizes_no_kernel_serves(monkeypatch):
     monkeypatch.setattr(_lib, "is_loaded", lambda: False)
     monkeypatch.setattr(_lib, "config_names", no_library)
     choice, why = configs.explain("dual", "", 8192, 18944, 3584, torch.bfloat16, 132, H200)
-    assert choice.name in ALL and why.startswith("the cost model")
+    assert choice.name in ALL and why.startswith("the sustained costs")
     choice, why = configs.explain("packed", "", 0, 4864, 896, torch.bfloat16, 132, H200)
     assert why.startswith("M = 0: the operators return the empty result without a launch (else: ")
     for N, K in ((18945, 3584), (18944, 0), (0, 3584)):

@@ -107,3 +107,13 @@ def test_the_power_term_prices_the_re_reads_of_large_m_launches_only():
             cost_model.predict_us(DUAL_2X1, costs, DEVICE, m, N, K, 132)
     assert cost_model.predict_us(DUAL_2X1, costs, power, 1024, 1024, 512, 132) == \
         cost_model.predict_us(DUAL_2X1, costs, DEVICE, 1024, 1024, 512, 132)
+
+
+def test_a_sustained_prediction_is_rounds_times_the_launchs_costs():
+    v = configs.BY_BASE_NAME["packed_pingpong_128x192x64_2x1"]
+    costs = cost_model.ConfigCosts(tile_us=2.0, k_tile_us=0.5)
+    rounds, _ = cost_model.rounds(v, 6000, 29568, 132, 4)  # 47 token tiles: the 2 x 1 cluster pads one
+    assert cost_model.scheduled_tiles(v, 6000, 29568, 4) == 48 * 308
+    assert cost_model.predict_sustained_us(v, costs, 6000, 29568, 8192, 132, 4) == pytest.approx(rounds * (2 + 128 * 0.5))
+    assert cost_model.predict_sustained_us(v, costs, 0, 29568, 8192, 132, 4) == 0.0
+    assert cost_model.predict_sustained_us(v, costs, 6000, 29568, 0, 132, 4) == 0.0

@@ -52,3 +52,45 @@ def test_an_override_carries_how_it_was_timed():
     assert parsed.overrides["dual", "fast", 4096, 8, 8].protocol == "sustained"
     assert parsed.overrides["dual", "fast", 16, 8, 8].protocol == "interleaved"
     assert parsed.device.energy_us_per_byte == 0.0  # no power term unless the file sets one
+
+
+def test_a_file_of_sustained_launches_alone_takes_the_reference_calibration(monkeypatch, tmp_path):
+    folder = tmp_path / "user"
+    folder.mkdir()
+    monkeypatch.setattr(tuning, "user_dir", lambda: folder)
+    section = {"from_m": 2048, "launches": {"dual_pingpong_128x160x64_2x1@2:4": {"tile_us": 0.5, "k_tile_us": 0.25,
+                                                                                 "cells": 45}}}
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps(
+        {"format": 1, "gpu": "NVIDIA H100 PCIe", "dtype": "bf16", "sustained": section}))
+    tuning.clear()
+    ref, mine = tuning.load(H200, "bf16"), tuning.load("NVIDIA H100 PCIe", "bf16")
+    assert mine.source == folder / "nvidia-h100-pcie_bf16.json" and mine.costs_from == ref.source
+    assert mine.costs == ref.costs and mine.device == ref.device and mine.smem_bytes == ref.smem_bytes
+    assert mine.overrides == {}  # the reference GPU's overrides are its own
+    assert mine.sustained_from_m == 2048 and mine.sustained["dual_pingpong_128x160x64_2x1@2:4"].k_tile_us == 0.25
+    assert mine.sustained_launches(2047) == {} and len(mine.sustained_launches(2048)) == 1
+    # a bad launch key, or a section without from_m, is named with the file
+    for bad in ({**section, "launches": {"dual_pingpong_128x160x64_2x1": {"tile_us": 0, "k_tile_us": 1}}},
+                {"launches": section["launches"]}):
+        (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps(
+            {"format": 1, "gpu": "NVIDIA H100 PCIe", "dtype": "bf16", "sustained": bad}))
+        tuning.clear()
+        with pytest.raises(ValueError, match="nvidia-h100-pcie_bf16.json: "):
+            tuning.load("NVIDIA H100 PCIe", "bf16")
+
+
+def test_launch_keys_round_trip_and_bad_ones_are_refused():
+    key = tuning.launch_key("packed_pingpong_128x192x64_2x1", 2, 4)
+    assert key == "packed_pingpong_128x192x64_2x1@2:4"
+    assert tuning.split_launch_key(key) == ("packed_pingpong_128x192x64_2x1", 2, 4)
+    for bad in ("cublas_gemm", "x@2", "x@a:4", "@2:4", "x@2:"):
+        with pytest.raises(ValueError, match="a launch key is"):
+            tuning.split_launch_key(bad)
+
+
+def test_the_shipped_files_name_their_gpus_and_hold_sustained_launches():
+    for path in sorted(tuning.PACKAGE_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        assert path.name == tuning.file_name(data["gpu"], data["dtype"])
+        parsed = tuning.load(data["gpu"], data["dtype"])
+        assert parsed.source == path and parsed.sustained and parsed.sustained_from_m >= 1024

@@ -13,6 +13,8 @@ cost model (:mod:`fused_swiglu.cost_model`) with the GPU's SM count and its tune
 (:mod:`fused_swiglu.tuning`), and take a tuned override for this exact problem where
 ``fused-swiglu tune`` measured one beating the model's pick by more than
 :data:`fused_swiglu.tuning.OVERRIDE_GAIN` and it stands for the problem (:func:`override_applies`).
+Where the tuned data holds launches timed at the power cap, from its ``from_m`` on the choice ranks
+those launches by their own costs instead (:func:`sustained_ranking`).
 """
 
 from __future__ import annotations
@@ -219,14 +221,40 @@ def model_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, num_sm
     return [(t[0], t[3]) for t in ranked]
 
 
+def sustained_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, num_sms: int,
+                      data: tuning.Tuning, smem_limit: int | None = None) -> list[tuple[float, KernelConfig]]:
+    """The launches of ``kernel`` and ``accumulation`` with sustained costs in ``data`` that serve M
+    tokens (:meth:`fused_swiglu.tuning.Tuning.sustained_launches`), as ``(predicted microseconds at the
+    power cap, config with its raster and swizzle)``, fastest first; empty below the data's ``from_m`` or
+    without such launches. Their costs count the padding tiles a launch runs, so only the shared
+    memory rule of :func:`legal` applies (the cluster-fill and swizzle-padding rules stand in for what
+    the interleaved calibration cannot see)."""
+    ranked = []
+    for key, costs in data.sustained_launches(M).items():
+        name, raster, swizzle = tuning.split_launch_key(key)
+        base = BY_BASE_NAME.get(name)
+        if base is None or base.kernel != kernel or base.accumulation != accumulation:
+            continue
+        if smem_limit is not None and data.smem_bytes.get(name, 0) > smem_limit:
+            continue
+        v = dataclasses.replace(base, raster=raster, swizzle=swizzle)
+        ranked.append((cost_model.predict_sustained_us(v, costs, M, N, K, num_sms, swizzle), key, v))
+    ranked.sort(key=lambda t: t[:2])
+    return [(t, v) for t, _, v in ranked]
+
+
 def model_config(kernel: str, M: int, N: int, K: int, accumulation: str, num_sms: int,
                  data: tuning.Tuning, smem_limit: int | None = None) -> KernelConfig:
-    """The cost model's pick (no override): the first of :func:`model_ranking`; where no config has
-    tuned costs, the first legal candidate in catalog order.
+    """The cost model's pick (no override): the first of :func:`sustained_ranking` where it has any,
+    else the first of :func:`model_ranking`; where no config has tuned costs, the first legal candidate
+    in catalog order.
 
     Raises:
         ValueError: no candidate of this kernel and accumulation is legal for the problem.
     """
+    ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+    if ranked:
+        return ranked[0][1]
     ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
     if ranked:
         return ranked[0][1]
@@ -270,9 +298,14 @@ def override_applies(override: tuning.Override, config: KernelConfig, M: int, N:
     always; one timed interleaved (rep by rep among its rivals) below the M where the cost model's
     power term starts (the tuned data's ``power_from_m``), and above it only where its tile order
     reads no operand from HBM twice (:func:`fused_swiglu.cost_model.dram_traffic`): at the power cap
-    what re-reads cost is energy, which interleaving averages over the candidates and cannot see."""
-    if (override.protocol == "sustained" or M < data.device.power_from_m
-            or data.device.energy_us_per_byte <= 0):
+    what re-reads cost is energy, which interleaving averages over the candidates and cannot see.
+    Where the data has sustained costs for the problem (:func:`sustained_ranking`), only a sustained
+    override stands."""
+    if override.protocol == "sustained":
+        return True
+    if sustained_ranking(config.kernel, M, N, K, config.accumulation, num_sms, data):
+        return False
+    if M < data.device.power_from_m or data.device.energy_us_per_byte <= 0:
         return True
     traffic = cost_model.dram_traffic(config, M, N, K, num_sms, data.device.l2_reuse_bytes, config.raster,
                                       config.swizzle)
@@ -510,13 +543,17 @@ def _explain(
     if found is not None and (found.config, found.raster, found.swizzle) == (picked.base_name, picked.raster,
                                                                              picked.swizzle):
         return choice, f"the tuned override for this problem ({data.source}; timed {found.protocol})"
-    ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+    ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+    what = f"the sustained costs at the power cap ({data.source}, from M = {data.sustained_from_m})"
+    if not ranked:
+        ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+        what = f"the cost model ({data.costs_from or data.source})"
     if not ranked:
         return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
     best = ranked[0][0]
     others = [(t, c) for t, c in ranked if (c.base_name, c.raster, c.swizzle) != (picked.base_name, picked.raster,
                                                                                    picked.swizzle)]
-    reason = f"the cost model ({data.source}): {best:.1f} us predicted"
+    reason = f"{what}: {best:.1f} us predicted"
     if others:
         t, c = others[0]
         reason += f"; next {c.base_name} raster {c.raster} swizzle {c.swizzle}: {t:.1f} us"

@@ -26,6 +26,11 @@ A config's predicted time on a GPU of ``num_sms`` SMs, in microseconds::
   ``l2_reuse_bytes`` of L2), so the rasterisation and swizzle are chosen by it.
   ``energy_us_per_byte`` 0 leaves the term out.
 
+Where the tuned data holds sustained costs for a launch (a config with its raster and swizzle, fitted
+by ``fused-swiglu tune`` from timings at the power cap) the choice ranks those launches instead, from
+the tuned data's ``from_m`` on: :func:`predict_sustained_us`, ``rounds * (tile_us + k_tiles *
+k_tile_us)`` with that launch's own costs, which hold its tile order's energy and its clock at the cap.
+
 The model knows nothing of a config's legality (cluster fill, swizzle padding, shared memory):
 :mod:`fused_swiglu.configs` drops illegal configs before ranking.
 """
@@ -241,3 +246,14 @@ def predict_us(
         again = dram_traffic(config, M, N, K, num_sms, device.l2_reuse_bytes, raster, swizzle) - hbm_bytes(M, N, K)
         blended = max(blended, compute + device.energy_us_per_byte * max(0.0, again))
     return device.launch_us + blended
+
+
+def predict_sustained_us(config: TileGeometry, costs: ConfigCosts, M: int, N: int, K: int, num_sms: int,
+                         swizzle: int = 1) -> float:
+    """A launch's time at the power cap in microseconds from its sustained costs (module docstring):
+    ``rounds * (tile_us + ceil(K / tile_k) * k_tile_us)``, the rounds of the tiles the scheduler runs with
+    ``swizzle`` (padding tiles included); 0 for an empty problem."""
+    waves, _ = rounds(config, M, N, num_sms, swizzle)
+    if waves == 0 or K == 0:
+        return 0.0
+    return waves * (costs.tile_us + _ceil(K, config.tile_k) * costs.k_tile_us)

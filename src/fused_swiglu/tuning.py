@@ -19,6 +19,17 @@ File format (``"format": 1``)::
                     "model_config": "...", "gain": 1.07}, ...]}
 
 Config names carry no dtype suffix. ``gain``: the model's pick's measured time over the override's.
+
+Optional, the launches timed at the power cap (``fused-swiglu tune --sustained``)::
+
+     "sustained": {"from_m": 2048, "launches": {"packed_pingpong_128x192x64_2x1@2:4":
+                                                {"tile_us": ..., "k_tile_us": ..., "cells": 45}, ...}}
+
+A launch key is ``<config>@<raster>:<swizzle>`` (:func:`launch_key`). From ``from_m`` tokens on, the
+choice ranks the launches listed for the kernel and accumulation by these costs
+(:func:`fused_swiglu.cost_model.predict_sustained_us`). A file may hold only ``sustained`` (and
+``overrides``), without ``device`` and ``configs``: those then come from the reference GPU's file
+(``costs_from`` names it).
 ``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
 rivals or (``"sustained"``) back to back at the power cap; :func:`fused_swiglu.configs.choose_config`
 says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and
@@ -27,10 +38,12 @@ says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_by
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from . import catalog
@@ -76,12 +89,37 @@ class Tuning:
     overrides: dict[tuple[str, str, int, int, int], Override] = field(default_factory=dict)
     source: Path | None = None
     overrides_apply: bool = True
+    sustained: dict[str, ConfigCosts] = field(default_factory=dict)
+    sustained_from_m: int = 0
+    costs_from: Path | None = None
+
+    def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
+        """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
+        return self.sustained if self.sustained and M >= self.sustained_from_m else {}
 
     def override(self, kernel: str, accumulation: str, M: int, N: int, K: int) -> Override | None:
         """The override for this exact problem, or None (whether it applies: :mod:`fused_swiglu.configs`)."""
         if not self.overrides_apply:
             return None
         return self.overrides.get((kernel, accumulation, M, N, K))
+
+
+def launch_key(config: str, raster: int, swizzle: int) -> str:
+    """``"packed_pingpong_128x192x64_2x1", 2, 4`` -> ``"packed_pingpong_128x192x64_2x1@2:4"``."""
+    return f"{config}@{raster}:{swizzle}"
+
+
+def split_launch_key(key: str) -> tuple[str, int, int]:
+    """(config, raster, swizzle) of a :func:`launch_key`.
+
+    Raises:
+        ValueError: not of the form ``<config>@<raster>:<swizzle>``.
+    """
+    config, sep, launch = key.partition("@")
+    raster, sep2, swizzle = launch.partition(":")
+    if not (config and sep and sep2 and raster.isdigit() and swizzle.isdigit()):
+        raise ValueError(f"a launch key is <config>@<raster>:<swizzle>; got {key!r}")
+    return config, int(raster), int(swizzle)
 
 
 def gpu_slug(gpu: str) -> str:
@@ -105,8 +143,9 @@ _OPTIONAL_DEVICE = {"l2_bytes": float, "blend": float, "energy_us_per_byte": flo
                     "power_from_m": int}
 
 
-def parse(data: dict, source: Path | None = None) -> Tuning:
-    """A :class:`Tuning` from a file's JSON object.
+def parse(data: dict, source: Path | None = None, base: Tuning | None = None) -> Tuning:
+    """A :class:`Tuning` from a file's JSON object; ``device`` and ``configs`` from ``base`` where the
+    file has neither.
 
     Raises:
         ValueError: another format, or a field missing or of the wrong type (naming it).
@@ -114,26 +153,43 @@ def parse(data: dict, source: Path | None = None) -> Tuning:
     if data.get("format") != FORMAT:
         raise ValueError(f"tuning data {source}: format must be {FORMAT}; got {data.get('format')!r}")
     try:
-        dev = data["device"]
-        optional = {k: cast(dev[k]) for k, cast in _OPTIONAL_DEVICE.items() if k in dev}  # else DeviceCosts' defaults
-        device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]), **optional)
-        costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
-                 for name, c in data["configs"].items()}
-        smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}
+        if base is not None and "device" not in data and "configs" not in data:
+            device, costs, smem = base.device, base.costs, base.smem_bytes
+        else:
+            dev = data["device"]
+            optional = {k: cast(dev[k]) for k, cast in _OPTIONAL_DEVICE.items() if k in dev}  # else DeviceCosts' defaults
+            device = DeviceCosts(float(dev["launch_us"]), float(dev["hbm_gbps"]), float(dev["sm_gbps"]), **optional)
+            costs = {name: ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]), float(c.get("gbps", 0.0)))
+                     for name, c in data["configs"].items()}
+            smem = {name: int(c["smem_bytes"]) for name, c in data["configs"].items() if "smem_bytes" in c}
+            base = None
         overrides = {
             (o["kernel"], o["accumulation"], int(o["M"]), int(o["N"]), int(o["K"])): Override(
                 o["config"], int(o.get("raster", 0)), int(o.get("swizzle", 1)), str(o.get("protocol", "interleaved")))
             for o in data.get("overrides", [])
         }
-        return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source)
+        sustained, from_m = {}, 0
+        if "sustained" in data:
+            section = data["sustained"]
+            from_m = int(section["from_m"])
+            for key, c in section["launches"].items():
+                split_launch_key(key)
+                sustained[key] = ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]))
+        return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
+                      sustained=sustained, sustained_from_m=from_m,
+                      costs_from=base.source if base is not None else None)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
 
 
-def _read(path: Path) -> Tuning | None:
+def _read(path: Path, base: Callable[[], Tuning] | None = None) -> Tuning | None:
+    """The file at ``path`` (None if there is none); one without ``device`` and ``configs`` takes them
+    from ``base()``."""
     if not path.is_file():
         return None
-    return parse(json.loads(path.read_text()), path)
+    data = json.loads(path.read_text())
+    partial = isinstance(data, dict) and "device" not in data and "configs" not in data
+    return parse(data, path, base() if partial and base is not None else None)
 
 
 def _dirs() -> list[Path]:
@@ -150,19 +206,32 @@ def load(gpu: str, dtype: str) -> Tuning:
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}; got {dtype!r}")
-    others = [d for d in DTYPES if d != dtype]
     if gpu:
-        for d in [dtype, *others]:
+        for d in _dtype_order(dtype):
             for folder in _dirs():
-                found = _read(folder / file_name(gpu, d))
+                found = _read(folder / file_name(gpu, d), base=lambda: _reference(dtype))
                 if found is not None:
                     return found
-    for d in [dtype, *others]:
+    found = _reference(dtype)
+    return dataclasses.replace(found, gpu=gpu, dtype=dtype, overrides_apply=False)
+
+
+def _dtype_order(dtype: str) -> list[str]:
+    """``dtype`` first, then the other dtypes (bf16 and fp16 GMMA run at one rate)."""
+    return [dtype, *(d for d in DTYPES if d != dtype)]
+
+
+def _reference(dtype: str) -> Tuning:
+    """The reference GPU's data (:data:`REFERENCE`) for ``dtype``, else for the other dtype.
+
+    Raises:
+        FileNotFoundError: none is installed.
+    """
+    for d in _dtype_order(dtype):
         for folder in _dirs():
             found = _read(folder / file_name(REFERENCE[0], d))
             if found is not None:
-                return Tuning(gpu, dtype, found.device, found.costs, found.smem_bytes, found.overrides,
-                              found.source, overrides_apply=False)
+                return found
     raise FileNotFoundError(f"no tuning data for {REFERENCE[0]} in {', '.join(map(str, _dirs()))}")
 
 

@@ -32,6 +32,37 @@ def test_fit_recovers_per_tile_and_per_k_tile_costs():
         tune.fit_config_costs([(2, 16, 9.0), (4, 16, 13.0)], launch_us=5.0)
 
 
+def test_the_sustained_fit_recovers_each_launchs_costs_from_relative_errors():
+    costs = {"packed_pingpong_128x192x64_2x1@2:4": (0.8, 0.5), "dual_pingpong_128x160x64_2x1@2:8": (0.0, 0.45)}
+    rows = []
+    for shape in [*MODELS, *model_shapes.SWEEP_MODELS[:5]]:
+        for M in (2048, 6000, 8192):
+            K, N = shape.hidden_size, shape.intermediate_size
+            for key, (a, b) in costs.items():
+                name, raster, swizzle = tuning.split_launch_key(key)
+                v = configs.BY_BASE_NAME[name]
+                waves, _ = cost_model.rounds(v, M, N, 132, swizzle)
+                t_us = waves * (a + -(-K // v.tile_k) * b)
+                rows.append({"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M,
+                             "method": key, "median_ms": t_us / 1e3})
+            rows.append({"model": shape.model, "hidden_size": K, "intermediate_size": N, "tokens": M,
+                         "method": "cublas_gemm", "median_ms": 1.0})  # not a launch: skipped
+    section = tune.fit_sustained(rows, 132)
+    assert section["from_m"] == 2048 and set(section["launches"]) == set(costs)
+    for key, (a, b) in costs.items():
+        fitted = section["launches"][key]
+        assert fitted["tile_us"] == pytest.approx(a, abs=1e-6) and fitted["k_tile_us"] == pytest.approx(b)
+        assert fitted["cells"] == 36
+    # a launch timed in too few cells is left out; none left is an error
+    few = [r for r in rows if r["model"] in {m.model for m in MODELS[:3]}]
+    with pytest.raises(ValueError, match="no launch has sustained timings"):
+        tune.fit_sustained(few, 132)
+    # the section parses as tuned data
+    data = tuning.parse({"format": 1, "gpu": "g", "dtype": "bf16", "sustained": section},
+                        base=tuning.load("NVIDIA H200", "bf16"))
+    assert set(data.sustained) == set(costs)
+
+
 def test_variants_are_legal_and_keyed_uniquely():
     for M, N, K in model_shapes.tune_problems()[::7]:
         found = tune.variants(M, N)

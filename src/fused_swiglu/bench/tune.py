@@ -53,7 +53,7 @@ class Variant:
 
     @property
     def key(self) -> str:
-        return f"{self.config.base_name}@{self.raster}:{self.swizzle}"
+        return tuning.launch_key(self.config.base_name, self.raster, self.swizzle)
 
 
 def variants(M: int, N: int) -> list[Variant]:
@@ -174,27 +174,72 @@ def calibration_problem(config: KernelConfig, rounds: int, num_sms: int) -> tupl
     return token_tiles * config.tile_m, weight_tiles * config.tile_n // 2
 
 
-def fit_config_costs(points: Sequence[tuple[int, int, float]], launch_us: float) -> cost_model.ConfigCosts:
+def fit_config_costs(points: Sequence[tuple[int, int, float]], launch_us: float,
+                     relative: bool = False) -> cost_model.ConfigCosts:
     """Least-squares ``(tile_us, k_tile_us)`` of ``t - launch_us = rounds * (tile_us + k_tiles * k_tile_us)``
-    over ``(rounds, k_tiles, t_us)`` points; both clamped at 0.
+    over ``(rounds, k_tiles, t_us)`` points; both clamped at 0. ``relative``: each point's error counts
+    relative to its ``t`` (timings spanning orders of magnitude).
 
     Raises:
         ValueError: fewer than two points with distinct k_tiles.
     """
     if len({k for _, k, _ in points}) < 2:
         raise ValueError(f"fit_config_costs needs points at two k-tile counts at least; got {list(points)}")
-    # normal equations of  y = a * r + b * r * k
-    saa = sum(r * r for r, _, _ in points)
-    sab = sum(r * r * k for r, k, _ in points)
-    sbb = sum((r * k) ** 2 for r, k, _ in points)
-    say = sum(r * (t - launch_us) for r, _, t in points)
-    sby = sum(r * k * (t - launch_us) for r, k, t in points)
+    # normal equations of  y = a * r + b * r * k, each point weighted by w
+    w = [1.0 / (t * t) if relative else 1.0 for _, _, t in points]
+    saa = sum(wi * r * r for wi, (r, _, _) in zip(w, points))
+    sab = sum(wi * r * r * k for wi, (r, k, _) in zip(w, points))
+    sbb = sum(wi * (r * k) ** 2 for wi, (r, k, _) in zip(w, points))
+    say = sum(wi * r * (t - launch_us) for wi, (r, _, t) in zip(w, points))
+    sby = sum(wi * r * k * (t - launch_us) for wi, (r, k, t) in zip(w, points))
     det = saa * sbb - sab * sab
     a = (say * sbb - sby * sab) / det
     b = (saa * sby - sab * say) / det
     if a < 0:  # refit through the origin in a
         a, b = 0.0, sby / sbb
     return cost_model.ConfigCosts(tile_us=max(a, 0.0), k_tile_us=max(b, 0.0))
+
+
+# A launch enters the sustained costs only with timings in at least this many cells.
+SUSTAINED_MIN_CELLS = 10
+
+
+def fit_sustained(rows: Sequence[dict], num_sms: int) -> dict:
+    """The ``sustained`` section of a tuned file (:mod:`fused_swiglu.tuning`) from timings at the power
+    cap: rows with ``hidden_size`` (K), ``intermediate_size`` (N), ``tokens`` (M), ``method`` (a launch key,
+    :func:`fused_swiglu.tuning.launch_key`; other methods are skipped) and ``median_ms``, as
+    ``tools/schedule_ab.py --protocol sustained`` writes them. Each launch of a catalog config timed in at
+    least :data:`SUSTAINED_MIN_CELLS` cells gets the ``(tile_us, k_tile_us)`` of :func:`fit_config_costs`
+    (relative errors, no launch cost) over its cells' rounds (padding tiles included) and k-tiles;
+    ``from_m`` is the fewest tokens among them.
+
+    Raises:
+        ValueError: no launch has enough cells.
+    """
+    points: dict[str, list[tuple[int, int, float]]] = {}
+    tokens: dict[str, list[int]] = {}
+    for r in rows:
+        try:
+            name, raster, swizzle = tuning.split_launch_key(str(r["method"]))
+        except ValueError:
+            continue
+        if name not in configs.BY_BASE_NAME:
+            continue
+        M, N, K = int(r["tokens"]), int(r["intermediate_size"]), int(r["hidden_size"])
+        v = dataclasses.replace(configs.BY_BASE_NAME[name], raster=raster, swizzle=swizzle)
+        waves, _ = cost_model.rounds(v, M, N, num_sms, swizzle)
+        if waves:
+            points.setdefault(r["method"], []).append((waves, -(-K // v.tile_k), _us(float(r["median_ms"]))))
+            tokens.setdefault(r["method"], []).append(M)
+    launches = {}
+    for key, pts in sorted(points.items()):
+        if len(pts) < SUSTAINED_MIN_CELLS or len({k for _, k, _ in pts}) < 2:
+            continue
+        costs = fit_config_costs(pts, 0.0, relative=True)
+        launches[key] = {"tile_us": costs.tile_us, "k_tile_us": costs.k_tile_us, "cells": len(pts)}
+    if not launches:
+        raise ValueError(f"no launch has sustained timings in {SUSTAINED_MIN_CELLS} cells or more")
+    return {"from_m": min(m for key in launches for m in tokens[key]), "launches": launches}
 
 
 def pick_losses(cells: dict[str, dict[str, float]], data: tuning.Tuning, num_sms: int) -> list[tuple]:

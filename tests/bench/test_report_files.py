@@ -125,3 +125,19 @@ def test_a_missing_path_is_not_found_and_a_bad_file_exits_with_the_listed_status
 def test_every_committed_results_file_is_one_report_reads(path):
     results = plots._results(path)  # raises, naming the file, for anything else
     assert results["rows"] and plots.kind_of(results) is not None
+
+
+@needs_matplotlib
+def test_the_csv_a_command_writes_beside_its_json_is_read_as_it(tmp_path, capsys):
+    code, out, err = _report(tmp_path, capsys, "sustained.csv")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["sustained_speedup_vs_eager.png",
+                                                               "sustained_vs_cublas_and_quack.png"]
+    code, out, err = _report(tmp_path, capsys, "bench_fp8.csv")
+    assert code == 0 and "bench_fp8.csv: e4m3 methods" in out, err
+
+
+def test_a_csv_without_rows_is_named(tmp_path, capsys):
+    (tmp_path / "empty.csv").write_text("model,tokens\n")
+    code, out, err = cli.main(["report", str(tmp_path / "empty.csv")]), *capsys.readouterr()
+    assert code == 1 and "empty.csv: not a results file of fused-swiglu (a CSV needs a header and rows)" in err

@@ -426,12 +426,47 @@ def _titled(table, source: Path, meta: dict):
     return table
 
 
-def _results(path: Path) -> dict:
-    """A results file's ``{"meta": {...}, "rows": [{...}, ...]}`` (``meta`` empty where the file has none).
+def _csv_value(text: str) -> object:
+    """A CSV cell as the JSON file beside it holds it: int, float, None for an empty cell, else the text."""
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _csv_results(path: Path) -> dict:
+    """The ``{"meta": {}, "rows": [...]}`` of a CSV that ``bench`` writes beside its JSON (one row per line
+    under a header; numbers as numbers).
 
     Raises:
-        ValueError: not JSON, or not of that form; the message names the file.
+        ValueError: not a CSV with a header and rows; the message names the file.
     """
+    import csv
+
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            rows = [{k: _csv_value(v) for k, v in row.items() if k is not None} for row in reader]
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a CSV results file ({e})") from None
+    if not reader.fieldnames or not rows:
+        raise ValueError(f"{path}: not a results file of fused-swiglu (a CSV needs a header and rows)")
+    return {"meta": {}, "rows": rows}
+
+
+def _results(path: Path) -> dict:
+    """A results file's ``{"meta": {...}, "rows": [{...}, ...]}`` (``meta`` empty where the file has none):
+    the JSON files the commands write, or the CSV beside one (no meta).
+
+    Raises:
+        ValueError: not JSON (or CSV), or not of that form; the message names the file.
+    """
+    if path.suffix.lower() == ".csv":
+        return _csv_results(path)
     try:
         results = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

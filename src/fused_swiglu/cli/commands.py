@@ -68,7 +68,8 @@ def add_parsers(sub) -> None:
 
     r = _command(sub, "report")
     r.add_argument("results", nargs="+", help="results files that a command wrote (--out of bench and its modes, "
-                   "accuracy, sweep; or any file {\"meta\": ..., \"rows\": [...]}), or folders of them: a file's "
+                   "accuracy, sweep; the CSV written beside each; or any file {\"meta\": ..., \"rows\": [...]}), or "
+                   "folders of them: a file's "
                    "plots as <name>_<plot>.png, and as tables what no plot shows (bench fp8, tp, host-time and "
                    "e2e-ab, e2e's accuracy, any other rows); a folder's bench_cuda_graph.json, accuracy.json, "
                    "shapes.json, e2e.json and e2e_quick.json plotted as speedup_vs_eager.png, "

@@ -466,8 +466,9 @@ def test_the_default_leaves_cpu_graphs_with_one_warning():
     torch.manual_seed(0)
     model = TwoLinear()
     f, backend, capture = compiled(model, force=False)
-    with torch.no_grad(), pytest.warns(UserWarning, match="tensors are on the CPU.*force=True"):
+    with torch.no_grad(), pytest.warns(UserWarning, match="tensors are on the CPU.*force=True") as caught:
         y = f(torch.randn(3, H, dtype=BF16))
+    assert [w.filename for w in caught if "left unfused" in str(w.message)] == [__file__]  # the user's call
     assert capture.count(OP) == 0 and capture.count(SILU) == 1
     assert backend.fused == [] and len(backend.unfused) == 1
     with torch.no_grad(), warnings.catch_warnings():

@@ -313,3 +313,19 @@ def test_a_patched_fp8_block_compiles_fullgraph():
     want = mlp(x)
     compiled = torch.compile(mlp, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(x), want, rtol=0, atol=0)
+
+
+def test_a_patched_fp8_block_on_the_cpu_says_once_that_it_runs_the_cpu_kernel(monkeypatch):
+    from fused_swiglu import _validate
+
+    monkeypatch.setattr(_validate, "_warned", set())
+    model = Model()
+    fuse_swiglu_mlps(model)
+    x = torch.randn(2, 5, 256, dtype=torch.bfloat16)
+    with pytest.warns(RuntimeWarning, match="on the CPU runs the operator's CPU kernel.*not speed") as caught:
+        model(x)
+    said = [w for w in caught if "CPU kernel" in str(w.message)]
+    assert len(said) == 1 and said[0].filename == __file__  # the model's caller, not a library frame
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x)  # once per process

@@ -5,6 +5,8 @@ Every message names the argument, the rule and the value found.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import torch
@@ -230,9 +232,31 @@ def require_hopper(device: torch.device) -> None:
         raise RuntimeError(f"backend='cutlass' cannot run: {why}")
 
 
-def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
-    """Warn once per process for ``key``; ``stacklevel`` as in warnings.warn, counted from here."""
+def _library_dirs() -> tuple[str, ...]:
+    """The folders of torch, transformers (where imported) and this package, each ending in a separator."""
+    dirs = [os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))]
+    transformers = sys.modules.get("transformers")
+    if transformers is not None and getattr(transformers, "__file__", None):
+        dirs.append(os.path.dirname(transformers.__file__))
+    return tuple(os.path.join(d, "") for d in dirs)
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
+    outside torch, transformers and this package: the user's line that led there."""
+    dirs = _library_dirs()
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(dirs):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_once(key: str, message: str, stacklevel: int | None = 3) -> None:
+    """Warn once per process for ``key``; ``stacklevel`` as in warnings.warn, counted from here (None:
+    the first frame outside torch, transformers and this package, :func:`outside_stacklevel`)."""
     if key not in _warned and not torch.compiler.is_compiling():  # no warning inside a traced graph
+        if stacklevel is None:
+            stacklevel = outside_stacklevel()
         # marked as given only once warn() returns: under an "error" filter the warning is raised
         # again on the next call instead of disappearing
         warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)

@@ -613,7 +613,7 @@ class FusedSwiGLUBackend:
                 f"fused_swiglu.fused_backend: {len(unfused)} SwiGLU product(s) of this graph left unfused "
                 f"({len(fused)} fused): {_grouped(unfused)}. They run as the model wrote them (the backend's "
                 "unfused records name each; this warning is given once per backend)",
-                UserWarning, stacklevel=2)
+                UserWarning, stacklevel=v.outside_stacklevel())
         return self._compile(gm, example_inputs, **kwargs)
 
     def _compile(self, gm, example_inputs, mode: str | None = None, options: dict | None = None, **kwargs):

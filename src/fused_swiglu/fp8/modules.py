@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from .._blocks import act_name, global_hooks, has_hooks, is_silu
-from .._validate import hopper_status, require_hopper
+from .._validate import hopper_status, require_hopper, warn_once
 from .dynamic import swiglu_packed_fp8_dynamic_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
 
@@ -205,7 +205,14 @@ class FusedFP8SwiGLUForward:
             return True
         if x.is_cuda:
             return self.backend != "torch" and hopper_status(x.device) is None
-        return x.device.type == "cpu"
+        if x.device.type != "cpu":
+            return False
+        warn_once("fp8-cpu", "fused_swiglu: a patched FP8 MLP block on the CPU runs the operator's CPU kernel, "
+                  "which quantizes x as the GPU kernel does, then dequantizes and multiplies in fp32: for correctness, not "
+                  "speed; its "
+                  "speed against the block's own forward has not been measured (unfuse_swiglu_mlps restores it).",
+                  stacklevel=None)
+        return True
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module

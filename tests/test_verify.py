@@ -104,7 +104,7 @@ def test_blocks_computing_something_else_are_left_unpatched_and_bit_identical(cl
     torch.manual_seed(1)
     want = model[0](x)
     with pytest.warns(UserWarning, match=r"'0\.mlp': (its forward (differs|is not deterministic|scales)|it has "
-                                         r"parameters or buffers beyond)"):
+                                         r"parameters, buffers or tensor attributes beyond)"):
         assert fuse_swiglu_mlps(model) == ["1.mlp"]
     assert "forward" not in vars(model[0].mlp) and type(model[0].mlp) is cls
     torch.manual_seed(1)
@@ -329,7 +329,7 @@ class LayerScale(MLP):
 
 def test_a_probed_block_with_state_beyond_its_projections_is_left_alone():
     mlp = LayerScale()
-    with pytest.warns(UserWarning, match=r"parameters or buffers beyond gate_proj, up_proj and down_proj \(gamma\)"):
+    with pytest.warns(UserWarning, match=r"parameters, buffers or tensor attributes beyond gate_proj, up_proj and down_proj \(gamma\)"):
         assert fuse_swiglu_mlps(mlp) == []
 
 
@@ -347,3 +347,72 @@ def test_calls_other_than_one_tensor_run_the_original_forward():
     assert torch.equal(mlp(x=x), want["keyword"])
     with pytest.raises(TypeError):
         mlp(x, bogus=1)
+
+
+class Flagged(MLP):
+    """A block whose forward reads plain attributes: SwiGLU as patched, something else once changed."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 1.0
+        self.residual = False
+
+    def forward(self, x):
+        y = self.scale * self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return x + y if self.residual else y
+
+
+@pytest.mark.parametrize("change", [("scale", 2.0), ("residual", True)])
+def test_a_probed_blocks_plain_attribute_changed_after_patching_gives_the_stock_result(monkeypatch, change):
+    from fused_swiglu import _validate
+
+    monkeypatch.setattr(_validate, "_warned", set())
+    torch.manual_seed(0)
+    block = Flagged()
+    x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    assert fuse_swiglu_mlps(block) == ["(the model itself)"]
+    assert vars(block)["_fused_swiglu"].plain == (("scale", 1.0), ("residual", False))
+    fused = block(x)
+    setattr(block, *change)
+    want = Flagged.forward(block, x)  # the class's own forward with the changed attribute
+    with pytest.warns(RuntimeWarning, match="a plain attribute of a patched Flagged block changed") as caught:
+        torch.testing.assert_close(block(x), want, rtol=0, atol=0)
+    assert [w.filename for w in caught] == [__file__]
+    assert not torch.equal(want, fused)
+    # an attribute added after patching is a change too; an equal value set again is not
+    setattr(block, change[0], 1.0 if change[0] == "scale" else False)
+    torch.testing.assert_close(block(x), fused, rtol=0, atol=0)
+    block.extra = 3
+    assert not _verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
+    del block.extra
+    assert _verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
+
+
+def test_under_compile_a_changed_plain_attribute_re_traces_to_the_stock_forward():
+    torch.manual_seed(0)
+    block = Flagged()
+    x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    fuse_swiglu_mlps(block)
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        fused = compiled(x)
+        block.scale = 2.0
+        want = Flagged.forward(block, x)
+        torch.testing.assert_close(compiled(x), want, rtol=0, atol=0)
+        block.scale = 1.0
+        torch.testing.assert_close(compiled(x), fused, rtol=0, atol=0)
+
+
+def test_a_known_class_carries_no_attribute_check_and_a_tensor_attribute_refuses_the_probe():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP
+
+    config = transformers.Qwen2Config(hidden_size=64, intermediate_size=96)
+    block = Qwen2MLP(config).to(torch.bfloat16)
+    fuse_swiglu_mlps(block)
+    assert not hasattr(vars(block)["_fused_swiglu"], "plain")  # vouched for by its class
+    holder = MLP()
+    holder.gamma = torch.ones(64, dtype=torch.bfloat16)  # a tensor attribute, not a buffer
+    assert "tensor attributes beyond gate_proj, up_proj and down_proj (gamma)" in _verify.probe(
+        holder, holder.forward, torch.bfloat16)

@@ -205,7 +205,7 @@ def fallback_cost(device: torch.device) -> str:
     return f"Its speed against the unfused bf16/fp16 products has not been measured on {device.type}."
 
 
-def resolve_backend(backend: str, device: torch.device, stacklevel: int = 4) -> str:
+def resolve_backend(backend: str, device: torch.device, stacklevel: int | None = 4) -> str:
     """'cutlass' or 'torch'. 'auto' picks cutlass on Hopper, else torch with one warning per process
     (why the kernels cannot run, and :func:`fallback_cost`).
 

@@ -22,7 +22,9 @@ a token count or a value range the probes miss) is not caught.
 The probe runs under ``torch.no_grad()`` on the block's own device and dtype, with its own random
 generator; the global random states (CPU and the block's CUDA device), the block's and its
 submodules' ``training`` flags and its buffers are restored afterwards (plain Python attributes that
-the forward changes are not). Hooks on ``down_proj`` (the one layer the patched forward still calls as
+the forward changes are not). A probed block's plain Python attributes (:func:`plain_attributes`: a flag,
+a scale, a config) are what the probe ran with: the patched forward checks on every call that they are
+still the same (:func:`same_attributes`) and runs the block's own forward where one changed. Hooks on ``down_proj`` (the one layer the patched forward still calls as
 a module) see the probe's calls.
 """
 
@@ -104,10 +106,42 @@ def _mismatch(got: object, want: torch.Tensor, dtype: torch.dtype) -> str | None
 
 
 def _other_state(module: nn.Module) -> list[str]:
-    """Parameters and buffers of ``module`` that do not belong to gate_proj, up_proj or down_proj."""
+    """Parameters, buffers and tensor attributes of ``module`` that do not belong to gate_proj, up_proj or
+    down_proj."""
     own = ("gate_proj.", "up_proj.", "down_proj.")
     names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+    names += [n for n, value in vars(module).items() if isinstance(value, torch.Tensor)]
     return [n for n in names if not n.startswith(own)]
+
+
+# Attribute values compared by value where not the same object (else by identity)
+_VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def plain_attributes(module: nn.Module) -> tuple[tuple[str, object], ...]:
+    """The plain Python attributes of a block that its forward may read, as ``(name, value)`` in the
+    order of its ``__dict__``: every name without a leading underscore (``nn.Module`` keeps its own state
+    under such names), other than ``training`` and an instance ``forward``."""
+    return tuple((k, value) for k, value in vars(module).items()
+                 if not k.startswith("_") and k not in ("training", "forward"))
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b or (type(a) in _VALUE_TYPES and type(b) is type(a) and a == b)
+
+
+def same_attributes(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
+    """Whether ``module``'s :func:`plain_attributes` are still ``saved``: the same names in the same order,
+    each the same object (or an equal number, string, bytes or None). An object changed in place (a
+    config's field) is not seen."""
+    now = plain_attributes(module)
+    return len(now) == len(saved) and all(k == k0 and _same(a, b) for (k, a), (k0, b) in zip(now, saved))
+
+
+def same_attributes_traced(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
+    """:func:`same_attributes` as torch.compile traces it: each saved name read with ``getattr`` (Dynamo
+    guards each value read), without listing the ``__dict__`` (an attribute added later is not seen)."""
+    return all(_same(getattr(module, k, None), b) for k, b in saved)
 
 
 def _set_training(modules: list[nn.Module], flags: list[bool]) -> None:
@@ -146,8 +180,8 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
     other = _other_state(module)
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
-        return (f"it has parameters or buffers beyond gate_proj, up_proj and down_proj ({shown}), which its forward "
-                "may read and which may change after patching")
+        return (f"it has parameters, buffers or tensor attributes beyond gate_proj, up_proj and down_proj ({shown}), "
+                "which its forward may read and which may change after patching")
     weight = module.gate_proj.weight
     if weight.device.type == "meta":
         return "its weights are on the meta device, so what its forward computes cannot be checked (load them first)"

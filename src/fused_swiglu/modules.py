@@ -26,7 +26,7 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
-from ._verify import verify
+from ._verify import known_forward, plain_attributes, same_attributes, same_attributes_traced, verify
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
@@ -266,9 +266,34 @@ class FusedSwiGLUForward:
             return self.backend != "torch" and v.hopper_status(device) is None
         if device.type == "cpu" and self.backend != "cutlass":
             if self.backend == "auto":
-                v.resolve_backend("auto", device, stacklevel=9)
+                v.resolve_backend("auto", device, stacklevel=None)
             return True
         return False
+
+
+class ProbedSwiGLUForward(FusedSwiGLUForward):
+    """:class:`FusedSwiGLUForward` for a block whose forward was verified by the probe, not by its class
+    (:func:`fused_swiglu._verify.verify`): the probe ran with the block's plain Python attributes as they
+    were at patching (``plain``, :func:`fused_swiglu._verify.plain_attributes`), so a call where one has
+    changed runs the block's own forward (one RuntimeWarning per block class). Under torch.compile each
+    saved attribute is read, and so guarded, as the stock forward that reads it would be."""
+
+    def __init__(self, module: nn.Module, *args, **kwargs):
+        super().__init__(module, *args, **kwargs)
+        self.plain = plain_attributes(module)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            if not same_attributes_traced(self.module, self.plain):
+                return self.original(x)
+            return _traced(self, x)
+        if not same_attributes(self.module, self.plain):
+            v.warn_once(f"plain-attributes:{type(self.base).__qualname__}", (
+                f"fused_swiglu: a plain attribute of a patched {self.base.__qualname__} block changed after "
+                "fuse_swiglu_mlps checked its forward; such a block runs its own forward from then on "
+                "(unfuse_swiglu_mlps and fuse_swiglu_mlps check it again)."), stacklevel=None)
+            return self.original(x)
+        return super().__call__(x)
 
 
 @torch.compiler.assume_constant_result
@@ -343,10 +368,12 @@ def fuse_swiglu_mlps(
     own forward computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``: known by its class for the
     Hugging Face MLPs of :data:`fused_swiglu._verify.KNOWN_FORWARDS` (Llama, Mistral, Qwen2, Qwen3, the
     dense and shared-expert MLPs of Qwen2-MoE, Qwen3-MoE and DeepSeek-V3, ...), else checked by a probe
-    (:func:`fused_swiglu._verify.probe`): a block with no parameters or buffers beyond its three
-    projections has its forward run on a few small random inputs in eval and in training mode, which
-    must match to within rounding, with no systematic scale, and be deterministic (no dropout); global
-    random states and ``training`` flags are restored, and hooks on ``down_proj`` see the probe's calls.
+    (:func:`fused_swiglu._verify.probe`): a block with no parameters, buffers or tensor attributes
+    beyond its three projections has its forward run on a few small random inputs in eval and in
+    training mode, which must match to within rounding, with no systematic scale, and be deterministic
+    (no dropout); global random states and ``training`` flags are restored, and hooks on ``down_proj``
+    see the probe's calls. A probed block whose plain Python attributes (a flag, a scale) change after
+    patching runs its own forward from then on (one RuntimeWarning).
     A block with these attributes whose forward computes something else (a residual, a scale, gate and
     up swapped, another activation, dropout), or reads parameters of its own (a LayerScale), keeps its
     forward and is named in the warning; so is a block of another class on the meta device (nothing to
@@ -445,7 +472,10 @@ def fuse_swiglu_mlps(
         if fp8:
             install(module, fp8_modules.FusedFP8SwiGLUForward(module, backend, previous))
         else:
-            install(module, FusedSwiGLUForward(module, kernel, accumulation, backend, previous, recompute))
+            probed = previous is not None or not known_forward(module)
+            patch = (ProbedSwiGLUForward if probed else FusedSwiGLUForward)(module, kernel, accumulation, backend,
+                                                                            previous, recompute)
+            install(module, patch)
         patched.append(readable(name))
     if skipped or experts:
         warnings.warn(_unfused_warning(skipped, experts, len(patched), already), UserWarning, stacklevel=2)

@@ -122,6 +122,12 @@ def test_write_data_round_trips_through_the_tuning_parser(tmp_path):
     assert data.device.l2_bytes / (50 * 2**20) in tune.L2_SHARES and data.device.blend in tune.BLENDS
     assert len(data.overrides) == len(out["overrides"]) and out["cells"] == 1
     assert all(math.isfinite(c.k_tile_us) for c in data.costs.values())
+    assert data.sustained == {}
+    # launches timed at the power cap by tune --sustained stay when the interleaved tune writes again
+    tune.write_sustained(tmp_path / "nvidia-h200_bf16.json", shipped["sustained"], "NVIDIA H200", "bf16", 132)
+    tune.write_data(p, "NVIDIA H200", "bf16", 132, 50 * 2**20, tmp_path / "nvidia-h200_bf16.json")
+    data = tuning.parse(json.loads((tmp_path / "nvidia-h200_bf16.json").read_text()))
+    assert set(data.sustained) == set(shipped["sustained"]["launches"]) and data.costs
 
 
 def test_default_problems_cover_the_sweep_and_the_benchmark():
@@ -200,3 +206,47 @@ def test_one_tune_at_a_time_per_gpu_and_dtype(tmp_path):
                 pass
     finally:
         held.release()
+
+
+def test_tune_sustained_times_each_launch_once_fits_and_keeps_the_rest_of_the_file(monkeypatch, tmp_path):
+    """run_sustained with the GPU replaced by known costs per launch: the file gets those costs (a file of
+    that section alone) and a second run times nothing."""
+    from types import SimpleNamespace
+
+    from fused_swiglu import _lib
+    from fused_swiglu.bench import power, timing
+
+    truth = {v.key: (0.5 + i * 0.01, 0.3 + i * 0.002) for i, v in enumerate(tune.sustained_variants())}
+    calls = []
+
+    def fake_timings(found, M, N, K, dtype, device, reps, flush, monitor=None, seconds=None, **kwargs):
+        assert monitor is not None and seconds == 0.05  # the sustained protocol
+        calls.append((M, N, K))
+        out = {}
+        for v in found:
+            waves, _ = cost_model.rounds(v.config, M, N, 132, v.swizzle)
+            a, b = truth[v.key]
+            out[v.key] = SimpleNamespace(median_ms=waves * (a + -(-K // v.config.tile_k) * b) / 1e3)
+        return out
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_lib, "target", lambda index: (132, "NVIDIA Test GPU", 232448))
+    monkeypatch.setattr(timing, "flush_buffer", lambda device: None)
+    monkeypatch.setattr(timing, "heat_soak", lambda device, monitor: None)
+    monkeypatch.setattr(power, "nvml_index", lambda device: 0)
+    monkeypatch.setattr(power, "Monitor", lambda index: object())
+    monkeypatch.setattr(tune, "variant_timings", fake_timings)
+    problems = [(M, s.intermediate_size, s.hidden_size) for s in MODELS[2:] for M in (2048, 6000, 8192)]
+    path = tune.run_sustained(problems, torch.bfloat16, tmp_path, seconds=0.05)
+    assert path == tmp_path / "nvidia-test-gpu_bf16.json" and len(calls) == len(problems)
+    data = json.loads(path.read_text())
+    assert set(data) == {"format", "gpu", "dtype", "num_sms", "sustained"}
+    section = data["sustained"]
+    assert section["from_m"] == 2048 and set(section["launches"]) == set(truth)
+    for key, (a, b) in truth.items():
+        assert section["launches"][key]["k_tile_us"] == pytest.approx(b, rel=1e-6), key
+    tune.run_sustained(problems, torch.bfloat16, tmp_path, seconds=0.05)
+    assert len(calls) == len(problems)  # resumed: nothing timed again
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        tune.run_sustained(problems, torch.bfloat16, tmp_path, seconds=0)

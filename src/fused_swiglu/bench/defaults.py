@@ -20,6 +20,7 @@ __all__ = [
     "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
     "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
     "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
+    "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS",
 ]
 
 # bench (the kernels; its token counts are fused_swiglu.bench.shapes.TOKENS)
@@ -63,3 +64,7 @@ E2E_AB_COMPILED_MODES = ("compiled_decode",)
 # M = SUSTAINED_FROM_M on
 PROTOCOLS = ("auto", "sustained", "interleaved")
 SUSTAINED_SECONDS = 1.0  # per method and cell
+
+# tune --sustained: token counts of its problems, and each launch's time back to back at the power cap
+TUNE_SUSTAINED_TOKENS = (2048, 6000, 8192)
+TUNE_SUSTAINED_SECONDS = 0.12

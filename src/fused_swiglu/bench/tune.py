@@ -14,6 +14,11 @@ CUDA-event medians after warm-up, L2 flushed before every call, input sets rotat
    the fastest beat the cost model's pick by more than :data:`fused_swiglu.tuning.OVERRIDE_GAIN` it
    becomes an override for that exact problem.
 
+``--sustained`` runs another step instead (:func:`run_sustained`): the launches of :data:`SUSTAINED_CONFIGS`
+x :data:`SUSTAINED_LAUNCHES` at large M, each timed back to back at the power cap after one heat soak
+(:func:`fused_swiglu.bench.timing.time_sustained`), and their costs there fitted (:func:`fit_sustained`)
+into the tuned file's ``sustained`` section, which the choice ranks from its ``from_m`` on.
+
 Progress is saved after each step in ``<out>/<gpu>_<dtype>.progress.json``; a run started again with
 the same library version, GPU, dtype, repetitions and problems continues from there. One run at a time
 per folder, GPU and dtype (``<gpu>_<dtype>.lock``); a second one stops with an error. The result is ``<out>/<gpu>_<dtype>.json``
@@ -38,6 +43,7 @@ from ..configs import KernelConfig
 from ..errors import UnsupportedError
 from ..weights import pack_gate_up
 from . import timing
+from .defaults import TUNE_SUSTAINED_SECONDS
 
 ROUNDS = (2, 4)
 CALIBRATION_K = (1024, 4096)
@@ -363,6 +369,96 @@ L2_SHARES = (0.5, 0.75, 1.0, 1.5, 2.0)
 BLENDS = (2.0, 4.0, 8.0, 16.0)
 
 
+# The launches ``tune --sustained`` times at the power cap: the 128-row tiles of both kernels that the
+# sweeps of perf-notes entry 81 found fastest somewhere at M >= 2048, each along M and along N with
+# swizzle 4 and 8, and the heuristic order.
+SUSTAINED_CONFIGS = (
+    "packed_pingpong_128x192x64_2x1", "packed_pingpong_128x192x64_1x1", "packed_pingpong_128x128x64_2x1",
+    "dual_pingpong_128x128x64_2x1", "dual_pingpong_128x128x64_1x1", "dual_pingpong_128x160x64_2x1",
+    "dual_pingpong_128x160x64_1x1",
+)
+SUSTAINED_LAUNCHES = ((0, 1), (1, 4), (1, 8), (2, 4), (2, 8))
+
+
+def sustained_variants() -> list[Variant]:
+    """Every launch of :data:`SUSTAINED_CONFIGS` x :data:`SUSTAINED_LAUNCHES`."""
+    return [Variant(dataclasses.replace(configs.BY_BASE_NAME[name], raster=r, swizzle=sw), r, sw)
+            for name in SUSTAINED_CONFIGS for r, sw in SUSTAINED_LAUNCHES]
+
+
+def write_sustained(path: Path, section: dict, gpu: str, dtype: str, num_sms: int) -> dict:
+    """Put ``section`` as the ``sustained`` section of the tuned file ``path`` (atomic replace): into the
+    file where it exists, else into a new file that holds only that section."""
+    data = json.loads(path.read_text()) if path.is_file() else {
+        "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms}
+    data["sustained"] = section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+    tuning.clear()
+    return data
+
+
+def run_sustained(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_dir: Path,
+                  seconds: float = TUNE_SUSTAINED_SECONDS, fresh: bool = False, console=None) -> Path:
+    """``fused-swiglu tune --sustained``: after one heat soak, time every launch of
+    :func:`sustained_variants` on each problem ((M, N = I, K = H)) back to back at the power cap for
+    ``seconds`` each, fit their costs (:func:`fit_sustained`) and write them into
+    ``out_dir/<gpu>_<dtype>.json`` (:func:`write_sustained`); returns its path. Progress is saved after each
+    problem in ``<gpu>_<dtype>.sustained-progress.json`` and a run with the same identity continues
+    from there, unless ``fresh``.
+
+    Raises:
+        RuntimeError: no CUDA device, or another tune holds this GPU's and dtype's files. ValueError:
+            seconds not above 0, a problem size not a positive int multiple of 8 for N and K, or the
+            fit finds no launch timed in enough problems.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
+
+    from .. import _lib
+    from . import power
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0; got seconds={seconds}")
+    for M, N, K in problems:
+        if min(M, N, K) < 1 or N % 8 or K % 8:
+            raise ValueError(f"problem (M={M}, N={N}, K={K}): M >= 1 and N, K positive multiples of 8 required")
+    device = torch.device("cuda", torch.cuda.current_device())
+    num_sms, gpu, _ = _lib.target(device.index)
+    suffix = configs.DTYPE_SUFFIX[dtype]
+    stem = tuning.file_name(gpu, suffix).removesuffix(".json")
+    found = sustained_variants()
+    identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": suffix, "seconds": seconds,
+                "problems": [list(p) for p in problems], "launches": [v.key for v in found]}
+    progress_path = out_dir / f"{stem}.sustained-progress.json"
+    with exclusive(out_dir / f"{stem}.lock"):
+        if fresh and progress_path.exists():
+            progress_path.unlink()
+        progress = Progress(progress_path, identity)
+        cells = progress.state["cells"]
+        flush = timing.flush_buffer(device)
+        monitor = power.Monitor(power.nvml_index(device))
+        timing.heat_soak(device, monitor)
+        with Bar(TextColumn("[bold]tune --sustained[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                 TimeRemainingColumn(), console=console, transient=False) as bar:
+            task = bar.add_task(gpu, total=len(problems))
+            for M, N, K in problems:
+                key = Progress.cell_key(M, N, K)
+                if key not in cells:
+                    timed = variant_timings(found, M, N, K, dtype, device, 1, flush, monitor=monitor, seconds=seconds)
+                    cells[key] = {k: t.median_ms for k, t in timed.items()}
+                    progress.save()
+                bar.update(task, advance=1, description=f"M={M} N={N} K={K}")
+        rows = [{"tokens": M, "intermediate_size": N, "hidden_size": K, "method": k, "median_ms": t}
+                for key, times in cells.items() for M, N, K in [map(int, key.split(","))] for k, t in times.items()]
+        path = out_dir / f"{stem}.json"
+        write_sustained(path, fit_sustained(rows, num_sms), gpu, suffix, num_sms)
+    return path
+
+
 def tuning_of(progress: Progress, gpu: str, dtype: str) -> tuning.Tuning:
     """The calibration as :class:`fused_swiglu.tuning.Tuning` (no overrides)."""
     cal = progress.state["calibration"]
@@ -416,6 +512,10 @@ def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: 
         "cells": len(progress.state["cells"]),
         "overrides": found,
     }
+    if path.is_file():  # launches timed at the power cap by tune --sustained stay
+        previous = json.loads(path.read_text())
+        if "sustained" in previous:
+            out["sustained"] = previous["sustained"]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(out, indent=1) + "\n")

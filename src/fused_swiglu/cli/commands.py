@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..bench import defaults
 from .options import (
     COMMAND_HELP,
     EXIT_BAD_OPTION,
@@ -56,6 +57,14 @@ def add_parsers(sub) -> None:
                    "stage (default 10; the second stage times twice as many)")
     t.add_argument("--out-dir", help="folder of the tuned data (default: the user's tuning folder, read first)")
     t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
+    t.add_argument("--sustained", action="store_true", help="instead: time the large-M launches back to back at "
+                   "the power cap (after one heat soak) on --models (default: the seven Qwen2.5 shapes and eight "
+                   "public ones) at --tokens (default " + " ".join(map(str, defaults.TUNE_SUSTAINED_TOKENS))
+                   + ") and write their fitted costs, which the choice ranks from M = 2048 on (about 7 min "
+                   "on an H100 or H200 with the defaults)")
+    t.add_argument("--seconds", type=float, default=defaults.TUNE_SUSTAINED_SECONDS,
+                   help="with --sustained: seconds each launch runs back to back (default "
+                   f"{defaults.TUNE_SUSTAINED_SECONDS})")
 
     s = _command(sub, "sweep")
     s.add_argument("--models", nargs="+", help=models_help("the other public models"))
@@ -304,25 +313,40 @@ def tune(args, console) -> int:
     from ..bench import model_shapes
     from ..bench.report import check_out_path
     from ..bench.shapes import MODELS
-    from ..bench.tune import run_tune
+    from ..bench.tune import run_sustained, run_tune
 
-    shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
-    if shapes is None and not args.tokens:
-        problems = model_shapes.tune_problems()
+    if args.sustained:
+        shapes, tokens = sweep_args(args, defaults.TUNE_SUSTAINED_TOKENS)
+        if not args.seconds > 0:
+            raise ValueError(f"--seconds must be > 0; got {args.seconds}")
+        problems = [(M, s.intermediate_size, s.hidden_size) for s in (shapes or model_shapes.SUSTAINED_MODELS)
+                    for M in tokens]
     else:
-        chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
-        problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
+        shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
+        if shapes is None and not args.tokens:
+            problems = model_shapes.tune_problems()
+        else:
+            chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
+            problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
     check_out_path(out_dir / "tuned.json", "--out-dir")  # its folder can be made and written, before any GPU work
     if (code := no_hopper("tune")) is not None:
         return code
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     try:
-        path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
+        if args.sustained:
+            path = run_sustained(problems, dtype, out_dir, seconds=args.seconds, fresh=args.fresh, console=console)
+        else:
+            path = run_tune(problems, dtype, out_dir, reps=args.rep, fresh=args.fresh, console=console)
     except RuntimeError as e:  # another tune holds this GPU's and dtype's files
         print(f"fused-swiglu tune: {e}", file=sys.stderr)
         return EXIT_BAD_OPTION
     data = json.loads(path.read_text())
+    if args.sustained:
+        section = data["sustained"]
+        console.print(f"wrote {path}: {len(section['launches'])} launches' costs at the power cap, from M = "
+                      f"{section['from_m']}")
+        return 0
     console.print(f"wrote {path}: {len(data['configs'])} configs' costs, {len(data['overrides'])} overrides "
                   f"over {data['cells']} problems")
     return 0

@@ -89,7 +89,9 @@ def package_data_only(monkeypatch, tmp_path):
     tuning.clear()
     configs._choose.cache_clear()
     configs._select.cache_clear()
+    configs.unfused_faster.cache_clear()
     yield
     tuning.clear()
+    configs.unfused_faster.cache_clear()
     configs._choose.cache_clear()
     configs._select.cache_clear()

@@ -405,3 +405,35 @@ def test_explain_builds_nothing_and_refuses_sizes_no_kernel_serves(monkeypatch):
     for N, K in ((18945, 3584), (18944, 0), (0, 3584)):
         with pytest.raises(ValueError, match="positive multiples of 8"):
             configs.explain("dual", "", 16, N, K, torch.bfloat16, 132, H200)
+
+
+def test_the_unfused_path_is_taken_where_its_costs_predict_it_faster(monkeypatch):
+    data = _with_sustained({"dual_pingpong_128x160x64_2x1@2:8": (0.0, 0.5)})
+    # the fused launch: rounds x 56 k-tiles x 0.5 us at 7B; the unfused path priced below and above it
+    v = dataclasses.replace(configs.BY_BASE_NAME["dual_pingpong_128x160x64_2x1"], raster=2, swizzle=8)
+    fused_us = cost_model.predict_sustained_us(v, cost_model.ConfigCosts(0.0, 0.5), 8192, 18944, 3584, 132, 8)
+    gflop, mb = cost_model.unfused_features(8192, 18944, 3584)
+    def serve(d):
+        load = lambda gpu, dtype: d  # noqa: E731
+        load.cache_clear = lambda: None  # as tuning.load's
+        monkeypatch.setattr(tuning, "load", load)
+        configs.unfused_faster.cache_clear()
+
+    for factor, want in ((0.9, True), (1.1, False)):
+        serve(dataclasses.replace(data, unfused=cost_model.UnfusedCosts(factor * fused_us / gflop, 0.0)))
+        assert configs.unfused_faster("dual", 8192, 18944, 3584, gpu=H200) is want
+        # below from_m, with promoted accumulation, or without sustained launches of the kernel: never
+        assert not configs.unfused_faster("dual", 2047, 18944, 3584, gpu=H200)
+        assert not configs.unfused_faster("dual", 8192, 18944, 3584, "promoted", gpu=H200)
+        assert not configs.unfused_faster("packed", 8192, 18944, 3584, gpu=H200)
+    serve(dataclasses.replace(data, unfused=None))
+    assert not configs.unfused_faster("dual", 8192, 18944, 3584, gpu=H200)
+    configs.unfused_faster.cache_clear()
+    with pytest.raises(ValueError, match="dtype must be"):
+        configs.unfused_faster("dual", 8192, 18944, 3584, dtype=torch.float32)
+
+
+def test_the_shipped_data_prices_the_unfused_path_on_both_gpus():
+    for gpu in (H200, "NVIDIA H100 80GB HBM3"):
+        data = tuning.load(gpu, "bf16")
+        assert data.unfused is not None and data.unfused.us_per_gflop > 0

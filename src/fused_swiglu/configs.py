@@ -243,6 +243,27 @@ def sustained_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, nu
     return [(t, v) for t, _, v in ranked]
 
 
+@functools.lru_cache(maxsize=4096)
+def unfused_faster(kernel: str, M: int, N: int, K: int, accumulation: str = "fast", num_sms: int = NUM_SMS,
+                   gpu: str = "", dtype: torch.dtype = torch.bfloat16) -> bool:
+    """Whether the unfused path (PyTorch's two GEMMs and ``silu(g) * u``) is predicted faster at the power
+    cap than the choice's launch of ``kernel`` for M tokens, N = I, K = H on GPU ``gpu``: the tuned data's
+    ``unfused`` costs (:func:`fused_swiglu.cost_model.predict_unfused_us`) against the first of
+    :func:`sustained_ranking`. False where the data has either missing (below its ``from_m``, promoted
+    accumulation, a GPU whose data has no sustained section).
+
+    Raises:
+        ValueError: unknown dtype (as :func:`choose_config`).
+    """
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
+    data = tuning.load(gpu, DTYPE_SUFFIX[dtype])
+    if data.unfused is None:
+        return False
+    ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data)
+    return bool(ranked) and cost_model.predict_unfused_us(data.unfused, M, N, K) < ranked[0][0]
+
+
 def model_config(kernel: str, M: int, N: int, K: int, accumulation: str, num_sms: int,
                  data: tuning.Tuning, smem_limit: int | None = None) -> KernelConfig:
     """The cost model's pick (no override): the first of :func:`sustained_ranking` where it has any,

@@ -79,6 +79,16 @@ class DeviceCosts:
 
 
 @dataclass(frozen=True)
+class UnfusedCosts:
+    """The unfused path at the power cap (PyTorch's two GEMMs and ``silu(g) * u``): microseconds per GFLOP
+    of the two products (``us_per_gflop``) and per MB the path moves through HBM (``us_per_mb``:
+    x, the weights, g and u written and read again, y)."""
+
+    us_per_gflop: float
+    us_per_mb: float
+
+
+@dataclass(frozen=True)
 class ConfigCosts:
     """One config's measured costs: microseconds per round of tiles (``tile_us``) and per k-tile of
     a round (``k_tile_us``), at full occupancy; the HBM bandwidth it reaches at decode sizes
@@ -257,3 +267,15 @@ def predict_sustained_us(config: TileGeometry, costs: ConfigCosts, M: int, N: in
     if waves == 0 or K == 0:
         return 0.0
     return waves * (costs.tile_us + _ceil(K, config.tile_k) * costs.k_tile_us)
+
+
+def unfused_features(M: int, N: int, K: int, element_bytes: int = 2) -> tuple[float, float]:
+    """(GFLOP, MB) of the unfused path for M tokens, N = I, K = H: ``4 M N K`` multiply-adds x 2 and the
+    bytes of x, both weights, g and u (written, then read) and y."""
+    return 4 * M * N * K / 1e9, element_bytes * (M * K + 2 * N * K + 5 * M * N) / 1e6
+
+
+def predict_unfused_us(costs: UnfusedCosts, M: int, N: int, K: int) -> float:
+    """The unfused path's time at the power cap in microseconds (:class:`UnfusedCosts`)."""
+    gflop, mb = unfused_features(M, N, K)
+    return costs.us_per_gflop * gflop + costs.us_per_mb * mb

@@ -28,9 +28,15 @@ from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
 from ._verify import known_forward, plain_attributes, same_attributes, same_attributes_traced, verify
 from ._dispatch import AUTO, on_2d, run_op
-from .configs import ACCUMULATIONS
+from .configs import ACCUMULATIONS, unfused_faster
+from .tuning import SUSTAINED_FROM_M
 from .fp8 import modules as fp8_modules
 from .functional import swiglu
+
+# From this many tokens a patched block's eager call asks the choice's data whether its own unfused forward
+# is faster (configs.unfused_faster; the data's from_m is at least this)
+UNFUSED_CHECK_FROM = SUSTAINED_FROM_M
+
 
 def _plain_linear(layer: nn.Module) -> bool:
     """``nn.Linear`` or a subclass that keeps its ``forward`` (not a wrapper such as an adapter or a
@@ -220,7 +226,21 @@ class FusedSwiGLUForward:
             and m.down_proj is d and d.weight is self.w_down and d.bias is None and not has_hooks(d)
         ):
             return self._whole_block(x)
+        if x.numel() >= UNFUSED_CHECK_FROM * x.shape[-1] and self._unfused_faster(x):
+            return self.original(x)
         return m.down_proj(self._fused(x))
+
+    def _unfused_faster(self, x: torch.Tensor) -> bool:
+        """Whether the choice's data predicts the block's own (unfused) forward faster than the fused kernel
+        for this call (:func:`fused_swiglu.configs.unfused_faster`; a Hopper GPU at the power cap only)."""
+        if not x.is_cuda:
+            return False
+        from . import _lib
+
+        num_sms, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
+        H = x.shape[-1]
+        return unfused_faster(self.kernel, x.numel() // H, self.w_gate.shape[0], H, self.accumulation, num_sms,
+                              gpu, x.dtype)
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         return run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)

@@ -27,7 +27,10 @@ Optional, the launches timed at the power cap (``fused-swiglu tune --sustained``
 
 A launch key is ``<config>@<raster>:<swizzle>`` (:func:`launch_key`). From ``from_m`` tokens on, the
 choice ranks the launches listed for the kernel and accumulation by these costs
-(:func:`fused_swiglu.cost_model.predict_sustained_us`). A file may hold only ``sustained`` (and
+(:func:`fused_swiglu.cost_model.predict_sustained_us`). The section may also hold ``"unfused":
+{"us_per_gflop": ..., "us_per_mb": ..., "cells": ...}``: the unfused path's time there (PyTorch's two GEMMs
+and ``silu(g) * u``, :func:`fused_swiglu.cost_model.predict_unfused_us`), by which a patched block runs
+the unfused path where it is predicted faster (:func:`fused_swiglu.configs.unfused_faster`). A file may hold only ``sustained`` (and
 ``overrides``), without ``device`` and ``configs``: those then come from the reference GPU's file
 (``costs_from`` names it).
 ``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
@@ -47,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import catalog
-from .cost_model import ConfigCosts, DeviceCosts
+from .cost_model import ConfigCosts, DeviceCosts, UnfusedCosts
 
 FORMAT = 1
 # An override is kept only where the tuned config ran faster than the model's pick by more than this
@@ -91,6 +94,7 @@ class Tuning:
     overrides_apply: bool = True
     sustained: dict[str, ConfigCosts] = field(default_factory=dict)
     sustained_from_m: int = 0
+    unfused: UnfusedCosts | None = None
     costs_from: Path | None = None
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
@@ -168,15 +172,17 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
                 o["config"], int(o.get("raster", 0)), int(o.get("swizzle", 1)), str(o.get("protocol", "interleaved")))
             for o in data.get("overrides", [])
         }
-        sustained, from_m = {}, 0
+        sustained, from_m, unfused = {}, 0, None
         if "sustained" in data:
             section = data["sustained"]
+            if "unfused" in section:
+                unfused = UnfusedCosts(float(section["unfused"]["us_per_gflop"]), float(section["unfused"]["us_per_mb"]))
             from_m = int(section["from_m"])
             for key, c in section["launches"].items():
                 split_launch_key(key)
                 sustained[key] = ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]))
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
-                      sustained=sustained, sustained_from_m=from_m,
+                      sustained=sustained, sustained_from_m=from_m, unfused=unfused,
                       costs_from=base.source if base is not None else None)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None

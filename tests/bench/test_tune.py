@@ -219,10 +219,11 @@ def test_tune_sustained_times_each_launch_once_fits_and_keeps_the_rest_of_the_fi
     truth = {v.key: (0.5 + i * 0.01, 0.3 + i * 0.002) for i, v in enumerate(tune.sustained_variants())}
     calls = []
 
-    def fake_timings(found, M, N, K, dtype, device, reps, flush, monitor=None, seconds=None, **kwargs):
+    def fake_timings(found, M, N, K, dtype, device, reps, flush, extra=None, sets=None, monitor=None, seconds=None):
         assert monitor is not None and seconds == 0.05  # the sustained protocol
         calls.append((M, N, K))
-        out = {}
+        gflop, mb = cost_model.unfused_features(M, N, K)
+        out = {name: SimpleNamespace(median_ms=(2.0 * gflop + 0.5 * mb) / 1e3) for name in extra}
         for v in found:
             waves, _ = cost_model.rounds(v.config, M, N, 132, v.swizzle)
             a, b = truth[v.key]
@@ -237,6 +238,7 @@ def test_tune_sustained_times_each_launch_once_fits_and_keeps_the_rest_of_the_fi
     monkeypatch.setattr(power, "nvml_index", lambda device: 0)
     monkeypatch.setattr(power, "Monitor", lambda index: object())
     monkeypatch.setattr(tune, "variant_timings", fake_timings)
+    monkeypatch.setattr(tune, "make_operands", lambda M, N, K, dtype, device: [])
     problems = [(M, s.intermediate_size, s.hidden_size) for s in MODELS[2:] for M in (2048, 6000, 8192)]
     path = tune.run_sustained(problems, torch.bfloat16, tmp_path, seconds=0.05)
     assert path == tmp_path / "nvidia-test-gpu_bf16.json" and len(calls) == len(problems)
@@ -246,6 +248,7 @@ def test_tune_sustained_times_each_launch_once_fits_and_keeps_the_rest_of_the_fi
     assert section["from_m"] == 2048 and set(section["launches"]) == set(truth)
     for key, (a, b) in truth.items():
         assert section["launches"][key]["k_tile_us"] == pytest.approx(b, rel=1e-6), key
+    assert section["unfused"]["us_per_gflop"] == pytest.approx(2.0) and section["unfused"]["us_per_mb"] == pytest.approx(0.5)
     tune.run_sustained(problems, torch.bfloat16, tmp_path, seconds=0.05)
     assert len(calls) == len(problems)  # resumed: nothing timed again
     with pytest.raises(ValueError, match="seconds must be > 0"):

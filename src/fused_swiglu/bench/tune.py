@@ -41,6 +41,7 @@ import torch
 from .. import _version, configs, cost_model, tuning
 from ..configs import KernelConfig
 from ..errors import UnsupportedError
+from ..reference import swiglu_eager
 from ..weights import pack_gate_up
 from . import timing
 from .defaults import TUNE_SUSTAINED_SECONDS
@@ -191,23 +192,37 @@ def fit_config_costs(points: Sequence[tuple[int, int, float]], launch_us: float,
     """
     if len({k for _, k, _ in points}) < 2:
         raise ValueError(f"fit_config_costs needs points at two k-tile counts at least; got {list(points)}")
-    # normal equations of  y = a * r + b * r * k, each point weighted by w
-    w = [1.0 / (t * t) if relative else 1.0 for _, _, t in points]
-    saa = sum(wi * r * r for wi, (r, _, _) in zip(w, points))
-    sab = sum(wi * r * r * k for wi, (r, k, _) in zip(w, points))
-    sbb = sum(wi * (r * k) ** 2 for wi, (r, k, _) in zip(w, points))
-    say = sum(wi * r * (t - launch_us) for wi, (r, _, t) in zip(w, points))
-    sby = sum(wi * r * k * (t - launch_us) for wi, (r, k, t) in zip(w, points))
+    a, b = fit_two([(r, r * k, t - launch_us) for r, k, t in points], relative=relative)
+    return cost_model.ConfigCosts(tile_us=a, k_tile_us=b)
+
+
+def fit_two(points: Sequence[tuple[float, float, float]], relative: bool = False) -> tuple[float, float]:
+    """Least-squares ``(a, b)`` of ``y = a * f + b * g`` over ``(f, g, y)`` points, both clamped at 0 (a
+    negative ``a`` is refitted with ``a = 0``); ``relative``: each point's error relative to its ``y``.
+
+    Raises:
+        ValueError: the points do not determine both (f and g proportional).
+    """
+    w = [1.0 / (y * y) if relative else 1.0 for _, _, y in points]
+    saa = sum(wi * f * f for wi, (f, _, _) in zip(w, points))
+    sab = sum(wi * f * g for wi, (f, g, _) in zip(w, points))
+    sbb = sum(wi * g * g for wi, (_, g, _) in zip(w, points))
+    say = sum(wi * f * y for wi, (f, _, y) in zip(w, points))
+    sby = sum(wi * g * y for wi, (_, g, y) in zip(w, points))
     det = saa * sbb - sab * sab
+    if not det > 1e-12 * saa * sbb:
+        raise ValueError(f"fit_two needs points where f and g are not proportional; got {list(points)[:4]} ...")
     a = (say * sbb - sby * sab) / det
     b = (saa * sby - sab * say) / det
     if a < 0:  # refit through the origin in a
         a, b = 0.0, sby / sbb
-    return cost_model.ConfigCosts(tile_us=max(a, 0.0), k_tile_us=max(b, 0.0))
+    return max(a, 0.0), max(b, 0.0)
 
 
 # A launch enters the sustained costs only with timings in at least this many cells.
 SUSTAINED_MIN_CELLS = 10
+# The rows of the unfused path (PyTorch's two GEMMs and silu(g) * u) among the sustained timings
+UNFUSED_METHOD = "eager"
 
 
 def fit_sustained(rows: Sequence[dict], num_sms: int) -> dict:
@@ -217,7 +232,9 @@ def fit_sustained(rows: Sequence[dict], num_sms: int) -> dict:
     ``tools/schedule_ab.py --protocol sustained`` writes them. Each launch of a catalog config timed in at
     least :data:`SUSTAINED_MIN_CELLS` cells gets the ``(tile_us, k_tile_us)`` of :func:`fit_config_costs`
     (relative errors, no launch cost) over its cells' rounds (padding tiles included) and k-tiles;
-    ``from_m`` is the fewest tokens among them.
+    ``from_m`` is the fewest tokens among them. Rows of :data:`UNFUSED_METHOD` (in as many cells) give the
+    unfused path's costs (``unfused``: :func:`fit_two` of its time on its GFLOP and MB,
+    :func:`fused_swiglu.cost_model.unfused_features`).
 
     Raises:
         ValueError: no launch has enough cells.
@@ -245,7 +262,13 @@ def fit_sustained(rows: Sequence[dict], num_sms: int) -> dict:
         launches[key] = {"tile_us": costs.tile_us, "k_tile_us": costs.k_tile_us, "cells": len(pts)}
     if not launches:
         raise ValueError(f"no launch has sustained timings in {SUSTAINED_MIN_CELLS} cells or more")
-    return {"from_m": min(m for key in launches for m in tokens[key]), "launches": launches}
+    section = {"from_m": min(m for key in launches for m in tokens[key]), "launches": launches}
+    unfused = [(*cost_model.unfused_features(int(r["tokens"]), int(r["intermediate_size"]), int(r["hidden_size"])),
+                _us(float(r["median_ms"]))) for r in rows if r["method"] == UNFUSED_METHOD]
+    if len(unfused) >= SUSTAINED_MIN_CELLS:
+        a, b = fit_two(unfused, relative=True)
+        section["unfused"] = {"us_per_gflop": a, "us_per_mb": b, "cells": len(unfused)}
+    return section
 
 
 def pick_losses(cells: dict[str, dict[str, float]], data: tuning.Tuning, num_sms: int) -> list[tuple]:
@@ -403,8 +426,8 @@ def write_sustained(path: Path, section: dict, gpu: str, dtype: str, num_sms: in
 def run_sustained(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_dir: Path,
                   seconds: float = TUNE_SUSTAINED_SECONDS, fresh: bool = False, console=None) -> Path:
     """``fused-swiglu tune --sustained``: after one heat soak, time every launch of
-    :func:`sustained_variants` on each problem ((M, N = I, K = H)) back to back at the power cap for
-    ``seconds`` each, fit their costs (:func:`fit_sustained`) and write them into
+    :func:`sustained_variants` and the unfused path (:data:`UNFUSED_METHOD`) on each problem ((M, N = I,
+    K = H)) back to back at the power cap for ``seconds`` each, fit their costs (:func:`fit_sustained`) and write them into
     ``out_dir/<gpu>_<dtype>.json`` (:func:`write_sustained`); returns its path. Progress is saved after each
     problem in ``<gpu>_<dtype>.sustained-progress.json`` and a run with the same identity continues
     from there, unless ``fresh``.
@@ -448,7 +471,10 @@ def run_sustained(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, 
             for M, N, K in problems:
                 key = Progress.cell_key(M, N, K)
                 if key not in cells:
-                    timed = variant_timings(found, M, N, K, dtype, device, 1, flush, monitor=monitor, seconds=seconds)
+                    sets = make_operands(M, N, K, dtype, device)
+                    unfused = {UNFUSED_METHOD: [lambda s=s: swiglu_eager(s.x, s.w_gate, s.w_up) for s in sets]}
+                    timed = variant_timings(found, M, N, K, dtype, device, 1, flush, extra=unfused, sets=sets,
+                                            monitor=monitor, seconds=seconds)
                     cells[key] = {k: t.median_ms for k, t in timed.items()}
                     progress.save()
                 bar.update(task, advance=1, description=f"M={M} N={N} K={K}")

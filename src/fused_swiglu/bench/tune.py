@@ -415,12 +415,36 @@ def write_sustained(path: Path, section: dict, gpu: str, dtype: str, num_sms: in
     data = json.loads(path.read_text()) if path.is_file() else {
         "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms}
     data["sustained"] = section
+    return _replace_tuned_file(path, data)
+
+
+def _replace_tuned_file(path: Path, data: dict) -> dict:
+    """Write ``data`` as the tuned file ``path`` (atomic replace) and forget the files read; returns it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, path)
     tuning.clear()
     return data
+
+
+def _target(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype) -> tuple[torch.device, int, str, str, str]:
+    """Check a tune run's problems and find its GPU: ``(device, SM count, GPU name, dtype suffix, file stem)``.
+
+    Raises:
+        RuntimeError: no CUDA device. ValueError: a problem size not a positive int multiple of 8 for N and K.
+    """
+    from .. import _lib
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
+    for M, N, K in problems:
+        if min(M, N, K) < 1 or N % 8 or K % 8:
+            raise ValueError(f"problem (M={M}, N={N}, K={K}): M >= 1 and N, K positive multiples of 8 required")
+    device = torch.device("cuda", torch.cuda.current_device())
+    num_sms, gpu, _ = _lib.target(device.index)
+    suffix = configs.DTYPE_SUFFIX[dtype]
+    return device, num_sms, gpu, suffix, tuning.file_name(gpu, suffix).removesuffix(".json")
 
 
 def run_sustained(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_dir: Path,
@@ -439,20 +463,11 @@ def run_sustained(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, 
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 
-    from .. import _lib
     from . import power
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0; got seconds={seconds}")
-    for M, N, K in problems:
-        if min(M, N, K) < 1 or N % 8 or K % 8:
-            raise ValueError(f"problem (M={M}, N={N}, K={K}): M >= 1 and N, K positive multiples of 8 required")
-    device = torch.device("cuda", torch.cuda.current_device())
-    num_sms, gpu, _ = _lib.target(device.index)
-    suffix = configs.DTYPE_SUFFIX[dtype]
-    stem = tuning.file_name(gpu, suffix).removesuffix(".json")
+    device, num_sms, gpu, suffix, stem = _target(problems, dtype)
     found = sustained_variants()
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": suffix, "seconds": seconds,
                 "problems": [list(p) for p in problems], "launches": [v.key for v in found]}
@@ -542,12 +557,7 @@ def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: 
         previous = json.loads(path.read_text())
         if "sustained" in previous:
             out["sustained"] = previous["sustained"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    os.replace(tmp, path)
-    tuning.clear()
-    return out
+    return _replace_tuned_file(path, out)
 
 
 @contextlib.contextmanager
@@ -585,19 +595,9 @@ def run_tune(problems: Sequence[tuple[int, int, int]], dtype: torch.dtype, out_d
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 
-    from .. import _lib
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
     if reps < 1:
         raise ValueError(f"reps must be >= 1; got reps={reps}")
-    for M, N, K in problems:
-        if min(M, N, K) < 1 or N % 8 or K % 8:
-            raise ValueError(f"problem (M={M}, N={N}, K={K}): M >= 1 and N, K positive multiples of 8 required")
-    device = torch.device("cuda", torch.cuda.current_device())
-    num_sms, gpu, _ = _lib.target(device.index)
-    suffix = configs.DTYPE_SUFFIX[dtype]
-    stem = tuning.file_name(gpu, suffix).removesuffix(".json")
+    device, num_sms, gpu, suffix, stem = _target(problems, dtype)
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": suffix, "reps": reps,
                 "problems": [list(p) for p in problems]}
     progress_path = out_dir / f"{stem}.progress.json"

@@ -101,7 +101,7 @@ def test_plan_callback_prints_each_plan_and_its_reason_when_asked(stub_library, 
     line = capsys.readouterr().err
     assert rc == 0 and line.count("\n") == 1
     assert line.startswith(f"fused_swiglu plan: dual M=8192 I=18944 H=3584 bf16 on NVIDIA H200 (132 SMs): "
-                           f"{AVAILABLE[index]} raster {raster} swizzle {swizzle}; the cost model")
+                           f"{AVAILABLE[index]} raster {raster} swizzle {swizzle}; the sustained costs at the power cap")
 
 
 def test_a_failing_explanation_never_fails_the_plan(stub_library, monkeypatch, capsys):

@@ -4,6 +4,8 @@ mixture-of-experts experts (left unfused), and the patched class a block takes (
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as _module
@@ -74,8 +76,9 @@ PATCH_ATTR = "_fused_swiglu"
 _PATCHED: dict[type, type] = {}
 
 
-# torch.fx's query for its symbolic tracing alone (older releases: any fx tracing), looked up once
-_FX_TRACING = (getattr(torch.fx._symbolic_trace, "is_fx_tracing_symbolic_tracing", None)
+# torch.fx's query for its symbolic tracing alone (torch 2.5 on; older releases: any fx tracing, which
+# also logs a notice on its first call), looked up once
+_FX_TRACING = (getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", None)
                or getattr(torch.fx._symbolic_trace, "is_fx_tracing", None) or (lambda: False))
 
 
@@ -104,6 +107,16 @@ def _patched_forward(self, *args, **kwargs):
     return self._fused_swiglu.original(*args, **kwargs)
 
 
+def _forward_of(base: type):
+    """The patched class's ``forward``: :func:`_patched_forward` with ``base.forward``'s name and signature
+    (``__wrapped__``), so that torch.fx tracing a patched block as its root module gives it the block's
+    own arguments, not a ``*args`` proxy."""
+    def forward(self, *args, **kwargs):
+        return _patched_forward(self, *args, **kwargs)
+
+    return functools.wraps(base.forward)(forward)
+
+
 def _rebuild(base: type) -> nn.Module:
     return object.__new__(patched_class(base))
 
@@ -124,7 +137,7 @@ def patched_class(base: type) -> type:
     cls = _PATCHED.get(base)
     if cls is None:
         cls = type(base.__name__, (base,), {
-            "forward": _patched_forward, "__reduce_ex__": _reduce_ex, "patched_base": base,
+            "forward": _forward_of(base), "__reduce_ex__": _reduce_ex, "patched_base": base,
             "__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__,
         })
         _PATCHED[base] = cls

@@ -371,7 +371,7 @@ def test_a_probed_blocks_plain_attribute_changed_after_patching_gives_the_stock_
     block = Flagged()
     x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
     assert fuse_swiglu_mlps(block) == ["(the model itself)"]
-    assert vars(block)["_fused_swiglu"].plain == (("scale", 1.0), ("residual", False))
+    assert vars(block)["_fused_swiglu"].plain[:3] == (("scale", 1.0), ("residual", False), ("gate_proj.in_features", 64))
     fused = block(x)
     setattr(block, *change)
     want = Flagged.forward(block, x)  # the class's own forward with the changed attribute
@@ -416,3 +416,72 @@ def test_a_known_class_carries_no_attribute_check_and_a_tensor_attribute_refuses
     holder.gamma = torch.ones(64, dtype=torch.bfloat16)  # a tensor attribute, not a buffer
     assert "tensor attributes beyond gate_proj, up_proj and down_proj (gamma)" in _verify.probe(
         holder, holder.forward, torch.bfloat16)
+
+
+class ReadsState(MLP):
+    """A forward reading a dict, a list, a flag on gate_proj and a tensor in a dict: SwiGLU as patched."""
+
+    def __init__(self):
+        super().__init__()
+        self.cfg = {"scale": 1.0, "t": torch.ones(())}
+        self.signs = [1.0]
+        self.gate_proj.flip = False
+
+    def forward(self, x):
+        g = self.gate_proj(x)
+        g = -g if self.gate_proj.flip else g
+        y = self.down_proj(self.act_fn(g) * self.up_proj(x))
+        return y * self.cfg["scale"] * self.signs[0] * self.cfg["t"].to(y.dtype)
+
+
+@pytest.mark.parametrize("change", ["dict", "list", "child flag", "tensor in a dict"])
+def test_state_in_small_containers_and_on_the_layers_is_watched_too(change):
+    torch.manual_seed(0)
+    block = ReadsState()
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fuse_swiglu_mlps(block) == ["(the model itself)"]
+        fused = block(x)
+        if change == "dict":
+            block.cfg["scale"] = 2.0
+        elif change == "list":
+            block.signs[0] = -1.0
+        elif change == "child flag":
+            block.gate_proj.flip = True
+        else:
+            block.cfg["t"].fill_(2.0)
+        got = block(x)
+    torch.testing.assert_close(got, ReadsState.forward(block, x), rtol=0, atol=0)
+    assert not torch.equal(got, fused)
+
+
+class Counter(MLP):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        self.gate_proj.seen = True
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+def test_the_probe_puts_back_the_plain_attributes_its_calls_change():
+    block = Counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fuse_swiglu_mlps(block) == ["(the model itself)"]
+    assert block.calls == 0 and not hasattr(block.gate_proj, "seen")
+
+
+def test_fx_traces_a_patched_block_that_is_the_root_module():
+    torch.manual_seed(0)
+    block = MLP()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuse_swiglu_mlps(block)
+    graph = torch.fx.symbolic_trace(block)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    assert "down_proj" in graph.code and "fused_swiglu" not in graph.code  # the block's own forward
+    torch.testing.assert_close(graph(x), MLP.forward(block, x), rtol=0, atol=0)

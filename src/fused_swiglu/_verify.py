@@ -22,9 +22,12 @@ a token count or a value range the probes miss) is not caught.
 The probe runs under ``torch.no_grad()`` on the block's own device and dtype, with its own random
 generator; the global random states (CPU and the block's CUDA device), the block's and its
 submodules' ``training`` flags and its buffers are restored afterwards (plain Python attributes that
-the forward changes are not). A probed block's plain Python attributes (:func:`plain_attributes`: a flag,
-a scale, a config) are what the probe ran with: the patched forward checks on every call that they are
-still the same (:func:`same_attributes`) and runs the block's own forward where one changed. Hooks on ``down_proj`` (the one layer the patched forward still calls as
+the forward changes are put back too, those of the block and of its four layers). A probed block's plain
+Python attributes and its layers' (:func:`plain_attributes`: a flag, a scale, a small list or dict) are
+what the probe ran with: the patched forward checks on every call that they are still the same
+(:func:`same_attributes`) and runs the block's own forward where one changed. Not seen: a field of a larger
+object changed in place (a config), module-level globals, and branches on shapes or values unlike the
+probe's inputs. Hooks on ``down_proj`` (the one layer the patched forward still calls as
 a module) see the probe's calls.
 """
 
@@ -116,32 +119,126 @@ def _other_state(module: nn.Module) -> list[str]:
 
 # Attribute values compared by value where not the same object (else by identity)
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None))
+# The layers whose own plain attributes a probed block's forward may read as well (a flag on gate_proj)
+_CHILDREN = ("gate_proj", "up_proj", "down_proj", "act_fn")
+# A list, tuple, set or dict attribute of at most this many items is compared item by item on every call
+# (a change in place is seen); a larger one, or any other object, by identity alone
+_SMALL = 16
+
+
+def _public(module: nn.Module) -> list[tuple[str, object]]:
+    return [(k, value) for k, value in vars(module).items()
+            if not k.startswith("_") and k not in ("training", "forward")]
+
+
+def _frozen(value: object) -> object:
+    """What a call compares of an attribute value: a small container's items (tensors among them by
+    identity and version), else the value itself."""
+    if isinstance(value, (list, tuple, set, frozenset)) and len(value) <= _SMALL:
+        return (type(value), id(value), tuple(_item(v) for v in value))
+    if isinstance(value, dict) and len(value) <= _SMALL:
+        return (dict, id(value), tuple((k, _item(v)) for k, v in value.items()))
+    return value
+
+
+def _item(value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return (torch.Tensor, id(value), value._version)
+    return value if type(value) in _VALUE_TYPES else (id(value),)
 
 
 def plain_attributes(module: nn.Module) -> tuple[tuple[str, object], ...]:
     """The plain Python attributes of a block that its forward may read, as ``(name, value)`` in the
-    order of its ``__dict__``: every name without a leading underscore (``nn.Module`` keeps its own state
-    under such names), other than ``training`` and an instance ``forward``."""
-    return tuple((k, value) for k, value in vars(module).items()
-                 if not k.startswith("_") and k not in ("training", "forward"))
+    order of the ``__dict__``s: every name without a leading underscore (``nn.Module`` keeps its own state
+    under such names), other than ``training`` and an instance ``forward``, of the block and of its
+    gate_proj, up_proj, down_proj and act_fn (``"gate_proj.flag"``); a list, tuple, set or dict of at most
+    16 items as its items (a tensor among them by identity and version)."""
+    out = [(k, _frozen(value)) for k, value in _public(module)]
+    for child in _CHILDREN:
+        layer = getattr(module, child, None)
+        if isinstance(layer, nn.Module):
+            out += [(f"{child}.{k}", _frozen(value)) for k, value in _public(layer)]
+    return tuple(out)
 
 
 def _same(a: object, b: object) -> bool:
-    return a is b or (type(a) in _VALUE_TYPES and type(b) is type(a) and a == b)
+    return a is b or (type(a) in _VALUE_TYPES and type(b) is type(a) and a == b) or (
+        type(a) is tuple and type(b) is tuple and a == b)
 
 
 def same_attributes(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
     """Whether ``module``'s :func:`plain_attributes` are still ``saved``: the same names in the same order,
-    each the same object (or an equal number, string, bytes or None). An object changed in place (a
-    config's field) is not seen."""
+    each the same object (or an equal number, string, bytes or None; a small container with the same
+    items). An object changed in place (a config's field) is not seen."""
     now = plain_attributes(module)
     return len(now) == len(saved) and all(k == k0 and _same(a, b) for (k, a), (k0, b) in zip(now, saved))
 
 
+_MISSING = object()
+
+
+class Watch:
+    """:func:`same_attributes` at a fraction of its cost, for a patched block's every call: the
+    ``__dict__`` of the block and of its four layers, each value saved (containers as their items), and
+    each dict's length (a new attribute; only where the length differs are the public names listed)."""
+
+    def __init__(self, module: nn.Module, saved: tuple[tuple[str, object], ...] | None = None):
+        self.module = module
+        self.saved = plain_attributes(module) if saved is None else saved  # as the probe ran it
+        self.layers = [(module, None)] + [(getattr(module, c), c) for c in _CHILDREN
+                                          if isinstance(getattr(module, c, None), nn.Module)]
+        self.lengths = [len(vars(layer)) for layer, _ in self.layers]
+        self.names = [frozenset(k for k, _ in _public(layer)) for layer, _ in self.layers]
+        self.items = [(vars(layer), k, value, _frozen(value) if _frozen(value) is not value else None)
+                      for layer, _ in self.layers for k, value in _public(layer)]
+
+    def _replaced(self, child: str) -> bool:
+        """A layer was replaced: the same as before if the new one's plain attributes equal the old one's
+        (a new ``nn.Linear`` of the same shape); the watch then follows the new layer."""
+        old = dict(_layer_items(self.saved, child))
+        new = getattr(self.module, child, None)
+        now = {k: _frozen(v) for k, v in _public(new)} if isinstance(new, nn.Module) else None
+        if now is None or now.keys() != old.keys() or not all(_same(now[k], old[k]) for k in now):
+            return False
+        if not same_attributes(self.module, self.saved):  # something else changed as well
+            return False
+        self.__init__(self.module, self.saved)
+        return True
+
+    def same(self) -> bool:
+        """Whether every saved attribute is still there and the same, and no public one was added."""
+        m = self.module
+        for i, (layer, child) in enumerate(self.layers):
+            if child is not None and m._modules.get(child) is not layer:
+                return self._replaced(child)
+            d = vars(layer)
+            if len(d) != self.lengths[i]:
+                if frozenset(k for k, _ in _public(layer)) != self.names[i]:
+                    return False
+                self.lengths[i] = len(d)  # an underscored attribute came or went
+        for d, k, value, frozen in self.items:
+            now = d.get(k, _MISSING)
+            if now is not value and not (type(now) in _VALUE_TYPES and type(now) is type(value) and now == value):
+                return False
+            if frozen is not None and _frozen(now) != frozen:
+                return False
+        return True
+
+
+def _layer_items(saved: tuple[tuple[str, object], ...], child: str) -> list[tuple[str, object]]:
+    return [(k.partition(".")[2], value) for k, value in saved if k.startswith(child + ".")]
+
+
 def same_attributes_traced(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
-    """:func:`same_attributes` as torch.compile traces it: each saved name read with ``getattr`` (Dynamo
-    guards each value read), without listing the ``__dict__`` (an attribute added later is not seen)."""
-    return all(_same(getattr(module, k, None), b) for k, b in saved)
+    """:func:`same_attributes` as torch.compile traces it: each saved plain value (a number, string,
+    bytes or None) read again with ``getattr`` (Dynamo guards each value read), without listing the
+    ``__dict__``s (an attribute added later, or a container's items, are not seen there)."""
+    for k, b in saved:
+        if type(b) in _VALUE_TYPES:
+            owner, _, name = k.rpartition(".")
+            if getattr(getattr(module, owner) if owner else module, name, None) != b:
+                return False
+    return True
 
 
 def _set_training(modules: list[nn.Module], flags: list[bool]) -> None:
@@ -192,6 +289,8 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
     subs = list(module.modules())
     flags = [m.training for m in subs]
     buffers = [(b, b.clone()) for b in module.buffers()]
+    attributes = [(layer, dict(_public(layer))) for layer in (module, *(getattr(module, c) for c in _CHILDREN))
+                  if isinstance(layer, nn.Module)]
     devices = [weight.device] if weight.device.type == "cuda" else []
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices, device_type="cuda"):
@@ -205,6 +304,19 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
         with torch.no_grad():
             for b, saved in buffers:
                 b.copy_(saved)
+        _restore_attributes(attributes)
+
+
+def _restore_attributes(attributes: list[tuple[nn.Module, dict[str, object]]]) -> None:
+    """Put back the plain attributes each layer had (:func:`_public`): a value the probe's calls replaced,
+    and none that they added (a counter the forward keeps is as it was before the probe)."""
+    for layer, saved in attributes:
+        for k, _ in _public(layer):
+            if k not in saved:
+                delattr(layer, k)
+        for k, value in saved.items():
+            if vars(layer).get(k) is not value:
+                setattr(layer, k, value)
 
 
 def verify(module: nn.Module, forward: Callable, previous: Callable | None, dtype: torch.dtype) -> str | None:

@@ -26,7 +26,7 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
-from ._verify import known_forward, plain_attributes, same_attributes, same_attributes_traced, verify
+from ._verify import Watch, known_forward, plain_attributes, same_attributes, same_attributes_traced, verify
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS, unfused_faster
 from .tuning import SUSTAINED_FROM_M
@@ -301,13 +301,19 @@ class ProbedSwiGLUForward(FusedSwiGLUForward):
     def __init__(self, module: nn.Module, *args, **kwargs):
         super().__init__(module, *args, **kwargs)
         self.plain = plain_attributes(module)
+        self.watch = Watch(module)
+
+    def __getstate__(self):  # the watch holds the block's dicts: made again where the block is rebuilt
+        return {**super().__getstate__(), "watch": None}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
             if not same_attributes_traced(self.module, self.plain):
                 return self.original(x)
             return _traced(self, x)
-        if not same_attributes(self.module, self.plain):
+        if self.watch is None:  # after a copy or a load: watched from here if it still is as probed
+            self.watch = Watch(self.module) if same_attributes(self.module, self.plain) else False
+        if not (self.watch and self.watch.same()):
             v.warn_once(f"plain-attributes:{type(self.base).__qualname__}", (
                 f"fused_swiglu: a plain attribute of a patched {self.base.__qualname__} block changed after "
                 "fuse_swiglu_mlps checked its forward; such a block runs its own forward from then on "

@@ -437,3 +437,12 @@ def test_the_shipped_data_prices_the_unfused_path_on_both_gpus():
     for gpu in (H200, "NVIDIA H100 80GB HBM3"):
         data = tuning.load(gpu, "bf16")
         assert data.unfused is not None and data.unfused.us_per_gflop > 0
+
+
+def test_a_config_name_the_library_does_not_compile_is_refused_with_the_closest():
+    with pytest.raises(ValueError, match=r"one the library compiles.*got config='packed_pingpong_128x999x64_2x1_bf16' "
+                                         r"\(closest: packed_pingpong_128x\d+x64_2x1_bf16"):
+        configs.explain("packed", "packed_pingpong_128x999x64_2x1_bf16", 512, 4864, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match=r"closest: packed_pingpong_128x192x64_2x1_bf16"):
+        configs.check_config("packed", "packed_pingpong_128x192x64_2x1_bf17", torch.bfloat16)
+    configs.check_config("dswiglu", "dswiglu_pingpong_128x128x64_1x1_bf16", torch.bfloat16)  # a training config

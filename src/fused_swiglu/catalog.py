@@ -165,3 +165,12 @@ def fp8_dual_names() -> list[str]:
 def fp8_out_names() -> list[str]:
     """Every compiled e4m3 config name with e4m3 output, entry by entry."""
     return [name_of(*entry, dtype) for entry in FP8_OUT_CONFIGS for dtype in FP8_OUT_DTYPES]
+
+
+def closest(name: str, known) -> str:
+    """For a message about an unknown config ``name``: the up to three names of ``known`` closest to it
+    (a typo is a few characters from its config), as ``"closest: a, b, c"``, or ``"none is close to it"``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name).lower(), sorted(known), n=3)  # config names are lower case
+    return f"closest: {', '.join(close)}" if close else "none is close to it"

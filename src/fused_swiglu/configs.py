@@ -439,7 +439,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
             warn_once(
                 f"override:{n}",
                 f"fused_swiglu: FUSED_SWIGLU_CONFIG names {n!r}, which is not a config of the kernel "
-                f"library; it is ignored (available: {', '.join(sorted(available)) or 'none'}).",
+                f"library; it is ignored ({catalog.closest(n, available) if available else 'none is available'}).",
             )
     wanted = [n for n in overrides if n in available and fits(n)]
     if wanted:
@@ -599,9 +599,16 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     if config == "" or (not training and config in AUTO_CONFIG):
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    if not isinstance(config, str) or not _names_kernel(config, kernel, suffix):
+    if not isinstance(config, str) or not _names_kernel(config, kernel, suffix) or config not in _KNOWN_NAMES:
         autos = "or be ''" if training else "'' (the choice, fast accumulation) or 'promoted'"
+        mine = [n for n in _KNOWN_NAMES if _names_kernel(n, kernel, suffix)]
+        hint = f" ({catalog.closest(config, mine)})" if isinstance(config, str) and mine else ""
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
-            f"ending with {suffix!r}){'' if training else ','} {autos}; got config={config!r}"
+            f"ending with {suffix!r}, one the library compiles){'' if training else ','} {autos}; got "
+            f"config={config!r}{hint}"
         )
+
+
+# Every inference and training config name the library compiles (check_config)
+_KNOWN_NAMES = frozenset(catalog.names() + catalog.training_names())

@@ -137,7 +137,8 @@ def test_the_csv_a_command_writes_beside_its_json_is_read_as_it(tmp_path, capsys
     assert code == 0 and "bench_fp8.csv: e4m3 methods" in out, err
 
 
-def test_a_csv_without_rows_is_named(tmp_path, capsys):
-    (tmp_path / "empty.csv").write_text("model,tokens\n")
+@pytest.mark.parametrize("text", ["model,tokens\n", ""])
+def test_a_csv_without_rows_is_named(tmp_path, capsys, text):
+    (tmp_path / "empty.csv").write_text(text)
     code, out, err = cli.main(["report", str(tmp_path / "empty.csv")]), *capsys.readouterr()
     assert code == 1 and "empty.csv: not a results file of fused-swiglu (a CSV needs a header and rows)" in err

@@ -451,9 +451,10 @@ def _csv_results(path: Path) -> dict:
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
             rows = [{k: _csv_value(v) for k, v in row.items() if k is not None} for row in reader]
+            header = reader.fieldnames
     except (csv.Error, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not a CSV results file ({e})") from None
-    if not reader.fieldnames or not rows:
+    if not header or not rows:
         raise ValueError(f"{path}: not a results file of fused-swiglu (a CSV needs a header and rows)")
     return {"meta": {}, "rows": rows}
 

@@ -260,17 +260,12 @@ def _check_cache_dir() -> None:
 def _check_config_names(names: list[str], known: list[str]) -> None:
     """Raises ValueError for names that are not configs of the library, each with the closest config
     names (a typo is a few characters from its config), instead of listing every config."""
-    import difflib
+    from ..catalog import closest
 
     unknown = [n for n in names if n not in known]
-    if not unknown:
-        return
-    said = []
-    for name in unknown:
-        close = difflib.get_close_matches(name.lower(), known, n=3)  # config names are lower case
-        said.append(f"{name!r} is not a config name ("
-                    + (f"closest: {', '.join(close)})" if close else "none is close to it)"))
-    raise ValueError(f"{'; '.join(said)}; `fused-swiglu build --list` lists them all")
+    if unknown:
+        said = [f"{name!r} is not a config name ({closest(name, known)})" for name in unknown]
+        raise ValueError(f"{'; '.join(said)}; `fused-swiglu build --list` lists them all")
 
 
 def build(args, console) -> int:

@@ -134,9 +134,8 @@ def parse_configs(value: str | None) -> str | None:
                          "(bench fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")
     unknown = [n for n in names if n not in known]
     if unknown:
-        bf16 = sorted(n for n in known if n.endswith("_bf16"))
-        raise ValueError(f"--config: {', '.join(map(repr, unknown))} is not a config of the kernel library; "
-                         f"its configs are {', '.join(bf16)} and the same names ending in _fp16")
+        said = "; ".join(f"{n!r} is not a config of the kernel library ({catalog.closest(n, known)})" for n in unknown)
+        raise ValueError(f"--config: {said}; `fused-swiglu build --list` lists them all")
     return ",".join(names)
 
 

@@ -80,6 +80,7 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--models", "0.5B", "0.5b"], "--models: '0.5B' and '0.5b' name the same shape (H=896, I=4864)"),
     (["bench", "--models", "7B,3584x18944"], "--models: '7B' and '3584x18944' name the same shape"),
     (["bench", "--tokens", "01", "1"], "--tokens names 1 more than once"),
+    (["bench", "--modles", "7B"], "unrecognized arguments: --modles"),  # not "invalid choice: '7B'"
     (["bench", "--config", "nosuchcfg"], "--config: 'nosuchcfg' is not a config of the kernel library (none is close "
      "to it); `fused-swiglu build --list` lists them all"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf17"], "--config: 'packed_pingpong_128x192x64_2x1_bf17' "

@@ -38,9 +38,10 @@ def _get(name: str) -> str | None:
 
 
 def cache_dir() -> Path:
-    """Root of the build cache (``FUSED_SWIGLU_CACHE_DIR``, default ``~/.cache/fused_swiglu``)."""
+    """Root of the build cache (``FUSED_SWIGLU_CACHE_DIR``, default ``~/.cache/fused_swiglu``), as an absolute
+    path (a relative one is taken from the current directory)."""
     value = _get("CACHE_DIR")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "fused_swiglu"
+    return Path(value).expanduser().absolute() if value else Path.home() / ".cache" / "fused_swiglu"
 
 
 def library_path() -> Path | None:

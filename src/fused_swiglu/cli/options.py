@@ -48,6 +48,11 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        # "--modles 7B": argparse takes 7B for the subcommand and blames it; the unknown option comes first
+        unknown = [a for a in getattr(self, "_given", []) if a.startswith("--")
+                   and a.split("=", 1)[0] not in self._option_string_actions]
+        if message.startswith("argument ") and "invalid choice" in message and unknown:
+            message = f"unrecognized arguments: {' '.join(unknown)}"
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_OPTION, f"{self.prog}: error: {message}\n")
 
@@ -56,6 +61,7 @@ class Parser(argparse.ArgumentParser):
         the namespace (the innermost command's first) for :meth:`parse_args`, which reports it only
         where no argument was unknown. Subcommands' parsers are called through this method too."""
         given = sys.argv[1:] if args is None else list(args)
+        self._given = given
         # a help page is printed while parsing: it shows the required options as required
         required = [] if ("-h" in given or "--help" in given) else [a for a in self._actions if a.required]
         for action in required:

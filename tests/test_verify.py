@@ -467,12 +467,87 @@ class Counter(MLP):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
-def test_the_probe_puts_back_the_plain_attributes_its_calls_change():
-    block = Counter()
+class Logger(MLP):
+    def __init__(self):
+        super().__init__()
+        self.log, self.stats = [], {"calls": 0}
+
+    def forward(self, x):
+        self.log.append(x.shape)
+        self.stats["calls"] += 1
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+@pytest.mark.parametrize("cls", [Counter, Logger])
+def test_a_forward_that_changes_its_own_state_is_refused_and_the_probe_puts_it_back(cls):
+    block = cls()
+    with pytest.warns(UserWarning, match=r"its forward changes its own attributes \((calls|log|gate_proj\.seen)"):
+        assert fuse_swiglu_mlps(block) == []
+    if cls is Counter:
+        assert block.calls == 0 and not hasattr(block.gate_proj, "seen")
+    else:
+        assert block.log == [] and block.stats == {"calls": 0}
+
+
+class Nested(MLP):
+    def __init__(self, t=None):
+        super().__init__()
+        self.opts = {"inner": {"scale": 1.0}, "t": torch.ones(()) if t is None else t}
+        self.post = nn.Identity()
+
+    def forward(self, x):
+        y = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return self.post(y * self.opts["inner"]["scale"] * self.opts["t"].to(y.dtype))
+
+
+@pytest.mark.parametrize("change", ["nested dict", "submodule", "data bypass"])
+def test_nested_containers_submodules_and_tensor_contents_are_watched(change):
+    torch.manual_seed(0)
+    block = Nested()
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert fuse_swiglu_mlps(block) == ["(the model itself)"]
-    assert block.calls == 0 and not hasattr(block.gate_proj, "seen")
+        fused = block(x)
+        if change == "nested dict":
+            block.opts["inner"]["scale"] = 2.0
+        elif change == "submodule":
+            block.post = nn.Tanh()
+        else:
+            block.opts["t"].data.fill_(2.0)
+        got = block(x)
+    torch.testing.assert_close(got, Nested.forward(block, x), rtol=0, atol=0)
+    assert not torch.equal(got, fused)
+
+
+def test_state_beyond_plain_values_runs_the_own_forward_under_compile_and_copies_stay_fused():
+    import copy
+
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        t = torch.ones(())  # an inference tensor: read by value, no version counter needed
+    block = Nested(t)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuse_swiglu_mlps(block)
+        fused = block(x)
+    patch = vars(block)["_fused_swiglu"]
+    assert not patch.traceable
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        block.opts["inner"]["scale"] = 2.0
+        torch.testing.assert_close(compiled(x), Nested.forward(block, x), rtol=0, atol=0)
+    block.opts["inner"]["scale"] = 1.0
+    twin = copy.deepcopy(block)  # unchanged state: the copy stays fused
+    torch.testing.assert_close(twin(x), fused, rtol=0, atol=0)
+    assert vars(twin)["_fused_swiglu"].watch
+
+
+def test_a_large_tensor_in_a_container_refuses_the_probe():
+    block = Nested(torch.ones(64))
+    assert "opts" in _verify.probe(block, block.forward, torch.bfloat16)
 
 
 def test_fx_traces_a_patched_block_that_is_the_root_module():

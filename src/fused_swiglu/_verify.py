@@ -33,6 +33,7 @@ a module) see the probe's calls.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
@@ -121,9 +122,11 @@ def _other_state(module: nn.Module) -> list[str]:
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None))
 # The layers whose own plain attributes a probed block's forward may read as well (a flag on gate_proj)
 _CHILDREN = ("gate_proj", "up_proj", "down_proj", "act_fn")
-# A list, tuple, set or dict attribute of at most this many items is compared item by item on every call
-# (a change in place is seen); a larger one, or any other object, by identity alone
+# A list, tuple, set or dict of at most this many items (nested up to _DEPTH deep), or a tensor of at most
+# this many elements, is compared by its contents on every call; any other object by identity
 _SMALL = 16
+_DEPTH = 3
+_CONTAINERS = (list, tuple, set, frozenset, dict)
 
 
 def _public(module: nn.Module) -> list[tuple[str, object]]:
@@ -131,85 +134,108 @@ def _public(module: nn.Module) -> list[tuple[str, object]]:
             if not k.startswith("_") and k not in ("training", "forward")]
 
 
-def _frozen(value: object) -> object:
-    """What a call compares of an attribute value: a small container's items (tensors among them by
-    identity and version), else the value itself."""
-    if isinstance(value, (list, tuple, set, frozenset)) and len(value) <= _SMALL:
-        return (type(value), id(value), tuple(_item(v) for v in value))
-    if isinstance(value, dict) and len(value) <= _SMALL:
-        return (dict, id(value), tuple((k, _item(v)) for k, v in value.items()))
-    return value
+def _frozen(value: object, depth: int = 0) -> object:
+    """What a call compares of an attribute value: a number, string, bytes or None itself; a small
+    container's contents; a small tensor's values; anything else by identity (``("object", id)``)."""
+    if type(value) in _VALUE_TYPES:
+        return value
+    if isinstance(value, torch.Tensor) and not value.is_meta and value.numel() <= _SMALL:
+        return ("tensor", value.dtype, tuple(value.shape), tuple(value.detach().flatten().tolist()))
+    if isinstance(value, _CONTAINERS) and len(value) <= _SMALL and depth < _DEPTH:
+        items = value.items() if isinstance(value, dict) else (
+            sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)
+        if isinstance(value, dict):
+            return (dict, tuple((k, _frozen(v, depth + 1)) for k, v in items))
+        return (type(value), tuple(_frozen(v, depth + 1) for v in items))
+    return ("object", id(value))
 
 
-def _item(value: object) -> object:
-    if isinstance(value, torch.Tensor):
-        return (torch.Tensor, id(value), value._version)
-    return value if type(value) in _VALUE_TYPES else (id(value),)
+def _portable(frozen: object) -> object:
+    """``frozen`` with objects compared by type instead of identity (a copy has other objects)."""
+    if isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] == "object":
+        return "object"
+    if isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] in _CONTAINERS:
+        return (frozen[0], tuple(_portable(v) for v in frozen[1]))
+    return frozen
+
+
+def large_tensors(module: nn.Module) -> list[str]:
+    """Attributes of the block or its four layers holding, inside a container, a tensor of more than 16
+    elements (whose contents a call cannot compare cheaply)."""
+    found = []
+
+    def visit(name: str, value: object, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            if depth and value.numel() > _SMALL:
+                found.append(name)
+        elif isinstance(value, _CONTAINERS) and depth < _DEPTH:
+            for v in (value.values() if isinstance(value, dict) else value):
+                visit(name, v, depth + 1)
+
+    for layer, prefix in _layers(module):
+        for k, value in _public(layer):
+            visit(prefix + k, value, 0)
+    return sorted(set(found))
+
+
+def _layers(module: nn.Module) -> list[tuple[nn.Module, str]]:
+    """The block and its four layers, each with the prefix of its attribute names."""
+    return [(module, "")] + [(getattr(module, c), c + ".") for c in _CHILDREN
+                             if isinstance(getattr(module, c, None), nn.Module)]
 
 
 def plain_attributes(module: nn.Module) -> tuple[tuple[str, object], ...]:
     """The plain Python attributes of a block that its forward may read, as ``(name, value)`` in the
     order of the ``__dict__``s: every name without a leading underscore (``nn.Module`` keeps its own state
     under such names), other than ``training`` and an instance ``forward``, of the block and of its
-    gate_proj, up_proj, down_proj and act_fn (``"gate_proj.flag"``); a list, tuple, set or dict of at most
-    16 items as its items (a tensor among them by identity and version)."""
-    out = [(k, _frozen(value)) for k, value in _public(module)]
-    for child in _CHILDREN:
-        layer = getattr(module, child, None)
-        if isinstance(layer, nn.Module):
-            out += [(f"{child}.{k}", _frozen(value)) for k, value in _public(layer)]
-    return tuple(out)
+    gate_proj, up_proj, down_proj and act_fn (``"gate_proj.flag"``), each as :func:`_frozen` gives it."""
+    return tuple((prefix + k, _frozen(value)) for layer, prefix in _layers(module) for k, value in _public(layer))
 
 
-def _same(a: object, b: object) -> bool:
-    return a is b or (type(a) in _VALUE_TYPES and type(b) is type(a) and a == b) or (
-        type(a) is tuple and type(b) is tuple and a == b)
-
-
-def same_attributes(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
-    """Whether ``module``'s :func:`plain_attributes` are still ``saved``: the same names in the same order,
-    each the same object (or an equal number, string, bytes or None; a small container with the same
-    items). An object changed in place (a config's field) is not seen."""
+def same_attributes(module: nn.Module, saved: tuple[tuple[str, object], ...], portable: bool = False) -> bool:
+    """Whether ``module``'s :func:`plain_attributes` are still ``saved``: the same names in the same order
+    and contents; ``portable``: objects compared by type (a copy of the block against its original's)."""
     now = plain_attributes(module)
-    return len(now) == len(saved) and all(k == k0 and _same(a, b) for (k, a), (k0, b) in zip(now, saved))
-
-
-_MISSING = object()
+    if portable:
+        now, saved = (tuple((k, _portable(v)) for k, v in t) for t in (now, saved))
+    return now == saved
 
 
 class Watch:
     """:func:`same_attributes` at a fraction of its cost, for a patched block's every call: the
-    ``__dict__`` of the block and of its four layers, each value saved (containers as their items), and
-    each dict's length (a new attribute; only where the length differs are the public names listed)."""
+    ``__dict__`` of the block and of its four layers, each value saved (numbers, strings, bytes and None by
+    value, small containers and tensors by contents, other objects by identity), each dict's length (a
+    new attribute; only where the length differs are the public names listed), and the block's
+    submodules by identity."""
 
     def __init__(self, module: nn.Module, saved: tuple[tuple[str, object], ...] | None = None):
         self.module = module
         self.saved = plain_attributes(module) if saved is None else saved  # as the probe ran it
-        self.layers = [(module, None)] + [(getattr(module, c), c) for c in _CHILDREN
-                                          if isinstance(getattr(module, c, None), nn.Module)]
+        self.layers = [(layer, prefix[:-1] or None) for layer, prefix in _layers(module)]
         self.lengths = [len(vars(layer)) for layer, _ in self.layers]
         self.names = [frozenset(k for k, _ in _public(layer)) for layer, _ in self.layers]
-        self.items = [(vars(layer), k, value, _frozen(value) if _frozen(value) is not value else None)
+        self.items = [(vars(layer), k, value, None if type(value) in _VALUE_TYPES else _frozen(value))
                       for layer, _ in self.layers for k, value in _public(layer)]
+        self.submodules = [(k, v) for k, v in module._modules.items() if k not in _CHILDREN]
+        self.count = len(module._modules)
 
     def _replaced(self, child: str) -> bool:
         """A layer was replaced: the same as before if the new one's plain attributes equal the old one's
-        (a new ``nn.Linear`` of the same shape); the watch then follows the new layer."""
-        old = dict(_layer_items(self.saved, child))
-        new = getattr(self.module, child, None)
-        now = {k: _frozen(v) for k, v in _public(new)} if isinstance(new, nn.Module) else None
-        if now is None or now.keys() != old.keys() or not all(_same(now[k], old[k]) for k in now):
-            return False
-        if not same_attributes(self.module, self.saved):  # something else changed as well
+        (a new ``nn.Linear`` of the same shape) and nothing else changed; the watch then follows it."""
+        if not same_attributes(self.module, self.saved):
             return False
         self.__init__(self.module, self.saved)
         return True
 
     def same(self) -> bool:
-        """Whether every saved attribute is still there and the same, and no public one was added."""
+        """Whether every saved attribute and submodule is still there and the same, and no public
+        attribute or submodule was added."""
         m = self.module
+        mods = m._modules
+        if len(mods) != self.count or any(mods.get(k) is not v for k, v in self.submodules):
+            return False
         for i, (layer, child) in enumerate(self.layers):
-            if child is not None and m._modules.get(child) is not layer:
+            if child is not None and mods.get(child) is not layer:
                 return self._replaced(child)
             d = vars(layer)
             if len(d) != self.lengths[i]:
@@ -218,26 +244,31 @@ class Watch:
                 self.lengths[i] = len(d)  # an underscored attribute came or went
         for d, k, value, frozen in self.items:
             now = d.get(k, _MISSING)
-            if now is not value and not (type(now) in _VALUE_TYPES and type(now) is type(value) and now == value):
-                return False
-            if frozen is not None and _frozen(now) != frozen:
+            if frozen is None:
+                if now is not value and not (type(now) is type(value) and now == value):
+                    return False
+            elif _frozen(now) != frozen:
                 return False
         return True
 
 
-def _layer_items(saved: tuple[tuple[str, object], ...], child: str) -> list[tuple[str, object]]:
-    return [(k.partition(".")[2], value) for k, value in saved if k.startswith(child + ".")]
+_MISSING = object()
+
+
+def plain_values_only(saved: tuple[tuple[str, object], ...]) -> bool:
+    """Whether every saved attribute is a number, string, bytes or None (what a traced call can compare)."""
+    return all(type(v) in _VALUE_TYPES for _, v in saved)
 
 
 def same_attributes_traced(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
-    """:func:`same_attributes` as torch.compile traces it: each saved plain value (a number, string,
-    bytes or None) read again with ``getattr`` (Dynamo guards each value read), without listing the
-    ``__dict__``s (an attribute added later, or a container's items, are not seen there)."""
+    """:func:`same_attributes` as torch.compile traces it, for ``saved`` of plain values alone
+    (:func:`plain_values_only`; a block with other state runs its own forward under torch.compile): each
+    read again with ``getattr`` (Dynamo guards each value read). An attribute added later is not seen
+    there."""
     for k, b in saved:
-        if type(b) in _VALUE_TYPES:
-            owner, _, name = k.rpartition(".")
-            if getattr(getattr(module, owner) if owner else module, name, None) != b:
-                return False
+        owner, _, name = k.rpartition(".")
+        if getattr(getattr(module, owner) if owner else module, name, None) != b:
+            return False
     return True
 
 
@@ -261,6 +292,11 @@ def _run_probe(module: nn.Module, forward: Callable, inputs: list[torch.Tensor])
                 return f"{reason} in {mode} mode, x of shape {tuple(x.shape)}"
             if not torch.equal(first, second):
                 return f"its forward is not deterministic in {mode} mode (dropout or other randomness)"
+    with torch.enable_grad():  # a forward may branch on autograd being on
+        x = inputs[0]
+        reason = _mismatch(forward(x).detach(), _reference(module, x), x.dtype)
+        if reason is not None:
+            return f"{reason} with autograd enabled, x of shape {tuple(x.shape)}"
     return None
 
 
@@ -274,7 +310,7 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
     returned as a reason, never raised. Leaves the global random states, the ``training`` flags and
     the buffers of ``module`` as they were.
     """
-    other = _other_state(module)
+    other = _other_state(module) + large_tensors(module)
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
         return (f"it has parameters, buffers or tensor attributes beyond gate_proj, up_proj and down_proj ({shown}), "
@@ -289,12 +325,18 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
     subs = list(module.modules())
     flags = [m.training for m in subs]
     buffers = [(b, b.clone()) for b in module.buffers()]
-    attributes = [(layer, dict(_public(layer))) for layer in (module, *(getattr(module, c) for c in _CHILDREN))
-                  if isinstance(layer, nn.Module)]
+    attributes = [(layer, dict(_public(layer)), {k: copy.copy(v) for k, v in _public(layer)
+                                                 if isinstance(v, (list, dict, set))}) for layer, _ in _layers(module)]
+    before = plain_attributes(module)
     devices = [weight.device] if weight.device.type == "cuda" else []
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices, device_type="cuda"):
-            return _run_probe(module, forward, inputs)
+            reason = _run_probe(module, forward, inputs)
+        if reason is None and plain_attributes(module) != before:
+            changed = [k for (k, a), (_, b) in zip(plain_attributes(module), before) if a != b]
+            return ("its forward changes its own attributes (" + ", ".join(changed[:3] or ["added ones"])
+                    + "), which a fused forward would not")
+        return reason
     except Exception as e:  # the block's own code: whatever it raises means "cannot verify"
         first = (str(e).splitlines() or [""])[0]
         said = f" ({first[:120]}{'...' if len(first) > 120 else ''})" if first else ""
@@ -307,16 +349,25 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
         _restore_attributes(attributes)
 
 
-def _restore_attributes(attributes: list[tuple[nn.Module, dict[str, object]]]) -> None:
+def _restore_attributes(attributes: list[tuple[nn.Module, dict[str, object], dict[str, object]]]) -> None:
     """Put back the plain attributes each layer had (:func:`_public`): a value the probe's calls replaced,
-    and none that they added (a counter the forward keeps is as it was before the probe)."""
-    for layer, saved in attributes:
+    none that they added, and the contents of a list, dict or set they changed in place (a counter or a
+    log the forward keeps is as it was before the probe)."""
+    for layer, saved, contents in attributes:
         for k, _ in _public(layer):
             if k not in saved:
                 delattr(layer, k)
         for k, value in saved.items():
             if vars(layer).get(k) is not value:
                 setattr(layer, k, value)
+        for k, was in contents.items():
+            value = saved[k]
+            if value != was:
+                if isinstance(value, list):
+                    value[:] = was
+                else:
+                    value.clear()
+                    value.update(was)
 
 
 def verify(module: nn.Module, forward: Callable, previous: Callable | None, dtype: torch.dtype) -> str | None:

@@ -26,7 +26,8 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
-from ._verify import Watch, known_forward, plain_attributes, same_attributes, same_attributes_traced, verify
+from ._verify import (Watch, known_forward, plain_attributes, plain_values_only, same_attributes,
+                      same_attributes_traced, verify)
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS, unfused_faster
 from .tuning import SUSTAINED_FROM_M
@@ -296,25 +297,30 @@ class ProbedSwiGLUForward(FusedSwiGLUForward):
     (:func:`fused_swiglu._verify.verify`): the probe ran with the block's plain Python attributes as they
     were at patching (``plain``, :func:`fused_swiglu._verify.plain_attributes`), so a call where one has
     changed runs the block's own forward (one RuntimeWarning per block class). Under torch.compile each
-    saved attribute is read, and so guarded, as the stock forward that reads it would be."""
+    saved attribute is read, and so guarded, as the stock forward that reads it would be; a block whose
+    state is more than numbers, strings, bytes and None runs its own forward under torch.compile."""
 
     def __init__(self, module: nn.Module, *args, **kwargs):
         super().__init__(module, *args, **kwargs)
         self.plain = plain_attributes(module)
-        self.watch = Watch(module)
+        self.watch = Watch(module, self.plain)
+        # under torch.compile only numbers, strings, bytes and None can be compared (guarded); a block with
+        # other state runs its own forward there
+        self.traceable = plain_values_only(self.plain)
 
     def __getstate__(self):  # the watch holds the block's dicts: made again where the block is rebuilt
         return {**super().__getstate__(), "watch": None}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
-            if not same_attributes_traced(self.module, self.plain):
+            if not (self.traceable and same_attributes_traced(self.module, self.plain)):
                 return self.original(x)
             return _traced(self, x)
         if self.watch is None:  # after a copy or a load: watched from here if it still is as probed
-            self.watch = Watch(self.module) if same_attributes(self.module, self.plain) else False
+            self.watch = Watch(self.module) if same_attributes(self.module, self.plain, portable=True) else False
+            self.plain = self.watch.saved if self.watch else self.plain
         if not (self.watch and self.watch.same()):
-            v.warn_once(f"plain-attributes:{type(self.base).__qualname__}", (
+            v.warn_once(f"plain-attributes:{self.base.__module__}.{self.base.__qualname__}", (
                 f"fused_swiglu: a plain attribute of a patched {self.base.__qualname__} block changed after "
                 "fuse_swiglu_mlps checked its forward; such a block runs its own forward from then on "
                 "(unfuse_swiglu_mlps and fuse_swiglu_mlps check it again)."), stacklevel=None)

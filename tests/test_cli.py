@@ -81,6 +81,11 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--models", "7B,3584x18944"], "--models: '7B' and '3584x18944' name the same shape"),
     (["bench", "--tokens", "01", "1"], "--tokens names 1 more than once"),
     (["bench", "--modles", "7B"], "unrecognized arguments: --modles"),  # not "invalid choice: '7B'"
+    (["bench", "--modles", "7B", "e2e"], "bench e2e takes no --modles (see fused-swiglu bench e2e --help)"),
+    (["bench", "--tokens", "1", "e2e"], "bench e2e takes no --tokens"),
+    (["tune", "--sustained", "--seconds", "inf"], "--seconds must be a finite number > 0; got inf"),
+    (["tune", "--seconds", "1"], "--seconds applies to tune --sustained only"),
+    (["tune", "--sustained", "--rep", "3"], "--rep applies to the interleaved tune"),
     (["bench", "--config", "nosuchcfg"], "--config: 'nosuchcfg' is not a config of the kernel library (none is close "
      "to it); `fused-swiglu build --list` lists them all"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf17"], "--config: 'packed_pingpong_128x192x64_2x1_bf17' "

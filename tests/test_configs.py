@@ -446,3 +446,13 @@ def test_a_config_name_the_library_does_not_compile_is_refused_with_the_closest(
     with pytest.raises(ValueError, match=r"closest: packed_pingpong_128x192x64_2x1_bf16"):
         configs.check_config("packed", "packed_pingpong_128x192x64_2x1_bf17", torch.bfloat16)
     configs.check_config("dswiglu", "dswiglu_pingpong_128x128x64_1x1_bf16", torch.bfloat16)  # a training config
+
+
+def test_explain_says_where_a_patched_block_runs_its_own_forward():
+    h100 = "NVIDIA H100 80GB HBM3"
+    cells = [(M, n, h) for n, h in SHAPES for M in (2048, 6000, 8192)]
+    unfused = [c for c in cells if configs.unfused_faster("dual", *c, gpu=h100)]
+    assert unfused and len(unfused) < len(cells)  # the shipped H100 data: some cells, not all
+    for cell in (unfused[0], next(c for c in cells if c not in unfused)):
+        _, why = configs.explain("dual", "", *cell, torch.bfloat16, 132, h100, available=ALL)
+        assert ("runs its own forward" in why) is (cell in unfused), (cell, why)

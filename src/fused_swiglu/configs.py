@@ -578,6 +578,9 @@ def _explain(
     if others:
         t, c = others[0]
         reason += f"; next {c.base_name} raster {c.raster} swizzle {c.swizzle}: {t:.1f} us"
+    if unfused_faster(kernel, M, N, K, accumulation, num_sms, gpu, dtype):
+        reason += (f"; the unfused path is predicted faster ({cost_model.predict_unfused_us(data.unfused, M, N, K):.1f}"
+                   " us), so a block patched by fuse_swiglu_mlps runs its own forward for such an eager call")
     return choice, reason
 
 

@@ -142,3 +142,9 @@ def test_a_csv_without_rows_is_named(tmp_path, capsys, text):
     (tmp_path / "empty.csv").write_text(text)
     code, out, err = cli.main(["report", str(tmp_path / "empty.csv")]), *capsys.readouterr()
     assert code == 1 and "empty.csv: not a results file of fused-swiglu (a CSV needs a header and rows)" in err
+
+
+def test_a_ragged_csv_is_named_with_its_line(tmp_path, capsys):
+    (tmp_path / "cut.csv").write_text("model,tokens,median_ms\nQwen2.5-7B,8192,3.3\nQwen2.5-7B,2048\n")
+    code, out, err = cli.main(["report", str(tmp_path / "cut.csv")]), *capsys.readouterr()
+    assert code == 1 and "cut.csv: line 3 has 2 cells where the header names 3" in err

@@ -450,10 +450,15 @@ def _csv_results(path: Path) -> dict:
     try:
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
-            rows = [{k: _csv_value(v) for k, v in row.items() if k is not None} for row in reader]
+            raw = list(reader)
             header = reader.fieldnames
     except (csv.Error, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not a CSV results file ({e})") from None
+    for line, row in enumerate(raw, start=2):
+        if None in row or None in row.values():  # more or fewer cells than the header names
+            raise ValueError(f"{path}: line {line} has {len(row) - (None in row) - list(row.values()).count(None)}"
+                             f" cells where the header names {len(header)}: not a results file of fused-swiglu")
+    rows = [{k: _csv_value(v) for k, v in row.items()} for row in raw]
     if not header or not rows:
         raise ValueError(f"{path}: not a results file of fused-swiglu (a CSV needs a header and rows)")
     return {"meta": {}, "rows": rows}

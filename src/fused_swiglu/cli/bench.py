@@ -237,8 +237,29 @@ def _check_options_follow_the_mode(argv: list[str]) -> None:
         return
     before = [a for a in argv[1:at] if a.startswith("-") and a not in ("-h", "--help")]
     if before:
+        takes = _mode_options(argv[at])
+        foreign = [a for a in before if takes is not None and a.split("=", 1)[0] not in takes]
+        if foreign:
+            raise ValueError(f"bench {argv[at]} takes no {', '.join(foreign)} (see fused-swiglu bench {argv[at]} "
+                             f"--help); options go after the mode")
         raise ValueError(f"options go after the mode: fused-swiglu bench {argv[at]} {' '.join(argv[1:at])} ...; got "
                          f"{', '.join(before)} before {argv[at]}")
+
+
+def _mode_options(mode: str) -> set[str] | None:
+    """The option strings ``bench MODE`` takes (None where its parser cannot be found)."""
+    import argparse
+
+    from .options import Parser
+
+    root = Parser(prog="fused-swiglu")
+    add_parsers(root.add_subparsers(dest="command"))
+    for action in root._actions:
+        if isinstance(action, argparse._SubParsersAction) and "bench" in action.choices:
+            for sub in action.choices["bench"]._actions:
+                if isinstance(sub, argparse._SubParsersAction) and mode in sub.choices:
+                    return set(sub.choices[mode]._option_string_actions)
+    return None
 
 
 def run(args, console) -> int:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -21,6 +22,8 @@ from .options import (
     split,
     sweep_args,
 )
+
+REP_DEFAULT = 10  # tune's first-stage repetitions
 
 
 def add_parsers(sub) -> None:
@@ -53,7 +56,7 @@ def add_parsers(sub) -> None:
     t.add_argument("--tokens", nargs="+", help="token counts M, as 1 16 or 1,16 (default: the sweep's, and for "
                    "Qwen2.5 the benchmark's)")
     t.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the dtype to tune (default bf16)")
-    t.add_argument("--rep", type=int, default=10, help="timed repetitions per config and problem in the first "
+    t.add_argument("--rep", type=int, default=REP_DEFAULT, help="timed repetitions per config and problem in the first "
                    "stage (default 10; the second stage times twice as many)")
     t.add_argument("--out-dir", help="folder of the tuned data (default: the user's tuning folder, read first)")
     t.add_argument("--fresh", action="store_true", help="start again instead of continuing a saved run")
@@ -62,7 +65,7 @@ def add_parsers(sub) -> None:
                    "public ones) at --tokens (default " + " ".join(map(str, defaults.TUNE_SUSTAINED_TOKENS))
                    + ") and write their fitted costs, which the choice ranks from M = 2048 on (about 7 min "
                    "on an H100 or H200 with the defaults)")
-    t.add_argument("--seconds", type=float, default=defaults.TUNE_SUSTAINED_SECONDS,
+    t.add_argument("--seconds", type=float, default=None,
                    help="with --sustained: seconds each launch runs back to back (default "
                    f"{defaults.TUNE_SUSTAINED_SECONDS})")
 
@@ -311,12 +314,17 @@ def tune(args, console) -> int:
     from ..bench.tune import run_sustained, run_tune
 
     if args.sustained:
+        if args.rep != REP_DEFAULT:
+            raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")
         shapes, tokens = sweep_args(args, defaults.TUNE_SUSTAINED_TOKENS)
-        if not args.seconds > 0:
-            raise ValueError(f"--seconds must be > 0; got {args.seconds}")
+        args.seconds = defaults.TUNE_SUSTAINED_SECONDS if args.seconds is None else args.seconds
+        if not (math.isfinite(args.seconds) and args.seconds > 0):
+            raise ValueError(f"--seconds must be a finite number > 0; got {args.seconds}")
         problems = [(M, s.intermediate_size, s.hidden_size) for s in (shapes or model_shapes.SUSTAINED_MODELS)
                     for M in tokens]
     else:
+        if args.seconds is not None:
+            raise ValueError("--seconds applies to tune --sustained only")
         shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
         if shapes is None and not args.tokens:
             problems = model_shapes.tune_problems()

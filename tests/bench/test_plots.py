@@ -33,6 +33,8 @@ def test_report_writes_the_plots_of_the_files_present(tmp_path, capsys):
     assert all(p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
     assert plots.caption(META) == ("NVIDIA H200, fused-swiglu 0.1.0, torch 2.11, kernel library 0123456789abcdef, "
                                    "commit abcdef0")
+    assert plots.caption({"gpu": "NVIDIA H100"}) == "NVIDIA H100"  # what a file lacks is left out
+    assert plots.caption({}) == "no run details (the JSON beside a CSV has them)"
     assert cli.main(["report", str(tmp_path)]) == 0
     assert "wrote" in capsys.readouterr().out and (tmp_path / "speedup_vs_eager.png").is_file()
 

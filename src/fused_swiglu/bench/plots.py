@@ -44,11 +44,15 @@ def pyplot():
 
 
 def caption(meta: dict) -> str:
-    """GPU, versions, kernel library and commit of a results file's ``meta``, one line."""
+    """GPU, versions, kernel library and commit of a results file's ``meta``, one line; what it lacks is
+    left out ("no run details" where it has none of them: a CSV)."""
     lib = meta.get("kernel_library") or {}
-    commit = str(meta.get("git_commit") or "?")[:7]
-    return (f"{meta.get('gpu', '?')}, fused-swiglu {meta.get('fused_swiglu_version', '?')}, torch "
-            f"{meta.get('torch_version', '?')}, kernel library {lib.get('sha256_16', '?')}, commit {commit}")
+    parts = [str(meta["gpu"]) if meta.get("gpu") else None,
+             f"fused-swiglu {meta['fused_swiglu_version']}" if meta.get("fused_swiglu_version") else None,
+             f"torch {meta['torch_version']}" if meta.get("torch_version") else None,
+             f"kernel library {lib['sha256_16']}" if lib.get("sha256_16") else None,
+             f"commit {str(meta['git_commit'])[:7]}" if meta.get("git_commit") else None]
+    return ", ".join(p for p in parts if p) or "no run details (the JSON beside a CSV has them)"
 
 
 def save(fig, path: Path, plt, dpi: int = 110) -> Path:

@@ -230,7 +230,7 @@ def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys)
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert "FUSED_SWIGLU_CONFIG: packed_pingpong_64x128x64_1x1_bf16, bogus (not config names of this version, " \
-           "so ignored: bogus)" in out
+           "so ignored: bogus (none is close to it))" in out
     assert "FUSED_SWIGLU_CONFIG: not in the library, so ignored: bogus" in out
     # a name of this version that the loaded library lacks (a library built from other sources)
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "dual_pingpong_128x96x64_1x1_bf16")
@@ -247,7 +247,11 @@ def test_info_checks_config_overrides_without_a_library(monkeypatch, capsys, tmp
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "foo")
     assert cli.main(["info"]) == 0
-    assert "FUSED_SWIGLU_CONFIG: foo (not config names of this version, so ignored: foo)" in capsys.readouterr().out
+    assert "FUSED_SWIGLU_CONFIG: foo (not config names of this version, so ignored: foo (none is close to it))" \
+        in capsys.readouterr().out
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf17")
+    assert cli.main(["info"]) == 0
+    assert "(closest: packed_pingpong_128x192x64_2x1_bf16" in capsys.readouterr().out
 
 
 def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatch, capsys, tmp_path):

@@ -170,8 +170,11 @@ def info(args, console) -> int:
     if override:  # checked against this version's configs here, against the library's below
         known = known_config_names()
         unknown = [n for n in override if n not in known]
+        from ..catalog import closest
+
+        said = "; ".join(f"{n} ({closest(n, known)})" for n in unknown)
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
-                      + (f" (not config names of this version, so ignored: {', '.join(unknown)})" if unknown else ""))
+                      + (f" (not config names of this version, so ignored: {said})" if unknown else ""))
     from ..build import prebuilt
 
     path = prebuilt.core_library()

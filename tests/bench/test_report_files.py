@@ -148,3 +148,13 @@ def test_a_ragged_csv_is_named_with_its_line(tmp_path, capsys):
     (tmp_path / "cut.csv").write_text("model,tokens,median_ms\nQwen2.5-7B,8192,3.3\nQwen2.5-7B,2048\n")
     code, out, err = cli.main(["report", str(tmp_path / "cut.csv")]), *capsys.readouterr()
     assert code == 1 and "cut.csv: line 3 has 2 cells where the header names 3" in err
+
+
+def test_two_files_whose_plots_share_a_name_in_one_out_dir_are_refused(tmp_path, capsys):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(COMMITTED / "sustained.json", tmp_path / folder / "sustained.json")
+    code = cli.main(["report", str(tmp_path / "a" / "sustained.json"), str(tmp_path / "b" / "sustained.json"),
+                     "--out-dir", str(tmp_path / "png")])
+    err = capsys.readouterr().err
+    assert code == 1 and "would both write" in err and not (tmp_path / "png").exists()

@@ -389,6 +389,12 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list:
             raise ValueError(f"{path}: neither a results file nor a folder of them")
         else:
             raise ValueError(f"{path}: not found")
+    writers: dict[Path, Path] = {}
+    for source, pngs in jobs:
+        for png, _ in pngs:
+            if writers.setdefault(png, source) != source:
+                raise ValueError(f"{writers[png]} and {source} would both write {png}; report them one at a time "
+                                 "or into separate --out-dir folders")
     if any(pngs for _, pngs in jobs):
         pyplot()  # ImportError here, before anything is drawn
     shown: list = []

@@ -434,28 +434,6 @@ class ReadsState(MLP):
         return y * self.cfg["scale"] * self.signs[0] * self.cfg["t"].to(y.dtype)
 
 
-@pytest.mark.parametrize("change", ["dict", "list", "child flag", "tensor in a dict"])
-def test_state_in_small_containers_and_on_the_layers_is_watched_too(change):
-    torch.manual_seed(0)
-    block = ReadsState()
-    x = torch.randn(3, 64, dtype=torch.bfloat16)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert fuse_swiglu_mlps(block) == ["(the model itself)"]
-        fused = block(x)
-        if change == "dict":
-            block.cfg["scale"] = 2.0
-        elif change == "list":
-            block.signs[0] = -1.0
-        elif change == "child flag":
-            block.gate_proj.flip = True
-        else:
-            block.cfg["t"].fill_(2.0)
-        got = block(x)
-    torch.testing.assert_close(got, ReadsState.forward(block, x), rtol=0, atol=0)
-    assert not torch.equal(got, fused)
-
-
 class Counter(MLP):
     def __init__(self):
         super().__init__()
@@ -500,23 +478,35 @@ class Nested(MLP):
         return self.post(y * self.opts["inner"]["scale"] * self.opts["t"].to(y.dtype))
 
 
-@pytest.mark.parametrize("change", ["nested dict", "submodule", "data bypass"])
-def test_nested_containers_submodules_and_tensor_contents_are_watched(change):
+def _set(obj, key, value):
+    obj[key] = value
+
+
+# what a test changes after patching, on a block of which class
+CHANGES = {
+    "dict": (ReadsState, lambda b: _set(b.cfg, "scale", 2.0)),
+    "list": (ReadsState, lambda b: _set(b.signs, 0, -1.0)),
+    "child flag": (ReadsState, lambda b: setattr(b.gate_proj, "flip", True)),
+    "tensor in a dict": (ReadsState, lambda b: b.cfg["t"].fill_(2.0)),
+    "nested dict": (Nested, lambda b: _set(b.opts["inner"], "scale", 2.0)),
+    "submodule": (Nested, lambda b: setattr(b, "post", nn.Tanh())),
+    "data bypass": (Nested, lambda b: b.opts["t"].data.fill_(2.0)),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_state_in_containers_on_the_layers_and_in_submodules_is_watched(change):
+    cls, apply = CHANGES[change]
     torch.manual_seed(0)
-    block = Nested()
+    block = cls()
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert fuse_swiglu_mlps(block) == ["(the model itself)"]
         fused = block(x)
-        if change == "nested dict":
-            block.opts["inner"]["scale"] = 2.0
-        elif change == "submodule":
-            block.post = nn.Tanh()
-        else:
-            block.opts["t"].data.fill_(2.0)
+        apply(block)
         got = block(x)
-    torch.testing.assert_close(got, Nested.forward(block, x), rtol=0, atol=0)
+    torch.testing.assert_close(got, cls.forward(block, x), rtol=0, atol=0)
     assert not torch.equal(got, fused)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import warnings
 
 import pytest
@@ -523,7 +524,7 @@ def test_state_beyond_plain_values_runs_the_own_forward_under_compile_and_copies
         fuse_swiglu_mlps(block)
         fused = block(x)
     patch = vars(block)["_fused_swiglu"]
-    assert not patch.traceable
+    assert patch.checks is None  # containers: its own forward under torch.compile
     torch._dynamo.reset()
     compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
     with torch.no_grad():
@@ -550,3 +551,33 @@ def test_fx_traces_a_patched_block_that_is_the_root_module():
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     assert "down_proj" in graph.code and "fused_swiglu" not in graph.code  # the block's own forward
     torch.testing.assert_close(graph(x), MLP.forward(block, x), rtol=0, atol=0)
+
+
+class WithConfig(MLP):
+    """A forward reading an object attribute (a config): compared by identity, also under torch.compile."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = types.SimpleNamespace(scale=1.0)
+
+    def forward(self, x):
+        return self.config.scale * self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+def test_an_object_attribute_is_compared_by_identity_eager_and_compiled():
+    torch.manual_seed(0)
+    block = WithConfig()
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuse_swiglu_mlps(block)
+        fused = block(x)
+    assert vars(block)["_fused_swiglu"].checks[0][:2] == ("config", block.config)
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close(compiled(x), fused, rtol=0, atol=0)  # fused under compile
+        block.config = types.SimpleNamespace(scale=2.0)  # another object: the block's own forward
+        torch.testing.assert_close(compiled(x), WithConfig.forward(block, x), rtol=0, atol=0)
+        torch.testing.assert_close(block(x), WithConfig.forward(block, x), rtol=0, atol=0)

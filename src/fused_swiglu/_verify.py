@@ -255,19 +255,31 @@ class Watch:
 _MISSING = object()
 
 
-def plain_values_only(saved: tuple[tuple[str, object], ...]) -> bool:
-    """Whether every saved attribute is a number, string, bytes or None (what a traced call can compare)."""
-    return all(type(v) in _VALUE_TYPES for _, v in saved)
+def traced_checks(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> tuple[tuple[str, object, bool], ...] | None:
+    """What a call traced by torch.compile compares of ``saved`` (:func:`plain_attributes` of ``module``):
+    ``(name, value, by_identity)`` per attribute, a number, string, bytes or None by value and any other
+    object (a config) by identity; None where one is a container or a tensor (such a block runs its own
+    forward under torch.compile)."""
+    out = []
+    for k, frozen in saved:
+        if type(frozen) in _VALUE_TYPES:
+            out.append((k, frozen, False))
+        elif isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] == "object":
+            owner, _, name = k.rpartition(".")
+            out.append((k, getattr(getattr(module, owner) if owner else module, name), True))
+        else:
+            return None
+    return tuple(out)
 
 
-def same_attributes_traced(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> bool:
-    """:func:`same_attributes` as torch.compile traces it, for ``saved`` of plain values alone
-    (:func:`plain_values_only`; a block with other state runs its own forward under torch.compile): each
-    read again with ``getattr`` (Dynamo guards each value read). An attribute added later is not seen
-    there."""
-    for k, b in saved:
+def same_attributes_traced(module: nn.Module, checks: tuple[tuple[str, object, bool], ...]) -> bool:
+    """:func:`same_attributes` as torch.compile traces it, from :func:`traced_checks`: each attribute read
+    again with ``getattr`` (Dynamo guards each value read) and compared by value or identity. An attribute
+    added later is not seen there."""
+    for k, b, identity in checks:
         owner, _, name = k.rpartition(".")
-        if getattr(getattr(module, owner) if owner else module, name, None) != b:
+        now = getattr(getattr(module, owner) if owner else module, name, None)
+        if (now is not b) if identity else (now != b):
             return False
     return True
 

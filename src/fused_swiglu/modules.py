@@ -26,8 +26,8 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
-from ._verify import (Watch, known_forward, plain_attributes, plain_values_only, same_attributes,
-                      same_attributes_traced, verify)
+from ._verify import (Watch, known_forward, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
+                      verify)
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS, unfused_faster
 from .tuning import SUSTAINED_FROM_M
@@ -297,28 +297,30 @@ class ProbedSwiGLUForward(FusedSwiGLUForward):
     (:func:`fused_swiglu._verify.verify`): the probe ran with the block's plain Python attributes as they
     were at patching (``plain``, :func:`fused_swiglu._verify.plain_attributes`), so a call where one has
     changed runs the block's own forward (one RuntimeWarning per block class). Under torch.compile each
-    saved attribute is read, and so guarded, as the stock forward that reads it would be; a block whose
-    state is more than numbers, strings, bytes and None runs its own forward under torch.compile."""
+    saved attribute is read, and so guarded, as the stock forward that reads it would be (numbers, strings
+    and flags by value, other objects by identity); a block holding containers or tensors runs its own
+    forward under torch.compile."""
 
     def __init__(self, module: nn.Module, *args, **kwargs):
         super().__init__(module, *args, **kwargs)
         self.plain = plain_attributes(module)
         self.watch = Watch(module, self.plain)
-        # under torch.compile only numbers, strings, bytes and None can be compared (guarded); a block with
-        # other state runs its own forward there
-        self.traceable = plain_values_only(self.plain)
+        # what a traced call compares (numbers, strings, flags by value, other objects by identity, each
+        # guarded); None: a block with containers or tensors runs its own forward under torch.compile
+        self.checks = traced_checks(module, self.plain)
 
-    def __getstate__(self):  # the watch holds the block's dicts: made again where the block is rebuilt
-        return {**super().__getstate__(), "watch": None}
+    def __getstate__(self):  # the watch and checks hold the block's objects: made again where it is rebuilt
+        return {**super().__getstate__(), "watch": None, "checks": None}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
-            if not (self.traceable and same_attributes_traced(self.module, self.plain)):
+            if self.checks is None or not same_attributes_traced(self.module, self.checks):
                 return self.original(x)
             return _traced(self, x)
         if self.watch is None:  # after a copy or a load: watched from here if it still is as probed
             self.watch = Watch(self.module) if same_attributes(self.module, self.plain, portable=True) else False
             self.plain = self.watch.saved if self.watch else self.plain
+            self.checks = traced_checks(self.module, self.plain) if self.watch else None
         if not (self.watch and self.watch.same()):
             v.warn_once(f"plain-attributes:{self.base.__module__}.{self.base.__qualname__}", (
                 f"fused_swiglu: a plain attribute of a patched {self.base.__qualname__} block changed after "

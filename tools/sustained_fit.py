@@ -39,10 +39,7 @@ def main() -> None:
     gpu, num_sms = metas[0]["gpu"], int(metas[0]["num_sms"])
     section = tune.fit_sustained(rows, num_sms)
     section["source"] = [str(p) for p in a.sweeps]
-    out = json.loads(a.out.read_text()) if a.out.is_file() else {
-        "format": tuning.FORMAT, "gpu": gpu, "dtype": metas[0].get("dtype", "bf16"), "num_sms": num_sms}
-    out["sustained"] = section
-    a.out.write_text(json.dumps(out, indent=1) + "\n")
+    tune.write_sustained(a.out, section, gpu, metas[0].get("dtype", "bf16"), num_sms)
     print(f"wrote {a.out}: {len(section['launches'])} launches from M = {section['from_m']}")
 
     costs = {k: cost_model.ConfigCosts(v["tile_us"], v["k_tile_us"]) for k, v in section["launches"].items()}

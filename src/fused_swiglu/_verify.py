@@ -150,9 +150,14 @@ def _frozen(value: object, depth: int = 0) -> object:
     return ("object", id(value))
 
 
+def _is_object(frozen: object) -> bool:
+    """Whether a :func:`_frozen` value stands for an object compared by identity."""
+    return isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] == "object"
+
+
 def _portable(frozen: object) -> object:
     """``frozen`` with objects compared by type instead of identity (a copy has other objects)."""
-    if isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] == "object":
+    if _is_object(frozen):
         return "object"
     if isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] in _CONTAINERS:
         return (frozen[0], tuple(_portable(v) for v in frozen[1]))
@@ -219,7 +224,7 @@ class Watch:
         self.submodules = [(k, v) for k, v in module._modules.items() if k not in _CHILDREN]
         self.count = len(module._modules)
 
-    def _replaced(self, child: str) -> bool:
+    def _replaced(self) -> bool:
         """A layer was replaced: the same as before if the new one's plain attributes equal the old one's
         (a new ``nn.Linear`` of the same shape) and nothing else changed; the watch then follows it."""
         if not same_attributes(self.module, self.saved):
@@ -236,7 +241,7 @@ class Watch:
             return False
         for i, (layer, child) in enumerate(self.layers):
             if child is not None and mods.get(child) is not layer:
-                return self._replaced(child)
+                return self._replaced()
             d = vars(layer)
             if len(d) != self.lengths[i]:
                 if frozenset(k for k, _ in _public(layer)) != self.names[i]:
@@ -264,7 +269,7 @@ def traced_checks(module: nn.Module, saved: tuple[tuple[str, object], ...]) -> t
     for k, frozen in saved:
         if type(frozen) in _VALUE_TYPES:
             out.append((k, frozen, False))
-        elif isinstance(frozen, tuple) and len(frozen) == 2 and frozen[0] == "object":
+        elif _is_object(frozen):
             owner, _, name = k.rpartition(".")
             out.append((k, getattr(getattr(module, owner) if owner else module, name), True))
         else:
@@ -344,8 +349,9 @@ def probe(module: nn.Module, forward: Callable, dtype: torch.dtype) -> str | Non
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices, device_type="cuda"):
             reason = _run_probe(module, forward, inputs)
-        if reason is None and plain_attributes(module) != before:
-            changed = [k for (k, a), (_, b) in zip(plain_attributes(module), before) if a != b]
+        after = plain_attributes(module)
+        if reason is None and after != before:
+            changed = [k for (k, a), (_, b) in zip(after, before) if a != b]
             return ("its forward changes its own attributes (" + ", ".join(changed[:3] or ["added ones"])
                     + "), which a fused forward would not")
         return reason
@@ -382,11 +388,16 @@ def _restore_attributes(attributes: list[tuple[nn.Module, dict[str, object], dic
                     value.update(was)
 
 
+def by_class(module: nn.Module, previous: Callable | None) -> bool:
+    """Whether the block's forward is vouched for by its class: :func:`known_forward` and no instance
+    forward (``previous``) overriding it; else :func:`verify` probes it."""
+    return previous is None and known_forward(module)
+
+
 def verify(module: nn.Module, forward: Callable, previous: Callable | None, dtype: torch.dtype) -> str | None:
-    """Why the block ``module`` may not be replaced by the fused forward (None: it may): its class's
-    forward is known (:func:`known_forward`) and no instance forward (``previous``) overrides it, or
-    :func:`probe` finds that ``forward`` computes the SwiGLU MLP. ``dtype``: the probe input's dtype
-    (the block's activations)."""
-    if previous is None and known_forward(module):
+    """Why the block ``module`` may not be replaced by the fused forward (None: it may): its forward is
+    vouched for by its class (:func:`by_class`), or :func:`probe` finds that ``forward`` computes the
+    SwiGLU MLP. ``dtype``: the probe input's dtype (the block's activations)."""
+    if by_class(module, previous):
         return None
     return probe(module, forward, dtype)

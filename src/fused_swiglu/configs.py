@@ -229,7 +229,15 @@ def sustained_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, nu
     without such launches. Their costs count the padding tiles a launch runs, so only the shared
     memory rule of :func:`legal` applies (the cluster-fill and swizzle-padding rules stand in for what
     the interleaved calibration cannot see)."""
-    ranked = []
+    ranked = [(cost_model.predict_sustained_us(v, costs, M, N, K, num_sms, v.swizzle), key, v)
+              for key, costs, v in _sustained_launches(kernel, M, accumulation, data, smem_limit)]
+    ranked.sort(key=lambda t: t[:2])
+    return [(t, v) for t, _, v in ranked]
+
+
+def _sustained_launches(kernel: str, M: int, accumulation: str, data: tuning.Tuning, smem_limit: int | None = None):
+    """``(launch key, costs, config with its raster and swizzle)`` of each launch :func:`sustained_ranking`
+    ranks (unranked)."""
     for key, costs in data.sustained_launches(M).items():
         name, raster, swizzle = tuning.split_launch_key(key)
         base = BY_BASE_NAME.get(name)
@@ -237,10 +245,7 @@ def sustained_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, nu
             continue
         if smem_limit is not None and data.smem_bytes.get(name, 0) > smem_limit:
             continue
-        v = dataclasses.replace(base, raster=raster, swizzle=swizzle)
-        ranked.append((cost_model.predict_sustained_us(v, costs, M, N, K, num_sms, swizzle), key, v))
-    ranked.sort(key=lambda t: t[:2])
-    return [(t, v) for t, _, v in ranked]
+        yield key, costs, dataclasses.replace(base, raster=raster, swizzle=swizzle)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -324,7 +329,7 @@ def override_applies(override: tuning.Override, config: KernelConfig, M: int, N:
     override stands."""
     if override.protocol == "sustained":
         return True
-    if sustained_ranking(config.kernel, M, N, K, config.accumulation, num_sms, data):
+    if any(_sustained_launches(config.kernel, M, config.accumulation, data)):
         return False
     if M < data.device.power_from_m or data.device.energy_us_per_byte <= 0:
         return True

@@ -26,7 +26,7 @@ from torch import nn
 from . import _validate as v
 from . import mlp_ops, ops
 from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
-from ._verify import (Watch, known_forward, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
+from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
                       verify)
 from ._dispatch import AUTO, on_2d, run_op
 from .configs import ACCUMULATIONS, unfused_faster
@@ -506,9 +506,8 @@ def fuse_swiglu_mlps(
         if fp8:
             install(module, fp8_modules.FusedFP8SwiGLUForward(module, backend, previous))
         else:
-            probed = previous is not None or not known_forward(module)
-            patch = (ProbedSwiGLUForward if probed else FusedSwiGLUForward)(module, kernel, accumulation, backend,
-                                                                            previous, recompute)
+            kind = FusedSwiGLUForward if by_class(module, previous) else ProbedSwiGLUForward
+            patch = kind(module, kernel, accumulation, backend, previous, recompute)
             install(module, patch)
         patched.append(readable(name))
     if skipped or experts:

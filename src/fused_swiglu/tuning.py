@@ -20,6 +20,11 @@ File format (``"format": 1``)::
 
 Config names carry no dtype suffix. ``gain``: the model's pick's measured time over the override's.
 
+``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
+rivals or (``"sustained"``) back to back at the power cap; :func:`fused_swiglu.configs.choose_config`
+says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and
+``power_from_m`` (optional) set the cost model's power term (:mod:`fused_swiglu.cost_model`).
+
 Optional, the launches timed at the power cap (``fused-swiglu tune --sustained``)::
 
      "sustained": {"from_m": 2048, "launches": {"packed_pingpong_128x192x64_2x1@2:4":
@@ -30,13 +35,9 @@ choice ranks the launches listed for the kernel and accumulation by these costs
 (:func:`fused_swiglu.cost_model.predict_sustained_us`). The section may also hold ``"unfused":
 {"us_per_gflop": ..., "us_per_mb": ..., "cells": ...}``: the unfused path's time there (PyTorch's two GEMMs
 and ``silu(g) * u``, :func:`fused_swiglu.cost_model.predict_unfused_us`), by which a patched block runs
-the unfused path where it is predicted faster (:func:`fused_swiglu.configs.unfused_faster`). A file may hold only ``sustained`` (and
-``overrides``), without ``device`` and ``configs``: those then come from the reference GPU's file
-(``costs_from`` names it).
-``protocol`` (optional, default ``"interleaved"``): how the override was timed, rep by rep among its
-rivals or (``"sustained"``) back to back at the power cap; :func:`fused_swiglu.configs.choose_config`
-says where each kind applies. The device's ``energy_us_per_byte``, ``l2_reuse_bytes`` and
-``power_from_m`` (optional) set the cost model's power term (:mod:`fused_swiglu.cost_model`).
+the unfused path where it is predicted faster (:func:`fused_swiglu.configs.unfused_faster`). A file may
+hold only ``sustained`` (and ``overrides``), without ``device`` and ``configs``: those then come from the
+reference GPU's file (``costs_from`` names it).
 """
 
 from __future__ import annotations

@@ -207,11 +207,10 @@ class FusedFP8SwiGLUForward:
             return self.backend != "torch" and hopper_status(x.device) is None
         if x.device.type != "cpu":
             return False
-        warn_once("fp8-cpu", "fused_swiglu: a patched FP8 MLP block on the CPU runs the operator's CPU kernel, "
-                  "which quantizes x as the GPU kernel does, then dequantizes and multiplies in fp32: for correctness, not "
-                  "speed; its "
-                  "speed against the block's own forward has not been measured (unfuse_swiglu_mlps restores it).",
-                  stacklevel=None)
+        warn_once("fp8-cpu", "fused_swiglu: a patched FP8 MLP block on the CPU runs the operator's CPU kernel, which "
+                  "quantizes x as the GPU kernel does, then dequantizes and multiplies in fp32: for correctness, not "
+                  "speed; its speed against the block's own forward has not been measured (unfuse_swiglu_mlps "
+                  "restores it).", stacklevel=None)
         return True
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -41,18 +41,25 @@ def header(meta: dict, name: str) -> str:
 def forward(meta: dict, by_cell: dict) -> None:
     print(header(meta, "sustained.json"))
     print()
-    print("| shape | M | eager | cuBLAS | dual | packed | best vs cuBLAS | dual vs cuBLAS | best vs eager "
+    has_quack = all("quack" in c for c in by_cell.values())
+    q_head, q_rule = (" quack | best vs quack |", "---|---|") if has_quack else ("", "")
+    print(f"| shape | M | eager | cuBLAS |{q_head} dual | packed | best vs cuBLAS | dual vs cuBLAS | best vs eager "
           "| MHz cuBLAS / dual / packed | W cuBLAS / dual / packed | dual config | packed config |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    best, dual, vs_eager = {}, {}, {}
+    print(f"|---|---|---|---|{q_rule}---|---|---|---|---|---|---|---|---|")
+    best, dual, vs_eager, vs_quack = {}, {}, {}, {}
     for (model, M), c in by_cell.items():
         e, cb, d, p = (c[k]["median_ms"] for k in ("eager", "cublas_gemm", "fused_dual", "fused_packed"))
         b = min(d, p)
         best[model, M], dual[model, M], vs_eager[model, M] = cb / b, cb / d, e / b
+        q_text = ""
+        if has_quack:
+            q = c["quack"]["median_ms"]
+            vs_quack[model, M] = q / b
+            q_text = f" {q:.3f} | {q / b:.3f} |"
         mhz = " / ".join(f"{c[k]['sm_mhz']:.0f}" for k in ("cublas_gemm", "fused_dual", "fused_packed"))
         watts = " / ".join(f"{c[k]['power_w']:.0f}" for k in ("cublas_gemm", "fused_dual", "fused_packed"))
         short = lambda name: c[name]["config"].removesuffix("_bf16").removesuffix("_fp16")  # noqa: E731
-        print(f"| {model} | {M} | {e:.3f} | {cb:.3f} | {d:.3f} | {p:.3f} | {cb / b:.3f} | {cb / d:.3f} | "
+        print(f"| {model} | {M} | {e:.3f} | {cb:.3f} |{q_text} {d:.3f} | {p:.3f} | {cb / b:.3f} | {cb / d:.3f} | "
               f"{e / b:.3f} | {mhz} | {watts} | {short('fused_dual')} | {short('fused_packed')} |")
     print()
     for label, pick in (("the seven Qwen2.5 shapes", lambda m: m in QWEN),
@@ -69,7 +76,10 @@ def forward(meta: dict, by_cell: dict) -> None:
               f"vs eager lowest {vs_eager[worst_eager]:.3f} ({worst_eager[0]} M={worst_eager[1]}); "
               f"cells with the faster kernel ≥ 0.98× cuBLAS: {sum(best[k] >= 0.98 for k in keys)}; "
               f"dual ≥ 0.97×: {sum(dual[k] >= 0.97 for k in keys)}; ≥ 1.05× eager: "
-              f"{sum(vs_eager[k] >= 1.05 for k in keys)}")
+              f"{sum(vs_eager[k] >= 1.05 for k in keys)}"
+              + (f"; vs quack geometric mean {geomean([vs_quack[k] for k in keys]):.3f}, cells ≥ 0.97× quack: "
+                 f"{sum(vs_quack[k] >= 0.97 for k in keys)}; quack vs cuBLAS geometric mean "
+                 f"{geomean([best[k] / vs_quack[k] for k in keys]):.3f}" if vs_quack else ""))
     print()
 
 

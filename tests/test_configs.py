@@ -456,3 +456,15 @@ def test_explain_says_where_a_patched_block_runs_its_own_forward():
     for cell in (unfused[0], next(c for c in cells if c not in unfused)):
         _, why = configs.explain("dual", "", *cell, torch.bfloat16, 132, h100, available=ALL)
         assert ("runs its own forward" in why) is (cell in unfused), (cell, why)
+
+
+def test_explain_names_the_gpu_whose_data_a_matching_gpu_takes(monkeypatch):
+    h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16")
+    monkeypatch.setattr(tuning, "reported", lambda gpu: h100.reports if gpu == "NVIDIA H800" else None)
+    tuning.clear()
+    mine = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")
+    assert mine == configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H100 80GB HBM3")
+    _, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
+    assert "NVIDIA H800's SM count, SM clock and memory bandwidth match NVIDIA H100 80GB HBM3's" in why, why
+    _, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H20", available=ALL)
+    assert "match" not in why, why

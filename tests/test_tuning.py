@@ -94,3 +94,56 @@ def test_the_shipped_files_name_their_gpus_and_hold_sustained_launches():
         assert path.name == tuning.file_name(data["gpu"], data["dtype"])
         parsed = tuning.load(data["gpu"], data["dtype"])
         assert parsed.source == path and parsed.sustained and parsed.sustained_from_m >= 1024
+
+
+def _reports_of(table):
+    """A stand-in for :func:`tuning.reported`: the reports of the GPUs named in ``table``."""
+    return lambda gpu: table.get(gpu)
+
+
+def test_a_gpu_without_a_file_takes_the_data_of_the_gpu_whose_reports_match(monkeypatch):
+    h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16")
+    assert h100.reports == tuning.Reports(132, 1980.0, 3352.3)
+    ref = tuning.load(H200, "bf16")
+    table = {"NVIDIA H800": tuning.Reports(132, 1980.0, 3352.3),  # an H100 with other links
+             "NVIDIA H100 NVL": tuning.Reports(132, 1785.0, 3938.0),  # 10 % off in clock, 17 % in bandwidth
+             "NVIDIA H20": tuning.Reports(78, 1980.0, 4022.0)}  # other SM count
+    monkeypatch.setattr(tuning, "reported", _reports_of(table))
+    tuning.clear()
+    h800 = tuning.load("NVIDIA H800", "bf16")
+    assert h800.matched == "NVIDIA H100 80GB HBM3" and h800.source == h100.source and h800.gpu == "NVIDIA H800"
+    assert h800.sustained == h100.sustained and not h800.overrides_apply
+    for other in ("NVIDIA H100 NVL", "NVIDIA H20", "NVIDIA GH200 480GB"):  # no match, or nothing reported
+        data = tuning.load(other, "bf16")
+        assert data.matched == "" and data.source == ref.source and not data.overrides_apply
+    # the tolerance: NEAR of the file's GPU's clock and bandwidth each; the SM counts must be equal
+    known = tuning.Reports(132, 1000.0, 1000.0)
+    assert tuning.Reports(132, 1000.0, 1000.0 * (1 - tuning.NEAR)).distance(known) == pytest.approx(tuning.NEAR)
+    assert tuning.Reports(114, 1000.0, 1000.0).distance(known) is None
+
+
+def test_the_closest_matching_file_serves_and_a_user_file_with_reports_counts(monkeypatch, tmp_path):
+    folder = tmp_path / "user"
+    folder.mkdir()
+    monkeypatch.setattr(tuning, "user_dir", lambda: folder)
+    ref = json.loads((tuning.PACKAGE_DIR / "nvidia-h200_bf16.json").read_text())
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps(
+        {**ref, "gpu": "NVIDIA H100 PCIe", "overrides": [], "reports": {"num_sms": 132, "sm_mhz": 1900.0,
+                                                                          "memory_gbps": 3352.3}}))
+    monkeypatch.setattr(tuning, "reported", _reports_of({"NVIDIA H800": tuning.Reports(132, 1980.0, 3352.3),
+                                                          "NVIDIA H801": tuning.Reports(132, 1910.0, 3352.3)}))
+    tuning.clear()
+    assert tuning.load("NVIDIA H800", "bf16").matched == "NVIDIA H100 80GB HBM3"  # 0 % off, against 4 %
+    assert tuning.load("NVIDIA H801", "bf16").matched == "NVIDIA H100 PCIe"  # 0.5 % off, against 3.5 %
+    (folder / "nvidia-h100-pcie_bf16.json").write_text(json.dumps({**ref, "reports": {"num_sms": "many"}}))
+    tuning.clear()
+    with pytest.raises(ValueError, match="nvidia-h100-pcie_bf16.json: "):
+        tuning.load("NVIDIA H801", "bf16")
+
+
+def test_reports_from_device_properties():
+    class Props:
+        multi_processor_count, clock_rate, memory_clock_rate, memory_bus_width = 132, 1980000, 2619000, 5120
+
+    assert tuning.Reports.of(Props()) == tuning.Reports(132, 1980.0, 3352.3)
+    assert tuning.reported("") is None

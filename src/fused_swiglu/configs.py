@@ -570,10 +570,11 @@ def _explain(
                                                                              picked.swizzle):
         return choice, f"the tuned override for this problem ({data.source}; timed {found.protocol})"
     ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
-    what = f"the sustained costs at the power cap ({data.source}, from M = {data.sustained_from_m})"
+    matched = f"; {gpu}'s SM count, SM clock and memory bandwidth match {data.matched}'s" if data.matched else ""
+    what = f"the sustained costs at the power cap ({data.source}{matched}, from M = {data.sustained_from_m})"
     if not ranked:
         ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
-        what = f"the cost model ({data.costs_from or data.source})"
+        what = f"the cost model ({data.costs_from or data.source}{matched})"
     if not ranked:
         return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
     best = ranked[0][0]

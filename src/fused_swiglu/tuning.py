@@ -38,6 +38,14 @@ and ``silu(g) * u``, :func:`fused_swiglu.cost_model.predict_unfused_us`), by whi
 the unfused path where it is predicted faster (:func:`fused_swiglu.configs.unfused_faster`). A file may
 hold only ``sustained`` (and ``overrides``), without ``device`` and ``configs``: those then come from the
 reference GPU's file (``costs_from`` names it).
+
+Optional, what the GPU reported when it was tuned (``tune`` writes it; :class:`Reports`)::
+
+     "reports": {"num_sms": 132, "sm_mhz": 1980.0, "memory_gbps": 3352.3}
+
+A GPU without a file of its own takes the data of the GPU whose file's reports match its own: the same SM
+count, SM clock and memory bandwidth each within :data:`NEAR` (the closest such; its overrides do not
+apply); where no file's reports match, the reference GPU's costs as above.
 """
 
 from __future__ import annotations
@@ -58,6 +66,9 @@ FORMAT = 1
 # factor (the model's pick's median time over the override's).
 OVERRIDE_GAIN = 1.02
 REFERENCE = ("NVIDIA H200", "bf16")
+# Reports of two GPUs match where the SM counts are equal and the SM clocks and memory bandwidths each
+# differ by at most this fraction (:meth:`Reports.distance`).
+NEAR = 0.10
 # From this M on the GPU runs at its power cap: the benchmark's sustained timing protocol
 # (fused_swiglu.bench.timing). The config choice reads the same threshold from the tuned data
 # (its device's power_from_m, by default this value).
@@ -77,12 +88,55 @@ class Override:
 
 
 @dataclass(frozen=True)
+class Reports:
+    """What a GPU reports about itself (``torch.cuda.get_device_properties``): its SM count, its SM
+    clock's maximum in MHz and its memory's peak bandwidth in GB/s (two transfers per memory clock over
+    the bus width)."""
+
+    num_sms: int
+    sm_mhz: float
+    memory_gbps: float
+
+    @classmethod
+    def of(cls, props) -> Reports:
+        """From a ``torch.cuda.get_device_properties`` result (clocks in kHz, bus width in bits)."""
+        return cls(int(props.multi_processor_count), props.clock_rate / 1e3,
+                   round(2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e9, 1))
+
+    def distance(self, other: Reports) -> float | None:
+        """The larger relative difference of the SM clocks and of the memory bandwidths, as fractions of
+        ``other``'s; None where the SM counts differ."""
+        if self.num_sms != other.num_sms:
+            return None
+        return max(abs(self.sm_mhz / other.sm_mhz - 1), abs(self.memory_gbps / other.memory_gbps - 1))
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=16)
+def reported(gpu: str) -> Reports | None:
+    """The :class:`Reports` of a visible CUDA device named ``gpu`` (None where there is none)."""
+    import torch
+
+    if not gpu or not torch.cuda.is_available():
+        return None
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        if props.name == gpu:
+            return Reports.of(props)
+    return None
+
+
+@dataclass(frozen=True)
 class Tuning:
     """The data :func:`load` found for one GPU and dtype.
 
     costs: config name without dtype -> :class:`ConfigCosts`. smem_bytes: config name -> shared
     memory per CTA. overrides: (kernel, accumulation, M, N, K) -> :class:`Override`. source: the file
     read (None: none). overrides_apply: False where the file is another GPU's (reference costs only).
+    reports: what the file's GPU reported (None: not recorded). matched: the GPU whose file serves this
+    one because their reports match ("" where the file is this GPU's own or the reference's).
     """
 
     gpu: str
@@ -97,6 +151,8 @@ class Tuning:
     sustained_from_m: int = 0
     unfused: UnfusedCosts | None = None
     costs_from: Path | None = None
+    reports: Reports | None = None
+    matched: str = ""
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
         """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
@@ -182,9 +238,13 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
             for key, c in section["launches"].items():
                 split_launch_key(key)
                 sustained[key] = ConfigCosts(float(c["tile_us"]), float(c["k_tile_us"]))
+        reports = None
+        if "reports" in data:
+            r = data["reports"]
+            reports = Reports(int(r["num_sms"]), float(r["sm_mhz"]), float(r["memory_gbps"]))
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
                       sustained=sustained, sustained_from_m=from_m, unfused=unfused,
-                      costs_from=base.source if base is not None else None)
+                      costs_from=base.source if base is not None else None, reports=reports)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
 
@@ -219,8 +279,33 @@ def load(gpu: str, dtype: str) -> Tuning:
                 found = _read(folder / file_name(gpu, d), base=lambda: _reference(dtype))
                 if found is not None:
                     return found
+        near = _matching(gpu, dtype)
+        if near is not None:
+            return dataclasses.replace(near, gpu=gpu, dtype=dtype, overrides_apply=False, matched=near.gpu)
     found = _reference(dtype)
     return dataclasses.replace(found, gpu=gpu, dtype=dtype, overrides_apply=False)
+
+
+def _matching(gpu: str, dtype: str) -> Tuning | None:
+    """The data of the GPU whose file's reports match ``gpu``'s (:data:`NEAR`), the closest first; the
+    user's folder before the package's, ``dtype`` before the other dtypes. None where ``gpu`` is not
+    visible or no file matches."""
+    mine = reported(gpu)
+    if mine is None:
+        return None
+    best: tuple[float, Tuning] | None = None
+    for d in _dtype_order(dtype):
+        for folder in _dirs():
+            for path in sorted(folder.glob(f"*_{d}.json")) if folder.is_dir() else ():
+                found = _read(path, base=lambda: _reference(dtype))
+                if found is None or found.reports is None:
+                    continue
+                distance = mine.distance(found.reports)
+                if distance is not None and distance <= NEAR and (best is None or distance < best[0]):
+                    best = (distance, found)
+        if best is not None:
+            return best[1]
+    return None
 
 
 def _dtype_order(dtype: str) -> list[str]:

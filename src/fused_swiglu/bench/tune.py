@@ -419,7 +419,10 @@ def write_sustained(path: Path, section: dict, gpu: str, dtype: str, num_sms: in
 
 
 def _replace_tuned_file(path: Path, data: dict) -> dict:
-    """Write ``data`` as the tuned file ``path`` (atomic replace) and forget the files read; returns it."""
+    """Write ``data`` as the tuned file ``path`` (atomic replace), with what its GPU reports where that GPU
+    is visible (:func:`fused_swiglu.tuning.reported`), and forget the files read; returns it."""
+    if (reports := tuning.reported(str(data["gpu"]))) is not None:
+        data["reports"] = reports.as_json()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

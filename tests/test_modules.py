@@ -631,3 +631,22 @@ def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own
         n = len(asked)
         mlp(small)  # decode sizes never ask
         assert len(asked) == n and calls == [1]
+
+
+def test_the_patch_is_a_block_patch_that_sees_hooks_and_is_detached_on_unfuse(monkeypatch):
+    from fused_swiglu._blocks import BlockPatch, installed
+
+    mlp = MLP()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuse_swiglu_mlps(mlp)
+    patch = installed(mlp)
+    assert isinstance(patch, BlockPatch) and patch.base is MLP and patch.backend == "auto"
+    assert not patch.hooks_run()
+    handle = mlp.act_fn.register_forward_hook(lambda *a: None)
+    assert patch.hooks_run()
+    handle.remove()
+    detached = []
+    monkeypatch.setattr(type(patch), "detach", lambda self: detached.append(self))
+    unfuse_swiglu_mlps(mlp)
+    assert detached == [patch] and type(mlp) is MLP and installed(mlp) is None

@@ -1,6 +1,7 @@
 """What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.modules``,
 ``fused_swiglu.fp8.modules``): recognising SiLU, the hooks a fused forward would skip, recognising
-mixture-of-experts experts (left unfused), and the patched class a block takes (:func:`install`)."""
+mixture-of-experts experts (left unfused), the patched class a block takes (:func:`install`) and the
+base of both patches' forwards (:class:`BlockPatch`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,39 @@ def global_hooks() -> bool:
     """Hooks registered for every module (``torch.nn.modules.module.register_module_*_hook``)."""
     return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks
                 or _module._global_backward_hooks or _module._global_backward_pre_hooks)
+
+
+class BlockPatch:
+    """The base of what a patched block's forward calls (:func:`install`): the 16-bit body
+    (``fused_swiglu.modules.FusedSwiGLUForward``) and the FP8 one (``fused_swiglu.fp8.modules.
+    FusedFP8SwiGLUForward``) keep their own arming state on top of this.
+
+    Attributes:
+        module: the MLP block. backend: ``"auto"``, ``"cutlass"`` or ``"torch"``.
+        previous: the instance ``forward`` the block had before (None: its class's); removed from the
+            block while it is patched, restored by :func:`uninstall`.
+        base: the block's own class (its forward is the original one).
+    """
+
+    def __init__(self, module: nn.Module, backend: str, previous=None):
+        self.module, self.backend, self.previous = module, backend, previous
+        self.base = type(module)
+
+    def original(self, *args, **kwargs) -> Tensor:
+        """The block's own forward (its instance forward from before patching, else its class's)."""
+        if self.previous is not None:
+            return self.previous(*args, **kwargs)
+        return self.base.forward(self.module, *args, **kwargs)
+
+    def hooks_run(self) -> bool:
+        """Whether hooks are registered that the fused path would skip: on the block's ``gate_proj``,
+        ``up_proj`` or ``act_fn``, or for every module."""
+        m = self.module
+        return has_hooks(m.gate_proj) or has_hooks(m.up_proj) or has_hooks(m.act_fn) or global_hooks()
+
+    def detach(self) -> None:
+        """Remove what the patch registered on the block besides :func:`install` (:func:`uninstall` calls
+        it first): nothing here."""
 
 
 # Stacked expert weights: a tensor attribute of one of these names with a leading expert dimension
@@ -144,7 +178,7 @@ def patched_class(base: type) -> type:
     return cls
 
 
-def install(module: nn.Module, patch: object) -> None:
+def install(module: nn.Module, patch: BlockPatch) -> None:
     """Patch ``module``: ``patch`` (callable on x) becomes its forward. An instance ``forward`` it had
     (someone else's patch) is removed from the instance, since it would hide the class's; the patch
     keeps it (``patch.previous``) to run and restore."""
@@ -153,8 +187,10 @@ def install(module: nn.Module, patch: object) -> None:
     module.__class__ = patched_class(type(module))
 
 
-def uninstall(module: nn.Module, patch: object) -> None:
-    """Undo :func:`install`: the original class, and the instance forward it had, if any."""
+def uninstall(module: nn.Module, patch: BlockPatch) -> None:
+    """Undo :func:`install`: what the patch registered (:meth:`BlockPatch.detach`), the original class, and
+    the instance forward the block had, if any."""
+    patch.detach()
     module.__class__ = type(module).patched_base
     del vars(module)[PATCH_ATTR]
     if patch.previous is not None:

@@ -25,7 +25,8 @@ from torch import nn
 
 from . import _validate as v
 from . import mlp_ops, ops
-from ._blocks import act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu, is_silu_type, uninstall
+from ._blocks import (BlockPatch, act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu,
+                      is_silu_type, uninstall)
 from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
                       verify)
 from ._dispatch import AUTO, on_2d, run_op
@@ -138,8 +139,9 @@ def _unfused_warning(skipped: list[tuple[str, str]], experts: list[tuple[str, st
     return message
 
 
-class FusedSwiGLUForward:
-    """The forward that :func:`fuse_swiglu_mlps` gives an MLP block: the patched class's ``forward``
+class FusedSwiGLUForward(BlockPatch):
+    """The forward that :func:`fuse_swiglu_mlps` gives a 16-bit MLP block (:class:`fused_swiglu._blocks.
+    BlockPatch` holds the block, backend, previous forward and original class): the patched class's ``forward``
     calls this object, held by the block (instance attribute ``_fused_swiglu``).
 
     A plain object rather than a closure, so that a patched model survives ``torch.save`` /
@@ -160,19 +162,15 @@ class FusedSwiGLUForward:
     :func:`_traced` instead, which takes the same decisions from the block's layers alone and neither
     reads nor sets the arming state, so a compiled patched block carries no more guards than the stock one.
 
-    Attributes:
-        module: the MLP block. kernel, accumulation, backend: passed to :func:`swiglu`.
-        previous: the instance ``forward`` the block had before (None: its class's forward);
-            removed from the block while it is patched, restored by :func:`unfuse_swiglu_mlps`.
-        base: the block's own class (its forward is the original one).
+    Attributes (besides :class:`fused_swiglu._blocks.BlockPatch`'s):
+        kernel, accumulation: passed to :func:`swiglu` with the backend.
         recompute: never run the whole-block operator.
     """
 
     def __init__(self, module: nn.Module, kernel: str, accumulation: str, backend: str, previous=None,
                  recompute: bool = False):
-        self.module, self.kernel, self.accumulation, self.backend = module, kernel, accumulation, backend
-        self.previous, self.recompute = previous, recompute
-        self.base = type(module)  # the block's own class, whose forward is the original one
+        super().__init__(module, backend, previous)
+        self.kernel, self.accumulation, self.recompute = kernel, accumulation, recompute
         self.config = AUTO[accumulation]
         # what a traced call decides from (_traced): whether it may call the dual operator directly on a
         # Hopper GPU / on the CPU, and whether autograd-recorded calls may run the whole-block operator
@@ -195,12 +193,6 @@ class FusedSwiGLUForward:
     def __getstate__(self):
         return {**self.__dict__, **self._UNARMED}
 
-    def original(self, *args, **kwargs) -> torch.Tensor:
-        """The block's own forward (its instance forward from before patching, else its class's)."""
-        if self.previous is not None:
-            return self.previous(*args, **kwargs)
-        return self.base.forward(self.module, *args, **kwargs)
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
             return _traced(self, x)
@@ -210,8 +202,7 @@ class FusedSwiGLUForward:
             g is self.gate and u is self.up and g.weight is self.w_gate and u.weight is self.w_up
             and x.dtype is self.dtype and self.w_gate.dtype is self.dtype and x.is_cuda is self.on_cuda
             and x.shape[-1] == self.w_gate.shape[1]
-            and g.bias is None and u.bias is None and m.act_fn is self.act
-            and not (has_hooks(g) or has_hooks(u) or has_hooks(self.act) or global_hooks())
+            and g.bias is None and u.bias is None and m.act_fn is self.act and not self.hooks_run()
         ):
             return self._armed(x)
         return self._checked(x)
@@ -384,9 +375,9 @@ def _traced(patch: FusedSwiGLUForward, x: torch.Tensor) -> torch.Tensor:
     return m.down_proj(run_op(ops.swiglu_dual, x, wg, wu, patch.config))
 
 
-def _patch(module: nn.Module) -> FusedSwiGLUForward | fp8_modules.FusedFP8SwiGLUForward | None:
+def _patch(module: nn.Module) -> BlockPatch | None:
     p = installed(module)
-    return p if isinstance(p, (FusedSwiGLUForward, fp8_modules.FusedFP8SwiGLUForward)) else None
+    return p if isinstance(p, BlockPatch) else None
 
 
 def fuse_swiglu_mlps(
@@ -557,8 +548,6 @@ def unfuse_swiglu_mlps(model: nn.Module) -> list[str]:
         patch = _patch(module)
         if patch is None:
             continue
-        if isinstance(patch, fp8_modules.FusedFP8SwiGLUForward):
-            patch.detach()
         uninstall(module, patch)
         restored.append(readable(name))
     return restored

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .._blocks import act_name, global_hooks, has_hooks, is_silu
+from .._blocks import BlockPatch, act_name, has_hooks, is_silu
 from .._validate import hopper_status, require_hopper, warn_once
 from .dynamic import swiglu_packed_fp8_dynamic_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
@@ -117,8 +117,9 @@ def _still_block_scaled(layer: nn.Module) -> bool:
             and getattr(layer, "activation_scheme", None) == "dynamic")
 
 
-class FusedFP8SwiGLUForward:
-    """The ``forward`` that :func:`fused_swiglu.fuse_swiglu_mlps` installs on a fine-grained FP8 MLP block.
+class FusedFP8SwiGLUForward(BlockPatch):
+    """The ``forward`` that :func:`fused_swiglu.fuse_swiglu_mlps` installs on a fine-grained FP8 MLP block
+    (:class:`fused_swiglu._blocks.BlockPatch` holds the block, backend, previous forward and original class).
 
     A call runs the fused path (module docstring) when x is bfloat16 and on a Hopper GPU (backend
     ``"auto"`` / ``"cutlass"``) or on the CPU (``"auto"`` / ``"torch"``: the operator's CPU kernel), the
@@ -135,16 +136,13 @@ class FusedFP8SwiGLUForward:
     forward until the next eager call); writes that bypass the version counter (``.data``, NumPy
     views of the storage) are not seen at all: call :meth:`repack` after them.
 
-    Attributes:
-        module: the MLP block. previous: the instance forward it had before (None: its class's).
-        backend: ``"auto"``, ``"cutlass"`` or ``"torch"``.
+    Attributes (besides :class:`fused_swiglu._blocks.BlockPatch`'s):
         w_packed, w_scale: the packed copy of the gate/up weights and their block scales (None before
             the first pack: a block patched on the meta device packs at its first call).
     """
 
     def __init__(self, module: nn.Module, backend: str, previous=None):
-        self.module, self.backend, self.previous = module, backend, previous
-        self.base = type(module)  # the block's own class, whose forward is the original one
+        super().__init__(module, backend, previous)
         self.w_packed = self.w_scale = None
         self._source = None  # (gate_proj, up_proj, act_fn, _state(gate), _state(up)) of the packed copy
         self._hook = module.register_load_state_dict_post_hook(self._after_load)
@@ -156,12 +154,6 @@ class FusedFP8SwiGLUForward:
 
     def _after_load(self, module, incompatible_keys) -> None:
         self.repack()
-
-    def original(self, *args, **kwargs) -> torch.Tensor:
-        """The block's own forward (its instance forward from before patching, else its class's)."""
-        if self.previous is not None:
-            return self.previous(*args, **kwargs)
-        return self.base.forward(self.module, *args, **kwargs)
 
     def _current(self) -> bool:
         m, source = self.module, self._source
@@ -215,8 +207,7 @@ class FusedFP8SwiGLUForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = self.module
-        if (not self._runs_here(x) or has_hooks(m.gate_proj) or has_hooks(m.up_proj) or has_hooks(m.act_fn)
-                or global_hooks()):
+        if not self._runs_here(x) or self.hooks_run():
             return self.original(x)
         if not self._current() and (torch.compiler.is_compiling() or not self.repack()):
             return self.original(x)

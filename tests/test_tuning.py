@@ -147,3 +147,22 @@ def test_reports_from_device_properties():
 
     assert tuning.Reports.of(Props()) == tuning.Reports(132, 1980.0, 3352.3)
     assert tuning.reported("") is None
+
+
+def test_reported_reads_the_named_device_and_older_properties_give_none(monkeypatch):
+    import types
+
+    import torch
+
+    full = types.SimpleNamespace(name="NVIDIA H800", multi_processor_count=132, clock_rate=1980000,
+                                 memory_clock_rate=2619000, memory_bus_width=5120)
+    old = types.SimpleNamespace(name="NVIDIA H20", multi_processor_count=78)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: (full, old)[i])
+    tuning.reported.cache_clear()
+    try:
+        assert tuning.reported("NVIDIA H800") == tuning.Reports(132, 1980.0, 3352.3)
+        assert tuning.reported("NVIDIA H20") is None and tuning.reported("NVIDIA B200") is None
+    finally:
+        tuning.reported.cache_clear()

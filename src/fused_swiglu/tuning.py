@@ -124,7 +124,9 @@ def reported(gpu: str) -> Reports | None:
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         if props.name == gpu:
-            return Reports.of(props)
+            # older PyTorch releases do not report the clocks and bus width
+            fields = ("multi_processor_count", "clock_rate", "memory_clock_rate", "memory_bus_width")
+            return Reports.of(props) if all(hasattr(props, f) for f in fields) else None
     return None
 
 

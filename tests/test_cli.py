@@ -106,6 +106,12 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["bench", "--fp8", "--backward"], "--backward, --e2e, --host-time, --tp and --fp8 are separate runs"),
     (["bench", "--fp8", "--rep", "0"], "--rep must be a positive integer; got 0"),
     (["accuracy", "--dtype", "e4m3", "--models", "9000B"], "--models: unknown model '9000B'"),
+    (["bench", "moe", "--models", "Qwen3-9000B"], "--models: unknown MoE shape 'Qwen3-9000B'; known: Qwen3-30B-A3B"),
+    (["bench", "moe", "--models", "64x32x8x9"], "sizes must be positive and top-k at most the experts"),
+    (["bench", "moe", "--methods", "fused_packed"], "--methods: unknown method 'fused_packed'; known: hf_eager"),
+    (["bench", "moe", "--eager", "--protocol", "sustained"], "--protocol sustained times CUDA-graph replays: leave "
+     "out --eager"),
+    (["bench", "moe", "--tokens", "0"], "--tokens"),
 ])
 def test_bad_options_are_reported_before_the_gpu_check(argv, rule, capsys):
     assert cli.main(argv) == 1
@@ -559,7 +565,7 @@ def test_every_command_and_mode_has_a_description_and_the_exit_statuses():
     pages = dict(commands)
     modes = next(a for a in commands["bench"]._actions if isinstance(a, argparse._SubParsersAction)).choices
     pages.update({f"bench {m}": p for m, p in modes.items()})
-    assert len(pages) == 13
+    assert len(pages) == 14
     for name, page in pages.items():
         assert page.description and page.epilog == cli.EXIT_STATUS, name
         for action in page._actions:

@@ -29,6 +29,7 @@ BAD_CALLS = {
     "bench backward": (["--bogus"], "unrecognized arguments: --bogus"),
     "bench fp8": (["--protocol", "x"], "argument --protocol: invalid choice: 'x'"),
     "bench tp": ([], "the following arguments are required: --gpus"),
+    "bench moe": (["--bogus"], "unrecognized arguments: --bogus"),
     "bench e2e": (["--bogus"], "unrecognized arguments: --bogus"),
     "bench e2e-ab": (["--rounds", "x"], "argument --rounds: invalid int value: 'x'"),
     "bench host-time": (["--dtype", "e4m3"], "argument --dtype: invalid choice: 'e4m3'"),

@@ -19,7 +19,7 @@ __all__ = [
     "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_AB_COMPILED_MODES",
     "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
     "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
-    "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
+    "MOE_METHODS", "MOE_REPS", "MOE_TOKENS", "MOE_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
     "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS",
 ]
 
@@ -34,6 +34,12 @@ BACKWARD_METHODS = ("eager", "compiled", "fused_dual", "fused_packed", "recomput
 BACKWARD_TOKENS = (512, 2048, 8192)
 BACKWARD_REPS = 20
 BACKWARD_WARMUP_MS = 200.0
+
+# bench moe (its shapes: fused_swiglu.bench.shapes.MOE_MODELS); hf_*: transformers' experts forwards
+MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fc1_grouped_mm", "fc1_quack_varlen")
+MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
+MOE_REPS = 30
+MOE_WARMUP_MS = 100.0
 
 # bench fp8 (its shapes: fused_swiglu.bench.shapes.MODELS and FP8_MODELS)
 FP8_METHODS = ("fp8_fused", "fp8_fused_dual", "fp8_fused_promoted", "fp8_unfused", "fp8_fused_e4m3out",

@@ -1,6 +1,7 @@
 """Decoder MLP dimensions of public SwiGLU models: the seven Qwen2.5 dense models (the benchmark's),
 the public shapes beyond them (the config choice's sweep, ``fused-swiglu sweep``) and the FP8
-checkpoints' shapes (``fused-swiglu bench fp8``).
+checkpoints' shapes (``fused-swiglu bench fp8``); the routed experts of mixture-of-experts models
+(``fused-swiglu bench moe``).
 
 Source: each model's public ``config.json`` (``hidden_size``, ``intermediate_size``). The MLP
 computes ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with gate_proj and up_proj weights of shape
@@ -79,6 +80,54 @@ def parse_custom(name: str) -> MlpShape | None:
         raise ValueError(f"custom shape {name!r}: hidden size H and intermediate size I must be positive "
                          f"multiples of 8, at most 2**31 - 1; got H={H}, I={I}")
     return MlpShape(f"{H}x{I}", H, I)
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """A mixture-of-experts layer's routed experts: each expert a SwiGLU MLP of hidden size H and
+    intermediate size I, each token routed to ``top_k`` of ``experts`` (``config.json``: ``hidden_size``,
+    ``moe_intermediate_size`` or ``intermediate_size``, ``num_experts`` / ``num_local_experts`` /
+    ``n_routed_experts``, ``num_experts_per_tok``)."""
+
+    model: str
+    hidden_size: int  # H
+    intermediate_size: int  # I, per expert
+    experts: int  # E
+    top_k: int
+
+
+MOE_MODELS: tuple[MoeShape, ...] = (
+    MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8),
+    MoeShape("Qwen3-235B-A22B", 4096, 1536, 128, 8),
+    MoeShape("Mixtral-8x7B", 4096, 14336, 8, 2),
+    MoeShape("DeepSeek-V3", 7168, 2048, 256, 8),  # its routed experts (the shared expert is a dense MLP)
+)
+
+
+def find_moe(names: list[str] | None) -> list[MoeShape]:
+    """MoE shapes by name (case-insensitive) or as ``HxIxExK`` (e.g. ``2048x768x128x8``); None or empty:
+    :data:`MOE_MODELS`.
+
+    Raises:
+        ValueError: an unknown name, or sizes that are not positive with top_k <= experts.
+    """
+    if not names:
+        return list(MOE_MODELS)
+    known = {m.model.lower(): m for m in MOE_MODELS}
+    out = []
+    for name in names:
+        if name.lower() in known:
+            out.append(known[name.lower()])
+            continue
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)", name)
+        if m is None:
+            raise ValueError(f"unknown MoE shape {name!r}; known: {', '.join(known[k].model for k in known)}, "
+                             "or HxIxExK (hidden, expert intermediate size, experts, top-k)")
+        H, I, E, K = map(int, m.groups())
+        if min(H, I, E, K) < 1 or K > E:
+            raise ValueError(f"MoE shape {name!r}: sizes must be positive and top-k at most the experts")
+        out.append(MoeShape(name, H, I, E, K))
+    return out
 
 
 def find(names: list[str] | None, default: tuple[MlpShape, ...] = MODELS) -> list[MlpShape]:

@@ -368,10 +368,12 @@ def time_grid(
     cuda_graph: bool,
     protocol: str = "auto",
     seconds: float = SUSTAINED_SECONDS,
+    capture: bool = True,
 ) -> tuple[list[dict], torch.device, dict | None]:
-    """Every shape (an MlpShape) at every M on the current CUDA device, each cell by its protocol
-    (:func:`protocol_for`): ``calls_for(shape, M, device, l2_bytes)`` builds (and may check) the
-    methods' calls of one cell, captured as CUDA graphs with ``cuda_graph``; ``rows_of(shape, M,
+    """Every shape (an MlpShape, or any object with a ``model`` name) at every M on the current CUDA
+    device, each cell by its protocol (:func:`protocol_for`): ``calls_for(shape, M, device, l2_bytes)``
+    builds (and may check) the methods' calls of one cell, captured as CUDA graphs with ``cuda_graph``
+    (by ``calls_for`` itself where ``capture`` is False, which may leave a method uncaptured); ``rows_of(shape, M,
     timings)`` turns the cell's timings into rows (each with its ``"method"``), which get the cell's
     ``protocol`` and the method's ``sm_mhz`` and ``power_w``, and ``line_of(row)`` each row into its
     part of the cell's printed line. The interleaved cells run first, then one heat soak and the
@@ -393,7 +395,7 @@ def time_grid(
             torch._dynamo.reset()
             last_shape = i
         calls = calls_for(shape, M, device, l2)
-        if cuda_graph:
+        if cuda_graph and capture:
             calls = as_graph_replays(calls, device)
         timings = timer.time(calls, M)
         cell = rows_of(shape, M, timings)

@@ -1,4 +1,4 @@
-"""The ``fused-swiglu`` command: ``bench`` (modes ``backward``, ``fp8``, ``tp``, ``e2e``, ``e2e-ab``,
+"""The ``fused-swiglu`` command: ``bench`` (modes ``backward``, ``fp8``, ``moe``, ``tp``, ``e2e``, ``e2e-ab``,
 ``host-time``), ``accuracy``, ``info``, ``build``, ``tune``, ``sweep``, ``report``; one module per
 concern (``bench``, ``commands``, and ``options``: what they share).
 

@@ -1,5 +1,5 @@
-"""``fused-swiglu bench`` and its modes: the kernels (no mode), ``backward``, ``fp8``, ``tp``, ``e2e``,
-``e2e-ab`` and ``host-time``, each a separate run with the options that apply to it."""
+"""``fused-swiglu bench`` and its modes: the kernels (no mode), ``backward``, ``fp8``, ``moe``, ``tp``,
+``e2e``, ``e2e-ab`` and ``host-time``, each a separate run with the options that apply to it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from .options import (
 
 # the modes as they were spelt before they were subcommands: flag -> mode (``--tp N`` -> ``tp --gpus N``)
 OLD_FLAGS = {"--backward": "backward", "--fp8": "fp8", "--e2e": "e2e", "--host-time": "host-time", "--tp": "tp"}
-NEW_MODES = ("e2e-ab",)  # the modes that were never spelt as flags
+NEW_MODES = ("e2e-ab", "moe")  # the modes that were never spelt as flags
 
 
 def add_parsers(sub) -> None:
@@ -35,7 +35,7 @@ def add_parsers(sub) -> None:
     from ..bench import e2e_ab
     from ..bench.e2e_models import MODELS as E2E_MODELS
     from ..bench.e2e_models import names as e2e_names
-    from ..bench.shapes import FP8_MODELS, TOKENS
+    from ..bench.shapes import FP8_MODELS, MOE_MODELS, TOKENS
 
     b = sub.add_parser("bench", help=COMMAND_HELP["bench"],
                        description="Time the fused kernels against eager PyTorch, cuBLAS, torch.compile and quack on "
@@ -65,6 +65,23 @@ def add_parsers(sub) -> None:
     _grid(m, models_help("the Qwen2.5 and FP8 checkpoints' shapes", more=", FP8 checkpoints' shapes "
                          f"({', '.join(s.model for s in FP8_MODELS)})"),
           d.FP8_TOKENS, d.FP8_METHODS, d.FP8_WARMUP_MS, d.FP8_REPS)
+    _protocol(m)
+
+    m = modes.add_parser("moe", help="routed experts of MoE models: transformers' and quack's paths against the floor",
+                         description="The routed experts of mixture-of-experts models (transformers' experts module, "
+                                     "random weights, uniform random top-k routing): transformers' eager, batched_mm "
+                                     "and grouped_mm forwards, quack's varlen gemm_gated (where quack-kernels is "
+                                     "installed), and the gate/up projection alone, each against its floor (weight "
+                                     "bytes at the copy bandwidth or FLOPs at cuBLAS's rate, measured in the run; "
+                                     "needs transformers).", epilog=EXIT_STATUS)
+    _shapes(m, f"MoE shapes: {', '.join(s.model for s in MOE_MODELS)}, case-insensitive, or HxIxExK (hidden, expert "
+               "intermediate size, experts, top-k); several as a b or a,b (default: all)")
+    _tokens(m, d.MOE_TOKENS)
+    _methods(m, d.MOE_METHODS, "all")
+    _out(m, "write results as JSON here, and as CSV beside it")
+    _timing(m, d.MOE_WARMUP_MS, d.MOE_REPS)
+    m.add_argument("--eager", action="store_true",
+                   help="time eager calls (per-call host time included) instead of CUDA-graph replays")
     _protocol(m)
 
     m = modes.add_parser("tp", help="tensor parallel: the MLP block split over N GPUs against one GPU",
@@ -265,8 +282,8 @@ def _mode_options(mode: str) -> set[str] | None:
 def run(args, console) -> int:
     """The ``bench`` command: the kernels, or the mode named."""
     mode = getattr(args, "mode", None)
-    return {None: _kernels, "backward": _backward, "fp8": _fp8, "tp": _tp, "e2e": _e2e, "e2e-ab": _e2e_ab,
-            "host-time": _host_time}[mode](args, console)
+    return {None: _kernels, "backward": _backward, "fp8": _fp8, "moe": _moe, "tp": _tp, "e2e": _e2e,
+            "e2e-ab": _e2e_ab, "host-time": _host_time}[mode](args, console)
 
 
 def _kernels(args, console) -> int:
@@ -336,6 +353,27 @@ def _fp8(args, console) -> int:
         return code
     fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, protocol=protocol,
                 seconds=seconds)
+    return 0
+
+
+def _moe(args, console) -> int:
+    from ..bench import moe
+    from ..bench.report import check_out_path
+    from ..bench.shapes import find_moe
+
+    try:
+        found = find_moe(split(args.models, "--models") if args.models else None)
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
+    tokens, methods, reps, warmup_ms = run_options(args, moe)
+    if args.eager and args.protocol == "sustained":
+        raise ValueError("--protocol sustained times CUDA-graph replays: leave out --eager")
+    protocol, seconds = protocol_options(args, not args.eager)
+    out = check_out_path(args.out) if args.out is not None else None
+    if (code := no_hopper("bench moe")) is not None:
+        return code
+    moe.run_moe(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, cuda_graph=not args.eager,
+                protocol=protocol, seconds=seconds)
     return 0
 
 

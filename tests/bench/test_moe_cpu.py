@@ -1,0 +1,95 @@
+"""bench moe on the CPU: shapes, routing, every method the CPU runs against the fp32 reference, the
+check that leaves a wrong method out, the floor and the rows (the timing itself needs a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fused_swiglu.bench import moe, timing
+from fused_swiglu.bench.shapes import MOE_MODELS, MoeShape, find_moe
+
+TINY = MoeShape("tiny", 64, 32, 8, 2)
+
+
+def test_moe_shapes_by_name_or_sizes():
+    assert find_moe(None) == list(MOE_MODELS) and find_moe(["deepseek-v3"]) == [MOE_MODELS[3]]
+    assert find_moe(["2048x768x128x8"]) == [MoeShape("2048x768x128x8", 2048, 768, 128, 8)]
+    for bad, rule in ((["Qwen3-9000B"], "unknown MoE shape"), (["64x32x8x9"], "top-k at most the experts"),
+                      (["64x0x8x2"], "sizes must be positive")):
+        with pytest.raises(ValueError, match=rule):
+            find_moe(bad)
+
+
+def test_sets_route_k_distinct_experts_per_token_and_offsets_count_them():
+    s = moe.make_sets(TINY, 13, torch.bfloat16, torch.device("cpu"))[0]
+    assert s.top_k_index.shape == (13, 2) and (s.top_k_index[:, 0] != s.top_k_index[:, 1]).all()
+    torch.testing.assert_close(s.top_k_weights.float().sum(-1), torch.ones(13), atol=1e-2, rtol=0)
+    perm, offsets = moe.route(s.top_k_index, TINY.experts)
+    ids = s.top_k_index.reshape(-1)
+    assert offsets.dtype == torch.int32 and offsets[-1] == 26
+    assert torch.equal(offsets, torch.cumsum(torch.bincount(ids, minlength=8), 0).int())
+    assert (ids[perm].diff() >= 0).all()  # sorted by expert
+
+
+@pytest.mark.parametrize("T", [1, 3, 13])
+def test_every_method_the_cpu_runs_agrees_with_the_fp32_reference(T):
+    module = moe.experts_module(TINY, torch.bfloat16, torch.device("cpu"))
+    sets = moe.make_sets(TINY, T, torch.bfloat16, torch.device("cpu"))
+    dropped = {}
+    calls = moe.checked_calls(module, sets, moe.METHODS, dropped.__setitem__)
+    assert set(calls) == {"hf_eager", "hf_batched_mm", "hf_grouped_mm", "fc1_grouped_mm"}
+    assert set(dropped) == {"quack_varlen", "fc1_quack_varlen"}  # no quack-kernels here: left out, named
+    assert all("quack" in why for why in dropped.values())
+    for method, fns in calls.items():
+        assert len(fns) == moe.N_SETS
+        out = fns[1]()
+        assert out.shape == ((T * 2, 32) if method in moe.FC1 else (T, 64))
+        assert moe.relative_error(out, moe.reference(module, sets[1], method in moe.FC1)) < 0.01, method
+    # the experts forward quack_varlen builds on, with the grouped_mm gate/up in quack's place
+    out = moe.experts_forward(moe._gate_up_grouped_mm, module, sets[0])
+    assert moe.relative_error(out, moe.reference(module, sets[0])) < 0.01
+
+
+def test_a_method_whose_output_is_wrong_or_raises_is_left_out(monkeypatch):
+    module = moe.experts_module(TINY, torch.bfloat16, torch.device("cpu"))
+    sets = moe.make_sets(TINY, 5, torch.bfloat16, torch.device("cpu"))
+    real = moe.method_fn
+
+    def broken(method):
+        if method == "hf_batched_mm":
+            return lambda m, s: real(method)(m, s) * 1.5
+        if method == "hf_grouped_mm":
+            def oom(m, s):
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+            return oom
+        return real(method)
+
+    monkeypatch.setattr(moe, "method_fn", broken)
+    dropped = {}
+    calls = moe.checked_calls(module, sets, ["hf_eager", "hf_batched_mm", "hf_grouped_mm"], dropped.__setitem__)
+    assert list(calls) == ["hf_eager"]
+    assert "differs from the fp32 reference by" in dropped["hf_batched_mm"]
+    assert dropped["hf_grouped_mm"].startswith("OutOfMemoryError: CUDA out of memory")
+
+
+def test_the_floor_is_weight_bytes_or_flops_whichever_takes_longer():
+    c = moe.Ceilings(copy_gbps=4000.0, mm_tflops=500.0)
+    s = MOE_MODELS[0]  # Qwen3-30B-A3B: H 2048, I 768, k 8
+    weights = lambda active, n: active * n * 768 * 2048 * 2 / 4e12 * 1e3  # noqa: E731  ms at 4000 GB/s
+    assert moe.floor_ms(s, 1, 8, c, gate_up_only=True) == pytest.approx(weights(8, 2))
+    assert moe.floor_ms(s, 1, 8, c, gate_up_only=False) == pytest.approx(weights(8, 3))
+    flops_ms = 2 * 4096 * 8 * 3 * 768 * 2048 / 500e12 * 1e3
+    assert moe.floor_ms(s, 4096, 128, c, gate_up_only=False) == pytest.approx(max(flops_ms, weights(128, 3)))
+    assert flops_ms > weights(128, 3)  # at 4096 tokens the products bound it
+
+
+def test_rows_carry_the_shape_the_floor_and_the_ratio():
+    t = timing.Timing(0.5, 0.4, 0.6, 10)
+    c = moe.Ceilings(1000.0, 500.0)
+    rows = moe.rows_of(TINY, 4, {"hf_grouped_mm": t, "fc1_grouped_mm": t}, 3.0, c)
+    assert [r["method"] for r in rows] == ["hf_grouped_mm", "fc1_grouped_mm"]
+    assert set(rows[0]) == set(moe.FIELDS) - set(timing.GRID_FIELDS)
+    assert rows[0]["floor_ms"] > rows[1]["floor_ms"]  # three matrices against two
+    assert rows[1]["over_floor"] == pytest.approx(0.5 / moe.floor_ms(TINY, 4, 3.0, c, True))
+    assert rows[0]["experts"] == 8 and rows[0]["top_k"] == 2 and rows[0]["tokens"] == 4

@@ -108,6 +108,9 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
     (["accuracy", "--dtype", "e4m3", "--models", "9000B"], "--models: unknown model '9000B'"),
     (["bench", "moe", "--models", "Qwen3-9000B"], "--models: unknown MoE shape 'Qwen3-9000B'; known: Qwen3-30B-A3B"),
     (["bench", "moe", "--models", "64x32x8x9"], "sizes must be positive and top-k at most the experts"),
+    (["bench", "moe", "--models", ","], "--models names nothing"),
+    (["bench", "moe", "--methods", "quack_varlen"], "--methods: quack needs the quack-kernels package"),
+    (["bench", "moe", "--eager", "--seconds", "3"], "--seconds applies to the sustained protocol"),
     (["bench", "moe", "--methods", "fused_packed"], "--methods: unknown method 'fused_packed'; known: hf_eager"),
     (["bench", "moe", "--eager", "--protocol", "sustained"], "--protocol sustained times CUDA-graph replays: leave "
      "out --eager"),

@@ -465,6 +465,22 @@ def test_explain_names_the_gpu_whose_data_a_matching_gpu_takes(monkeypatch):
     mine = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")
     assert mine == configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H100 80GB HBM3")
     _, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
-    assert "NVIDIA H800's SM count, SM clock and memory bandwidth match NVIDIA H100 80GB HBM3's" in why, why
+    assert ("NVIDIA H800 has no tuned data of its own and its SM count, SM clock and memory bandwidth match "
+            "NVIDIA H100 80GB HBM3's, whose data serves it") in why, why
     _, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H20", available=ALL)
-    assert "match" not in why, why
+    assert "NVIDIA H20 has no tuned data of its own and matches no GPU that has: NVIDIA H200's serves it" in why, why
+    _, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H200", available=ALL)
+    assert "no tuned data" not in why, why
+
+
+def test_clearing_the_tuned_data_clears_the_choices_made_from_it(monkeypatch):
+    """A choice made before the data changed is not reused after tuning.clear() (a new file, a GPU's reports)."""
+    h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16")
+    before = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")  # the H200's data
+    monkeypatch.setattr(tuning, "reported", lambda gpu: h100.reports if gpu == "NVIDIA H800" else None)
+    tuning.clear()
+    after = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")
+    assert after == configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H100 80GB HBM3")
+    choice, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
+    assert choice.name == after.name(torch.bfloat16) and (choice.raster, choice.swizzle) == (after.raster, after.swizzle)
+    assert before != after  # the two GPUs' data pick different launches here

@@ -570,11 +570,15 @@ def _explain(
                                                                              picked.swizzle):
         return choice, f"the tuned override for this problem ({data.source}; timed {found.protocol})"
     ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
-    matched = f"; {gpu}'s SM count, SM clock and memory bandwidth match {data.matched}'s" if data.matched else ""
-    what = f"the sustained costs at the power cap ({data.source}{matched}, from M = {data.sustained_from_m})"
+    what = f"the sustained costs at the power cap ({data.source}, from M = {data.sustained_from_m})"
     if not ranked:
         ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
-        what = f"the cost model ({data.costs_from or data.source}{matched})"
+        what = f"the cost model ({data.costs_from or data.source})"
+    if data.matched:
+        what += (f"; {gpu} has no tuned data of its own and its SM count, SM clock and memory bandwidth match "
+                 f"{data.matched}'s, whose data serves it")
+    elif gpu and not data.overrides_apply:
+        what += f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it"
     if not ranked:
         return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
     best = ranked[0][0]
@@ -588,6 +592,14 @@ def _explain(
         reason += (f"; the unfused path is predicted faster ({cost_model.predict_unfused_us(data.unfused, M, N, K):.1f}"
                    " us), so a block patched by fuse_swiglu_mlps runs its own forward for such an eager call")
     return choice, reason
+
+
+def clear_caches() -> None:
+    """Forget the choices made (:func:`fused_swiglu.tuning.clear` calls it when the tuned data may have
+    changed)."""
+    _choose.cache_clear()
+    _select.cache_clear()
+    unfused_faster.cache_clear()
 
 
 def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:

@@ -330,5 +330,8 @@ def _reference(dtype: str) -> Tuning:
 
 
 def clear() -> None:
-    """Forget the files read (after ``fused-swiglu tune`` wrote one)."""
+    """Forget the files read (after ``fused-swiglu tune`` wrote one) and the choices made from them."""
     load.cache_clear()
+    from . import configs  # configs reads this module's data; its caches hold choices made from it
+
+    configs.clear_caches()

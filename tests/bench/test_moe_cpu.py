@@ -15,8 +15,11 @@ TINY = MoeShape("tiny", 64, 32, 8, 2)
 def test_moe_shapes_by_name_or_sizes():
     assert find_moe(None) == list(MOE_MODELS) and find_moe(["deepseek-v3"]) == [MOE_MODELS[3]]
     assert find_moe(["2048x768x128x8"]) == [MoeShape("2048x768x128x8", 2048, 768, 128, 8)]
+    assert find_moe(["2048X768X128X8"])[0].experts == 128  # case-insensitive, as the help says
     for bad, rule in ((["Qwen3-9000B"], "unknown MoE shape"), (["64x32x8x9"], "top-k at most the experts"),
-                      (["64x0x8x2"], "sizes must be positive")):
+                      (["64x0x8x2"], "I must be a positive multiple of 8"), (["64x32x0x1"], "sizes must be positive"),
+                      (["63x32x8x2"], "H must be a positive multiple of 8"), (["64x32x8"], "takes four numbers"),
+                      (["64x32x8x2x1"], "takes four numbers"), ([f"{2**31}x32x8x2"], r"up to 2\*\*31 - 1")):
         with pytest.raises(ValueError, match=rule):
             find_moe(bad)
 
@@ -49,6 +52,16 @@ def test_every_method_the_cpu_runs_agrees_with_the_fp32_reference(T):
     # the experts forward quack_varlen builds on, with the grouped_mm gate/up in quack's place
     out = moe.experts_forward(moe._gate_up_grouped_mm, module, sets[0])
     assert moe.relative_error(out, moe.reference(module, sets[0])) < 0.01
+
+
+def test_quack_methods_are_left_out_of_the_default_where_quack_is_missing_and_unknown_names_refused():
+    runs, left_out = moe.default_methods()
+    assert runs == [m for m in moe.METHODS if m not in moe.PEERS]  # no quack-kernels here
+    assert len(left_out) == 1 and "quack-kernels" in left_out[0]
+    assert "quack-kernels" in moe.peer_problem("fc1_quack_varlen") and moe.peer_problem("hf_eager") is None
+    module = moe.experts_module(TINY, torch.bfloat16, torch.device("cpu"))
+    with pytest.raises(ValueError, match="unknown method 'foo'"):
+        moe.checked_calls(module, moe.make_sets(TINY, 2, torch.bfloat16, torch.device("cpu")), ["foo"], print)
 
 
 def test_a_method_whose_output_is_wrong_or_raises_is_left_out(monkeypatch):

@@ -18,7 +18,7 @@ k distinct experts per token, and ``top_k_weights`` ``(T, k)`` summing to 1 per 
   (sort by expert, counts, offsets, gather), from ``torch._grouped_mm`` and ``silu(g) * u`` or from
   quack's ``gemm_gated``: ``(T k, I)``, rows sorted by expert.
 
-The floor of a cell is the longer of two times measured in the same run: the bytes of the weights of
+The floor of a cell is the longer of two times taken at rates measured in the same run: the bytes of the weights of
 the distinct experts the routing reaches at the copy bandwidth (a 1 GiB device-to-device copy, read
 plus write), and the products' FLOPs at cuBLAS's rate (an 8192-cubed bf16 ``torch.mm``): the weights of
 gate, up and down for the experts forward, gate and up for the ``fc1_*`` methods.
@@ -64,6 +64,23 @@ def check_methods(methods: Sequence[str]) -> None:
     for method in methods:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def peer_problem(method: str) -> str | None:
+    """Why ``method`` cannot run in this process (a quack method without the quack-kernels package), as
+    a sentence, or None."""
+    from . import methods as kernel_methods
+
+    return kernel_methods.peer_problem("quack") if method in PEERS else None
+
+
+def default_methods() -> tuple[list[str], list[str]]:
+    """(:data:`METHODS` that can run here, one sentence for each peer left out)."""
+    runs, left_out = [], []
+    for method in METHODS:
+        problem = peer_problem(method)
+        (runs if problem is None else left_out).append(method if problem is None else f"not run: {problem}")
+    return runs, sorted(set(left_out))
 
 
 def experts_module(shape: MoeShape, dtype: torch.dtype, device: torch.device, seed: int = 0) -> nn.Module:
@@ -210,7 +227,12 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 def checked_calls(module: nn.Module, sets: Sequence[MoeSet], methods: Sequence[str],
                   dropped: Callable[[str, str], None]) -> dict[str, list[Callable[[], object]]]:
     """method -> one call per set, for the methods whose output on the first set passes the check;
-    ``dropped(method, why)`` is told of each other one. Raises for none (every method here is a peer)."""
+    ``dropped(method, why)`` is told of each other one (every method here is a peer).
+
+    Raises:
+        ValueError: an unknown method (:func:`check_methods`).
+    """
+    check_methods(methods)
     refs: dict[bool, torch.Tensor] = {}
     calls = {}
     for method in methods:

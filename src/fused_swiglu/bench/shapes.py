@@ -105,11 +105,12 @@ MOE_MODELS: tuple[MoeShape, ...] = (
 
 
 def find_moe(names: list[str] | None) -> list[MoeShape]:
-    """MoE shapes by name (case-insensitive) or as ``HxIxExK`` (e.g. ``2048x768x128x8``); None or empty:
+    """MoE shapes by name or as ``HxIxExK`` (e.g. ``2048x768x128x8``), case-insensitive; None or empty:
     :data:`MOE_MODELS`.
 
     Raises:
-        ValueError: an unknown name, or sizes that are not positive with top_k <= experts.
+        ValueError: an unknown name; sizes not four numbers, H or I not a positive multiple of 8 (16-byte
+            rows) or above 2**31 - 1, E or top-k not positive, or top-k above E.
     """
     if not names:
         return list(MOE_MODELS)
@@ -119,13 +120,20 @@ def find_moe(names: list[str] | None) -> list[MoeShape]:
         if name.lower() in known:
             out.append(known[name.lower()])
             continue
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)", name)
-        if m is None:
-            raise ValueError(f"unknown MoE shape {name!r}; known: {', '.join(known[k].model for k in known)}, "
+        parts = name.lower().split("x")
+        if not all(p.isdigit() for p in parts) or len(parts) < 2:
+            raise ValueError(f"unknown MoE shape {name!r}; known: {', '.join(m.model for m in MOE_MODELS)}, "
                              "or HxIxExK (hidden, expert intermediate size, experts, top-k)")
-        H, I, E, K = map(int, m.groups())
-        if min(H, I, E, K) < 1 or K > E:
+        if len(parts) != 4:
+            raise ValueError(f"MoE shape {name!r}: HxIxExK takes four numbers (hidden, expert intermediate size, "
+                             f"experts, top-k); got {len(parts)}")
+        H, I, E, K = map(int, parts)
+        if min(E, K) < 1 or K > E:
             raise ValueError(f"MoE shape {name!r}: sizes must be positive and top-k at most the experts")
+        for what, v in (("H", H), ("I", I)):
+            if v < 1 or v % 8 or v > 2**31 - 1:
+                raise ValueError(f"MoE shape {name!r}: {what} must be a positive multiple of 8 (16-byte rows) up to "
+                                 f"2**31 - 1; got {what}={v}")
         out.append(MoeShape(name, H, I, E, K))
     return out
 

@@ -71,13 +71,14 @@ def add_parsers(sub) -> None:
                          description="The routed experts of mixture-of-experts models (transformers' experts module, "
                                      "random weights, uniform random top-k routing): transformers' eager, batched_mm "
                                      "and grouped_mm forwards, quack's varlen gemm_gated (where quack-kernels is "
-                                     "installed), and the gate/up projection alone, each against its floor (weight "
-                                     "bytes at the copy bandwidth or FLOPs at cuBLAS's rate, measured in the run; "
-                                     "needs transformers).", epilog=EXIT_STATUS)
+                                     "installed), and the gate/up projection alone, each against its floor (the "
+                                     "longer of the weight bytes at the copy bandwidth and the FLOPs at cuBLAS's "
+                                     "rate, both measured in the run). Needs transformers and a Hopper GPU; the "
+                                     "sustained protocol from 1024 tokens on.", epilog=EXIT_STATUS)
     _shapes(m, f"MoE shapes: {', '.join(s.model for s in MOE_MODELS)}, case-insensitive, or HxIxExK (hidden, expert "
                "intermediate size, experts, top-k); several as a b or a,b (default: all)")
     _tokens(m, d.MOE_TOKENS)
-    _methods(m, d.MOE_METHODS, "all")
+    _methods(m, d.MOE_METHODS, "all; the quack methods only where the quack-kernels package is installed")
     _out(m, "write results as JSON here, and as CSV beside it")
     _timing(m, d.MOE_WARMUP_MS, d.MOE_REPS)
     m.add_argument("--eager", action="store_true",
@@ -361,14 +362,25 @@ def _moe(args, console) -> int:
     from ..bench.report import check_out_path
     from ..bench.shapes import find_moe
 
+    names = split(args.models, "--models") if args.models else None
     try:
-        found = find_moe(split(args.models, "--models") if args.models else None)
+        found = find_moe(names)
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
     tokens, methods, reps, warmup_ms = run_options(args, moe)
     if args.eager and args.protocol == "sustained":
         raise ValueError("--protocol sustained times CUDA-graph replays: leave out --eager")
+    if args.eager and args.seconds is not None:
+        raise ValueError("--seconds applies to the sustained protocol, which times CUDA-graph replays: leave out --eager")
     protocol, seconds = protocol_options(args, not args.eager)
+    if args.methods:  # a peer asked for by name: its package, on any machine
+        for method in methods:
+            if (problem := moe.peer_problem(method)) is not None:
+                raise ValueError(f"--methods: {problem}")
+    else:
+        methods, left_out = moe.default_methods()
+        for line in left_out:
+            console.print(line)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := no_hopper("bench moe")) is not None:
         return code

@@ -12,6 +12,12 @@ from fused_swiglu.bench.shapes import MOE_MODELS, MoeShape, find_moe
 TINY = MoeShape("tiny", 64, 32, 8, 2)
 
 
+def test_a_moe_shape_of_impossible_sizes_is_refused():
+    for sizes in ((64, 32, 8, 9), (0, 32, 8, 2), (64, 32, 0, 0)):
+        with pytest.raises(ValueError, match="sizes must be positive and top-k at most the experts"):
+            MoeShape("x", *sizes)
+
+
 def test_moe_shapes_by_name_or_sizes():
     assert find_moe(None) == list(MOE_MODELS) and find_moe(["deepseek-v3"]) == [MOE_MODELS[3]]
     assert find_moe(["2048x768x128x8"]) == [MoeShape("2048x768x128x8", 2048, 768, 128, 8)]
@@ -35,7 +41,7 @@ def test_sets_route_k_distinct_experts_per_token_and_offsets_count_them():
     assert (ids[perm].diff() >= 0).all()  # sorted by expert
 
 
-@pytest.mark.parametrize("T", [1, 3, 13])
+@pytest.mark.parametrize("T", [0, 1, 3, 13])
 def test_every_method_the_cpu_runs_agrees_with_the_fp32_reference(T):
     module = moe.experts_module(TINY, torch.bfloat16, torch.device("cpu"))
     sets = moe.make_sets(TINY, T, torch.bfloat16, torch.device("cpu"))

@@ -95,6 +95,11 @@ class MoeShape:
     experts: int  # E
     top_k: int
 
+    def __post_init__(self):
+        if min(self.hidden_size, self.intermediate_size, self.experts, self.top_k) < 1 or self.top_k > self.experts:
+            raise ValueError(f"MoE shape {self.model!r}: sizes must be positive and top-k at most the experts; got "
+                             f"H={self.hidden_size}, I={self.intermediate_size}, E={self.experts}, k={self.top_k}")
+
 
 MOE_MODELS: tuple[MoeShape, ...] = (
     MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8),

@@ -602,6 +602,9 @@ def clear_caches() -> None:
     unfused_faster.cache_clear()
 
 
+tuning.on_clear(clear_caches)
+
+
 def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:
     """Raise ValueError naming ``kernel`` or ``dtype`` when the choice knows no such kernel or dtype."""
     if kernel not in (*KERNELS, *TRAINING_KERNELS):

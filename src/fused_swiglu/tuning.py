@@ -329,9 +329,17 @@ def _reference(dtype: str) -> Tuning:
     raise FileNotFoundError(f"no tuning data for {REFERENCE[0]} in {', '.join(map(str, _dirs()))}")
 
 
-def clear() -> None:
-    """Forget the files read (after ``fused-swiglu tune`` wrote one) and the choices made from them."""
-    load.cache_clear()
-    from . import configs  # configs reads this module's data; its caches hold choices made from it
+# What clear() also runs: the caches of choices made from the data (fused_swiglu.configs registers its own).
+_ON_CLEAR: list[Callable[[], None]] = []
 
-    configs.clear_caches()
+
+def on_clear(forget: Callable[[], None]) -> None:
+    """Have :func:`clear` call ``forget`` too (a cache of results computed from the tuned data)."""
+    _ON_CLEAR.append(forget)
+
+
+def clear() -> None:
+    """Forget the files read (after ``fused-swiglu tune`` wrote one) and what was computed from them."""
+    load.cache_clear()
+    for forget in _ON_CLEAR:
+        forget()

@@ -86,12 +86,6 @@ def package_data_only(monkeypatch, tmp_path):
     monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "tuning")
     # select() without a device reads the current CUDA device's; these tests name theirs
     monkeypatch.setattr(configs, "_current_device", lambda: (configs.NUM_SMS, "", None))
-    tuning.clear()
-    configs._choose.cache_clear()
-    configs._select.cache_clear()
-    configs.unfused_faster.cache_clear()
+    tuning.clear()  # and the choices made from the data (configs registers its caches with it)
     yield
     tuning.clear()
-    configs.unfused_faster.cache_clear()
-    configs._choose.cache_clear()
-    configs._select.cache_clear()

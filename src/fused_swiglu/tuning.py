@@ -289,9 +289,9 @@ def load(gpu: str, dtype: str) -> Tuning:
 
 
 def _matching(gpu: str, dtype: str) -> Tuning | None:
-    """The data of the GPU whose file's reports match ``gpu``'s (:data:`NEAR`), the closest first; the
-    user's folder before the package's, ``dtype`` before the other dtypes. None where ``gpu`` is not
-    visible or no file matches."""
+    """The data of the GPU whose file's reports match ``gpu``'s (:data:`NEAR`): the closest among the
+    files of the user's and the package's folders for ``dtype``, else for the other dtypes. None where
+    ``gpu`` is not visible or no file matches."""
     mine = reported(gpu)
     if mine is None:
         return None

@@ -76,11 +76,10 @@ def peer_problem(method: str) -> str | None:
 
 def default_methods() -> tuple[list[str], list[str]]:
     """(:data:`METHODS` that can run here, one sentence for each peer left out)."""
-    runs, left_out = [], []
-    for method in METHODS:
-        problem = peer_problem(method)
-        (runs if problem is None else left_out).append(method if problem is None else f"not run: {problem}")
-    return runs, sorted(set(left_out))
+    problems = {method: peer_problem(method) for method in METHODS}
+    runs = [method for method, problem in problems.items() if problem is None]
+    left_out = sorted({f"not run: {problem}" for problem in problems.values() if problem is not None})
+    return runs, left_out
 
 
 def experts_module(shape: MoeShape, dtype: torch.dtype, device: torch.device, seed: int = 0) -> nn.Module:
@@ -204,18 +203,15 @@ def reference(module: nn.Module, s: MoeSet, gate_up_only: bool = False) -> torch
     pairs = s.top_k_index.reshape(-1)[perm]  # each sorted pair's expert
     I = module.down_proj.shape[2]
     fc1_out = torch.zeros(T * k, I, device=x.device)
+    out = torch.zeros(T, x.shape[1], device=x.device)
     for e in torch.unique(pairs).tolist():
         rows = (pairs == e).nonzero().squeeze(1)
         g, u = (x[perm[rows] // k] @ module.gate_up_proj[e].float().T).chunk(2, dim=-1)
         fc1_out[rows] = F.silu(g) * u
-    if gate_up_only:
-        return fc1_out
-    out = torch.zeros(T, x.shape[1], device=x.device)
-    for e in torch.unique(pairs).tolist():
-        rows = (pairs == e).nonzero().squeeze(1)
-        y = fc1_out[rows] @ module.down_proj[e].float().T
-        out.index_add_(0, perm[rows] // k, y * s.top_k_weights.reshape(-1)[perm[rows], None].float())
-    return out
+        if not gate_up_only:
+            y = fc1_out[rows] @ module.down_proj[e].float().T
+            out.index_add_(0, perm[rows] // k, y * s.top_k_weights.reshape(-1)[perm[rows], None].float())
+    return fc1_out if gate_up_only else out
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -191,9 +191,9 @@ def training():
         ("op_packed_rows", lambda: mlp_ops.mlp_forward_packed(x.detach(), wp.detach()[:64], wd.detach(), "interleaved"),
          ("ValueError", r"mlp_forward_packed: w_packed must be 2-D \(9728, 896\)")),
         ("op_dswiglu_gu", lambda: mlp_ops.dswiglu(x.detach(), wd.detach(), gu[:, :64]),
-         ("ValueError", r"dswiglu: gu must be 2-D \(33, 9728\)")),
+         ("RuntimeError", r"dswiglu: gu must be \(M, 2I\) = \(33, 9728\); got gu of shape \(33, 64\)")),
         ("op_dswiglu_w_down_on_cpu", lambda: mlp_ops.dswiglu(x.detach(), wd.detach().cpu(), gu),
-         ("ValueError", r"dswiglu: w_down must be on dz's device")),
+         ("RuntimeError", r"dswiglu: w_down must be a CUDA tensor")),
         ("misaligned_x", lambda: swiglu_mlp(_misaligned(x.detach()).requires_grad_(), wg, wu, wd),
          (SAME, lambda: swiglu_mlp(x, wg, wu, wd))),
     ]

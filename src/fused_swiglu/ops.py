@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import torch
 
-from . import _lib, _plans, autograd, training_ops
+from . import autograd, training_ops
 from . import _validate as v
 from .configs import check_config
-from .op_library import OPS_LIBRARY
+from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 from .reference import swiglu_float64, swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -108,31 +108,9 @@ OPS_LIBRARY.impl("swiglu_packed", _swiglu_packed_cpu, "CPU")
 OPS_LIBRARY.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
 
 
-# Until the C++ kernels are loaded, the CUDA key holds a Python kernel that loads them (building the
-# libraries on first use), drops itself and calls the operator again. Loading replaces it, so a warm
-# call never runs Python.
-_LAZY = torch.library.Library("fused_swiglu", "IMPL")  # noqa: TOR901
-
-
-def _lazy_cuda(name: str):
-    def load_and_call(*args):
-        _lib.load_torch_ops(_plans.PLAN, _unregister_lazy)
-        return getattr(torch.ops.fused_swiglu, name).default(*args)
-
-    return load_and_call
-
-
-def _unregister_lazy() -> None:
-    global _LAZY
-    if _LAZY is not None:
-        _LAZY._destroy()
-        _LAZY = None
-
-
 # every operator whose CUDA kernel the operator library registers (csrc/torch/register.cpp)
 CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES)
-for _name in CUDA_OPERATORS:
-    _LAZY.impl(_name, _lazy_cuda(_name), "CUDA")
+cuda_kernels_from_library("swiglu_packed", "swiglu_dual")
 
 
 def _setup_context(ctx, inputs, output):

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .configs import check_config
-from .op_library import OPS_LIBRARY
+from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 from .reference import ieee_fp32_matmul
 from .weights import unpack_gate_up
 
@@ -39,6 +39,7 @@ NAMES = ("swiglu_dual_store", "swiglu_packed_store", "dswiglu")  # operators who
 OPS_LIBRARY.define("swiglu_dual_store(Tensor x, Tensor w_gate, Tensor w_up, str config=\"\") -> (Tensor, Tensor)")
 OPS_LIBRARY.define("swiglu_packed_store(Tensor x, Tensor w_packed, str config=\"\") -> (Tensor, Tensor)")
 OPS_LIBRARY.define("dswiglu(Tensor dz, Tensor w_down, Tensor gu, str config=\"\") -> Tensor")
+cuda_kernels_from_library(*NAMES)
 
 swiglu_dual_store = torch.ops.fused_swiglu.swiglu_dual_store.default
 swiglu_packed_store = torch.ops.fused_swiglu.swiglu_packed_store.default

@@ -127,7 +127,8 @@ def test_compilers_are_cxx_then_the_path_s_each_once(monkeypatch):
 _BAD_CALLS = """
 import ctypes, sys, torch
 import fused_swiglu.ops as ops
-ops._unregister_lazy()
+from fused_swiglu import op_library
+op_library.drop_loaders()
 ctypes.CDLL(sys.argv[1])
 cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 x, w = torch.randn(3, 904), torch.randn(16, 904)
@@ -211,7 +212,8 @@ def test_builds_loads_and_registers_the_cuda_kernels(tmp_path, monkeypatch):
     assert "aoti_torch_get_current_cuda_stream" not in symbols
     # in a fresh process: the C++ kernels replace the lazy Python ones without an override warning
     code = (
-        "import ctypes, warnings, torch; import fused_swiglu.ops as ops; ops._unregister_lazy();"
+        "import ctypes, warnings, torch; import fused_swiglu.ops as ops; from fused_swiglu import op_library;"
+        " op_library.drop_loaders();"
         "warnings.simplefilter('error');"
         f"dll = ctypes.CDLL({str(path)!r});"
         "ok = all(torch._C._dispatch_has_kernel_for_dispatch_key('fused_swiglu::' + n, 'CUDA')"

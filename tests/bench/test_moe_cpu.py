@@ -92,6 +92,27 @@ def test_a_method_whose_output_is_wrong_or_raises_is_left_out(monkeypatch):
     assert dropped["hf_grouped_mm"].startswith("OutOfMemoryError: CUDA out of memory")
 
 
+def test_a_method_whose_cuda_graphs_do_not_fit_is_left_out_and_the_others_graphed(monkeypatch):
+    captured = []
+
+    def as_graph_replays(calls, device):
+        (method, fns), = calls.items()
+        captured.append(method)
+        if method == "hf_batched_mm":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 24.00 GiB")
+        return {method: [f"graph of {method}"] * len(fns)}
+
+    monkeypatch.setattr(timing, "as_graph_replays", as_graph_replays)
+    eager = [lambda: None, lambda: None]
+    calls = {"hf_eager": eager, "hf_batched_mm": [print, print], "hf_grouped_mm": [print, print]}
+    dropped = {}
+    out = moe.graph_replays(calls, torch.device("cpu"), dropped.__setitem__)
+    assert captured == ["hf_batched_mm", "hf_grouped_mm"]  # eager-only methods are never captured
+    assert out == {"hf_eager": eager, "hf_grouped_mm": ["graph of hf_grouped_mm"] * 2}
+    assert list(dropped) == ["hf_batched_mm"]
+    assert dropped["hf_batched_mm"].startswith("out of memory in CUDA-graph capture: CUDA out of memory")
+
+
 def test_the_floor_is_weight_bytes_or_flops_whichever_takes_longer():
     c = moe.Ceilings(copy_gbps=4000.0, mm_tflops=500.0)
     s = MOE_MODELS[0]  # Qwen3-30B-A3B: H 2048, I 768, k 8

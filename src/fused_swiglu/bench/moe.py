@@ -253,6 +253,24 @@ def checked_calls(module: nn.Module, sets: Sequence[MoeSet], methods: Sequence[s
     return calls
 
 
+def graph_replays(calls: dict[str, list[Callable[[], object]]], device: torch.device,
+                  dropped: Callable[[str, str], None]) -> dict[str, list[Callable[[], object]]]:
+    """``calls`` with every method but :data:`EAGER_ONLY` captured into CUDA graphs, one method at a
+    time; a method whose graphs do not fit in the device's memory (one graph per input set, each with
+    its own memory) is left out, and ``dropped(method, why)`` told."""
+    out = {}
+    for method, fns in calls.items():
+        if method in EAGER_ONLY:
+            out[method] = fns
+            continue
+        try:
+            out[method] = timing.as_graph_replays({method: fns}, device)[method]
+        except torch.OutOfMemoryError as e:
+            torch.cuda.empty_cache()
+            dropped(method, f"out of memory in CUDA-graph capture: {str(e).splitlines()[0][:120]}")
+    return out
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The rates the floor is taken at, measured on the device: copy bandwidth (read plus write) and
@@ -340,6 +358,7 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
     console.print(f"floor rates: copy {ceilings.copy_gbps:.0f} GB/s, bf16 products {ceilings.mm_tflops:.0f} TFLOP/s")
     held: dict[str, object] = {}  # the experts module of the shape being timed (one at a time)
     active: dict[tuple[str, int], float] = {}
+    not_timed: list[dict] = []
 
     def calls_for(shape: MoeShape, T: int, device: torch.device, l2: int):
         if held.get("shape") != shape:
@@ -348,11 +367,14 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
             held.update(shape=shape, module=experts_module(shape, dtype, device))
         sets = make_sets(shape, T, dtype, device)
         active[shape.model, T] = active_experts(sets)
-        calls = checked_calls(held["module"], sets, methods,
-                              lambda m, why: console.print(f"{shape.model} T={T}: {m} not timed: {why}"))
+
+        def dropped(method: str, why: str) -> None:
+            console.print(f"{shape.model} T={T}: {method} not timed: {why}")
+            not_timed.append({"model": shape.model, "tokens": T, "method": method, "why": why})
+
+        calls = checked_calls(held["module"], sets, methods, dropped)
         if cuda_graph:
-            graphed = timing.as_graph_replays({m: c for m, c in calls.items() if m not in EAGER_ONLY}, device)
-            calls = {m: graphed.get(m, c) for m, c in calls.items()}
+            calls = graph_replays(calls, device, dropped)
         return calls
 
     rows, device, soak = timing.time_grid(
@@ -372,6 +394,7 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
                                    f"'sustained' (after a heat soak, each method back to back for {seconds:g} s)"})
         if soak is not None:
             meta["heat_soak"] = soak
+        meta["not_timed"] = not_timed
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -113,6 +113,33 @@ def test_a_method_whose_cuda_graphs_do_not_fit_is_left_out_and_the_others_graphe
     assert dropped["hf_batched_mm"].startswith("out of memory in CUDA-graph capture: CUDA out of memory")
 
 
+def test_the_results_file_is_written_after_every_cell_and_marked_complete_at_the_end(monkeypatch, tmp_path):
+    import json
+
+    from fused_swiglu.bench import report
+
+    seen = []
+
+    def time_grid(shapes, tokens, calls_for, rows_of, line_of, console, on_cell=None, **kw):
+        rows = []
+        for T in tokens:
+            rows.append({"model": "tiny", "tokens": T, "method": "hf_grouped_mm", "median_ms": 1.0})
+            on_cell(list(rows), None)
+            seen.append(json.loads(out.read_text())["meta"]["complete"])
+        return rows, None, {"sm_mhz": 1500.0}
+
+    monkeypatch.setattr(moe, "measure_ceilings", lambda device: moe.Ceilings(3000.0, 700.0))
+    monkeypatch.setattr(timing, "time_grid", time_grid)
+    monkeypatch.setattr(report, "machine_meta", lambda device: {"gpu": "test"})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    out = tmp_path / "moe.json"
+    moe.run_moe([TINY], [1, 4], ["hf_grouped_mm"], type("C", (), {"print": staticmethod(lambda *a: None)}), out=out)
+    assert seen == [False, False]
+    data = json.loads(out.read_text())
+    assert data["meta"]["complete"] is True and data["meta"]["heat_soak"] == {"sm_mhz": 1500.0}
+    assert [r["tokens"] for r in data["rows"]] == [1, 4] and data["meta"]["not_timed"] == []
+
+
 def test_the_floor_is_weight_bytes_or_flops_whichever_takes_longer():
     c = moe.Ceilings(copy_gbps=4000.0, mm_tflops=500.0)
     s = MOE_MODELS[0]  # Qwen3-30B-A3B: H 2048, I 768, k 8

@@ -345,7 +345,10 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
             protocol: str = "auto", seconds: float = timing.SUSTAINED_SECONDS,
             dtype: torch.dtype = torch.bfloat16) -> list[dict]:
     """Time every shape at every T on the current CUDA device, print a line per cell, and with ``out``
-    write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it.
+    write ``{"meta", "rows"}`` as JSON there and the rows as CSV beside it: after every cell (meta
+    ``complete`` false, so a run cut short keeps what it timed), then once more at the end (true).
+    Methods left out of a cell (wrong output, an error, CUDA graphs out of memory) are listed in meta
+    ``not_timed``.
 
     Raises:
         ValueError: an unknown method, or ``out`` cannot be written.
@@ -377,12 +380,7 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
             calls = graph_replays(calls, device, dropped)
         return calls
 
-    rows, device, soak = timing.time_grid(
-        shapes, tokens, calls_for, lambda shape, T, t: rows_of(shape, T, t, active[shape.model, T], ceilings),
-        lambda r: f"{r['method']} {r['median_ms']:.4f} ms ({r['over_floor']:.2f}x floor)",
-        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds,
-        capture=False)
-    if out is not None:
+    def write(rows: list[dict], soak: dict | None, complete: bool) -> tuple[Path, Path]:
         meta = report.machine_meta(device)
         meta.update({"reps": reps, "warmup_ms": warmup_ms, "cuda_graph": cuda_graph, "dtype": str(dtype),
                      "copy_gbps": ceilings.copy_gbps, "mm_tflops": ceilings.mm_tflops,
@@ -391,10 +389,18 @@ def run_moe(shapes: Sequence[MoeShape], tokens: Sequence[int], methods: Sequence
                                  + ("; every method but hf_eager captured in a CUDA graph per input set and replayed"
                                     if cuda_graph else "")
                                  + "; each row's protocol: 'interleaved' (methods alternated rep by rep) or "
-                                   f"'sustained' (after a heat soak, each method back to back for {seconds:g} s)"})
+                                   f"'sustained' (after a heat soak, each method back to back for {seconds:g} s)",
+                     "complete": complete, "not_timed": not_timed})
         if soak is not None:
             meta["heat_soak"] = soak
-        meta["not_timed"] = not_timed
-        paths = report.write_results(out, meta, rows, FIELDS)
+        return report.write_results(out, meta, rows, FIELDS)
+
+    rows, _, soak = timing.time_grid(
+        shapes, tokens, calls_for, lambda shape, T, t: rows_of(shape, T, t, active[shape.model, T], ceilings),
+        lambda r: f"{r['method']} {r['median_ms']:.4f} ms ({r['over_floor']:.2f}x floor)",
+        console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds,
+        capture=False, on_cell=None if out is None else lambda rows, soak: write(rows, soak, complete=False))
+    if out is not None:
+        paths = write(rows, soak, complete=True)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

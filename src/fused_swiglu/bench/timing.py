@@ -369,6 +369,7 @@ def time_grid(
     protocol: str = "auto",
     seconds: float = SUSTAINED_SECONDS,
     capture: bool = True,
+    on_cell: Callable[[list[dict], dict | None], None] | None = None,
 ) -> tuple[list[dict], torch.device, dict | None]:
     """Every shape (an MlpShape, or any object with a ``model`` name) at every M on the current CUDA
     device, each cell by its protocol (:func:`protocol_for`): ``calls_for(shape, M, device, l2_bytes)``
@@ -378,8 +379,10 @@ def time_grid(
     ``protocol`` and the method's ``sm_mhz`` and ``power_w``, and ``line_of(row)`` each row into its
     part of the cell's printed line. The interleaved cells run first, then one heat soak and the
     sustained cells back to back; the rows come back in shape-then-M order. Dynamo's cache is reset
-    per shape (its recompile limit). Returns the rows, the device and the heat soak's reading
-    (:meth:`CellTimer.soak_meta`; None without a sustained cell)."""
+    per shape (its recompile limit). ``on_cell(rows, soak)``, where given, gets the rows timed so far
+    and the heat soak's reading after each cell (to keep a partial result of a run that is cut short).
+    Returns the rows, the device and the heat soak's reading (:meth:`CellTimer.soak_meta`; None without
+    a sustained cell)."""
     device = torch.device("cuda", torch.cuda.current_device())
     flush = flush_buffer(device)
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
@@ -404,6 +407,8 @@ def time_grid(
             r.update(zip(GRID_FIELDS, (timer.kind(M), t.sm_mhz if t else None, t.power_w if t else None)))
         by_cell[i, M] = cell
         console.print(f"{shape.model} M={M}: " + ", ".join(line_of(r) for r in cell))
+        if on_cell is not None:
+            on_cell([r for c in cells for r in by_cell.get(c, [])], timer.soak_meta())
         del calls
         torch.cuda.empty_cache()
     return [r for c in cells for r in by_cell.get(c, [])], device, timer.soak_meta()

@@ -113,6 +113,12 @@ def test_a_gpu_without_a_file_takes_the_data_of_the_gpu_whose_reports_match(monk
     h800 = tuning.load("NVIDIA H800", "bf16")
     assert h800.matched == "NVIDIA H100 80GB HBM3" and h800.source == h100.source and h800.gpu == "NVIDIA H800"
     assert h800.sustained == h100.sustained and not h800.overrides_apply
+    h200 = tuning.load(H200, "bf16")
+    assert h200.reports == tuning.Reports(132, 1980.0, 4814.3)
+    monkeypatch.setitem(table, "NVIDIA H200 NVL", tuning.Reports(132, 1785.0, 4814.3))  # 10 % off in clock
+    tuning.clear()
+    nvl = tuning.load("NVIDIA H200 NVL", "bf16")
+    assert nvl.matched == H200 and nvl.sustained == h200.sustained and not nvl.overrides_apply
     for other in ("NVIDIA H100 NVL", "NVIDIA H20", "NVIDIA GH200 480GB"):  # no match, or nothing reported
         data = tuning.load(other, "bf16")
         assert data.matched == "" and data.source == ref.source and not data.overrides_apply

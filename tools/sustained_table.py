@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Prints the tables of docs/results/h200/sustained.md from the sustained-protocol results files.
 
-Usage: ``python3 tools/sustained_table.py docs/results/h200`` (reads ``sustained.json``, written by
-``fused-swiglu bench --cuda-graph --protocol sustained``; ``backward_sustained.json``, by ``bench
+Usage: ``python3 tools/sustained_table.py docs/results/h200 [more.json ...]`` (reads ``sustained.json``,
+written by ``fused-swiglu bench --cuda-graph --protocol sustained``; ``backward_sustained.json``, by ``bench
 backward --cuda-graph --protocol sustained``; ``fp8_sustained.json``, by ``bench fp8 --protocol
-sustained``; each where present). Every number in the output is read from those files. Ratios are
-peer time / fused time: > 1 means the fused kernel is faster.
+sustained``; each where present; then the forward tables of each further file named). Every number in the
+output is read from those files. Ratios are peer time / fused time: > 1 means the fused kernel is faster.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def header(meta: dict, name: str) -> str:
             f"{meta.get('kernel_library', {}).get('sha256_16', '?')}{soak_text}.")
 
 
-def forward(meta: dict, by_cell: dict) -> None:
-    print(header(meta, "sustained.json"))
+def forward(meta: dict, by_cell: dict, name: str = "sustained.json") -> None:
+    print(header(meta, name))
     print()
     has_quack = all("quack" in c for c in by_cell.values())
     q_head, q_rule = (" quack | best vs quack |", "---|---|") if has_quack else ("", "")
@@ -119,13 +119,16 @@ def fp8(meta: dict, by_cell: dict) -> None:
     print()
 
 
-def main(folder: str) -> None:
+def main(folder: str, more: list[str]) -> None:
     root = Path(folder)
     for name, table in (("sustained.json", forward), ("backward_sustained.json", training),
                         ("fp8_sustained.json", fp8)):
         if (root / name).exists():
             table(*cells(root / name))
+    for name in more:  # further forward runs, e.g. off the tile multiples
+        print(f"## Forward, bf16, `{name}`\n")
+        forward(*cells(root / name), name=name)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "docs/results/h200")
+    main(sys.argv[1] if len(sys.argv) > 1 else "docs/results/h200", sys.argv[2:])

@@ -112,3 +112,24 @@ def test_a_folder_of_other_results_files_reports_each_of_them(tmp_path):
     (tmp_path / "e2e_ab_x.json").unlink()
     with pytest.raises(ValueError, match="holds none of .* and no other results file"):
         plots.report([tmp_path])
+
+
+def test_a_bench_moe_file_gets_its_time_over_floor_plot_and_table(tmp_path, capsys):
+    rows = [{"model": model, "hidden_size": 2048, "intermediate_size": 768, "experts": 128, "top_k": 8,
+             "tokens": T, "method": method, "median_ms": 0.1 * T ** 0.5 * k, "p10_ms": 0.1, "p90_ms": 0.2,
+             "floor_ms": 0.05, "over_floor": 2.0 * T ** 0.5 * k}
+            for model in ("Qwen3-30B-A3B", "Mixtral-8x7B") for T in (1, 16, 256)
+            for k, method in ((1.0, "hf_grouped_mm"), (1.5, "fc1_quack_varlen"))]
+    (tmp_path / "moe.json").write_text(json.dumps({"meta": META, "rows": rows}))
+    assert plots.kind_of({"rows": rows}) == "moe"
+    assert cli.main(["report", str(tmp_path / "moe.json")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "moe_over_floor.png").is_file() and "wrote" in out and "Experts layer" in out
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    (table,) = plots.tables({"meta": META, "rows": rows}, plotted=True)
+    console.print(table)
+    text = console.export_text()
+    assert "0.1000 (2.00x)" in text and "0.6000 (12.00x)" in text  # T = 16, fc1: 0.1 x 4 x 1.5, 2 x 4 x 1.5
+    assert text.count("Qwen3-30B-A3B") == 3 and "fc1_quack_varlen" in text

@@ -14,6 +14,8 @@ commit recorded in that file's ``meta``:
   rounded once, and the largest ulp distance, per method and model;
 * ``shapes.png`` (``shapes.json``): cuBLAS time / the chosen config's time by M for every swept shape
   (the packed kernel), with a line at 0.90;
+* ``<file stem>_over_floor.png`` (a ``bench moe`` file): each method's time / the floor by T, one
+  panel per experts shape; the rows are printed beside it as a table;
 * ``e2e.png``, ``e2e_quick.png`` (``e2e.json``, ``e2e_quick.json``): stock time / fused time per mode
   and model, the plot ``bench e2e`` draws beside its JSON (``<file stem>_stock_vs_fused.png`` from a
   file); the accuracy rows beside them are printed as a table.
@@ -237,12 +239,43 @@ def stock_vs_fused(results: dict, path: Path) -> Path | None:
 
 
 # a plot's name -> its drawing function (which returns None, writing nothing, where the rows hold nothing to draw)
+def over_floor(results: dict, path: Path) -> Path | None:
+    """``bench moe``: each method's time / the hardware floor by tokens T, one panel per experts shape
+    (log scales); None without rows."""
+    rows = results["rows"]
+    if not rows:
+        return None
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cols = min(4, len(models))
+    nrows = -(-len(models) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        for method in methods:
+            points = sorted((r["tokens"], r["over_floor"]) for r in rows if r["model"] == model and r["method"] == method)
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, label=method)
+        _tokens_axis(ax)
+        ax.set_xlabel("tokens T", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(model, fontsize=9)
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("time / floor", fontsize=8)
+    axes[0][0].legend(fontsize=6)
+    fig.suptitle(f"Experts layer: time / the floor of its weight bytes or FLOPs ({_timed(results)})\n"
+                 f"{caption(results['meta'])}", fontsize=9)
+    return save(fig, path, plt)
+
+
 PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
     "speedup_vs_eager": speedup_vs_eager,
     "vs_cublas_and_quack": vs_cublas_and_quack,
     "accuracy": accuracy,
     "shapes": shapes,
     "stock_vs_fused": stock_vs_fused,
+    "over_floor": over_floor,
 }
 
 # a results folder's PNGs: name -> (the results file drawn, the plot)
@@ -263,6 +296,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "sweep": ("shapes",),
     "e2e": ("stock_vs_fused",),
     "fp8": (),
+    "moe": ("over_floor",),
     "tp": (),
     "host-time": (),
     "rows": (),
@@ -273,7 +307,8 @@ def kind_of(results: dict) -> str:
     """Which command's rows a results file holds, by their fields: ``"accuracy"`` (``exact``; accuracy
     in any dtype), ``"e2e"`` (``mode``, ``stock_ms``, ``fused_ms``, ``speedup``), ``"host-time"``
     (``us_per_call``),
-    ``"tp"`` (``world_size``, ``one_gpu_ms``, ``tp_ms``), and of timings by model, M and method:
+    ``"tp"`` (``world_size``, ``one_gpu_ms``, ``tp_ms``), ``"moe"`` (``bench moe``: ``experts``,
+    ``over_floor``), and of timings by model, M and method:
     ``"sweep"`` (``fused-swiglu sweep``: the ``best_compiled_*`` methods), ``"fp8"`` (``bf16_over``),
     ``"backward"`` (``eager_over``) or ``"bench"``; ``"rows"`` for anything else, and for no rows."""
     rows = results["rows"]
@@ -291,6 +326,8 @@ def kind_of(results: dict) -> str:
         return "tp"
     if not every("model", "tokens", "method", "median_ms"):
         return "rows"
+    if every("experts", "over_floor"):
+        return "moe"
     if any(str(r["method"]).startswith("best_compiled_") for r in rows):
         return "sweep"
     if every("bf16_over"):
@@ -312,6 +349,8 @@ def tables(results: dict, plotted: bool) -> list:
     if kind == "e2e":
         timings = [] if plotted else [report.e2e_table(rows)]
         return timings + ([report.e2e_accuracy_table(results["accuracy"])] if results.get("accuracy") else [])
+    if kind == "moe" and rows:
+        return [report.moe_table(rows)]
     if plotted or not rows:
         return []
     if kind == "fp8":

@@ -290,6 +290,26 @@ def fp8_table(rows: Sequence[dict]):
     return table
 
 
+def moe_table(rows: Sequence[dict]):
+    """``bench moe``'s rows, a line per experts shape and T: each method's time and its ratio to the
+    floor (time / floor: 1 is the hardware's limit)."""
+    from rich.table import Table
+
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cells: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["tokens"]), {})[r["method"]] = r
+    table = Table(title="Experts layer: ms, median (time / floor)")
+    for col in ("shape", "T", *methods):
+        table.add_column(col, justify="left" if col == "shape" else "right")
+    for (model, T), by in cells.items():
+        values = [f"{_fmt(by[m]['median_ms'])} ({by[m]['over_floor']:.2f}x)" if m in by else "-" for m in methods]
+        table.add_row(str(model), str(T), *values)
+    table.caption = ("floor: the active experts' weight bytes at the copy bandwidth, or their FLOPs at the bf16 "
+                     "rate, whichever takes longer (gate and up only for the fc1_ methods)")
+    return table
+
+
 def tp_table(rows: Sequence[dict]):
     """``bench tp``'s rows: one GPU's time, the tensor-parallel time and its all-reduce, and the ratio
     and scaling efficiency the run reports."""

@@ -38,13 +38,15 @@ def _load_and_call(name: str):
 
 
 def load() -> None:
-    """Load and bind the operator library, once per process (:func:`fused_swiglu._lib.load_torch_ops`),
-    after every module that defines an operator: each schema exists before the C++ registration.
+    """Load and bind the operator library, once per process (:func:`fused_swiglu._lib.load_torch_ops`).
+    Its registration covers every operator it implements, including those whose schema a module defines
+    only later (PyTorch's dispatcher keeps a kernel registered before its schema); such a module then
+    registers no loading kernel (:func:`cuda_kernels_from_library`).
 
     Raises:
         BuildError: a library could not be built or loaded; this PyTorch has no CUDA.
     """
-    from . import _lib, _plans, ops  # noqa: F401  (ops imports every module that defines an operator)
+    from . import _lib, _plans
 
     _lib.load_torch_ops(_plans.PLAN, drop_loaders)
 

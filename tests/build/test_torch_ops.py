@@ -224,3 +224,17 @@ def test_builds_loads_and_registers_the_cuda_kernels(tmp_path, monkeypatch):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == "True"
     assert "Overriding" not in out.stderr and "overriding" not in out.stderr
+    # loaded before any module defined its operators (the first CUDA call of one module's operator): the
+    # kernels of the others wait for their schemas, and those modules register no loader over them
+    code = (
+        "import ctypes, warnings, torch; warnings.simplefilter('error');"
+        "from fused_swiglu import op_library; op_library.drop_loaders();"
+        f"ctypes.CDLL({str(path)!r});"
+        "import fused_swiglu.ops as ops;"
+        "x, w = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(16, 16, dtype=torch.bfloat16);"
+        "print(all(torch._C._dispatch_has_kernel_for_dispatch_key('fused_swiglu::' + n, 'CUDA')"
+        " for n in ops.CUDA_OPERATORS), tuple(torch.ops.fused_swiglu.swiglu_dual(x, w, w, '').shape))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(maxsplit=1) == ["True", "(4, 16)\n"]

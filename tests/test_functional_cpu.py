@@ -153,3 +153,59 @@ def test_mlp_shape_errors_name_the_argument_and_show_the_shapes():
                                              r"of the same MLP\); got w_down of shape \(4864, 896\): it looks "
                                              r"transposed: pass down_proj.weight as stored, not its .T$"):
             call()
+
+
+@pytest.mark.parametrize("fn", ["swiglu", "swiglu_packed"])
+def test_auto_backend_runs_the_unfused_path_where_the_data_predicts_it_faster(kernel_path_on_cpu, monkeypatch, fn):
+    """backend="auto" on the kernel path asks the choice's data (here: a stand-in that says yes for the
+    dual kernel) and then runs PyTorch's unfused SwiGLU in x's dtype; "cutlass" never asks."""
+    from fused_swiglu import functional
+
+    asked = []
+
+    def predicted(kernel, x, I, accumulation):
+        asked.append((kernel, tuple(x.shape), I, accumulation))
+        return kernel == "dual"
+
+    monkeypatch.setattr(functional, "unfused_predicted_faster", predicted)
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 16, dtype=torch.bfloat16)
+    wg, wu = torch.randn(8, 16, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16)
+    want = torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)  # rounded to bf16 after each product
+    if fn == "swiglu":
+        got = swiglu(x, wg, wu)
+        assert asked == [("dual", (2, 5, 16), 8, "fast")] and torch.equal(got, want)
+        kernel = swiglu(x, wg, wu, kernel="packed")  # the packed kernel's data says no: the kernel runs
+        assert asked[-1][0] == "packed" and not torch.equal(kernel, want)
+        assert torch.equal(kernel, swiglu(x, wg, wu, backend="cutlass")) and len(asked) == 2
+    else:
+        got = swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated")
+        assert asked == [("dual", (2, 5, 16), 8, "fast")] and torch.equal(got, want)
+        swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved")  # the packed kernel, not asked
+        swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", backend="cutlass")
+        assert len(asked) == 1
+
+
+def test_the_unfused_check_asks_the_data_for_large_eager_cuda_calls_only(monkeypatch):
+    from fused_swiglu import _dispatch, _lib
+
+    class X:  # the attributes of a CUDA tensor the check reads
+        def __init__(self, M, H, is_cuda=True):
+            self.shape, self.is_cuda, self.dtype = (M, H), is_cuda, torch.bfloat16
+            self.device = torch.device("cuda", 1)
+
+        def numel(self):
+            return self.shape[0] * self.shape[1]
+
+    asked = []
+    monkeypatch.setattr(_lib, "target", lambda index: (132, f"GPU {index}", None))
+    monkeypatch.setattr(_dispatch, "unfused_faster", lambda *a: asked.append(a) or True)
+    M = _dispatch.UNFUSED_CHECK_FROM
+    assert _dispatch.unfused_predicted_faster("dual", X(M, 64), 256, "fast")
+    assert asked == [("dual", M, 256, 64, "fast", 132, "GPU 1", torch.bfloat16)]
+    assert not _dispatch.unfused_predicted_faster("dual", X(M - 1, 64), 256, "fast")  # fewer tokens
+    assert not _dispatch.unfused_predicted_faster("dual", X(M, 64, is_cuda=False), 256, "fast")
+    assert not _dispatch.unfused_predicted_faster("dual", X(M, 0), 256, "fast")
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert not _dispatch.unfused_predicted_faster("dual", X(M, 64), 256, "fast")  # under torch.compile
+    assert len(asked) == 1

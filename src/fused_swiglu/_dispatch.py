@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from . import _validate as v
-from .configs import ACCUMULATIONS, AUTO_CONFIG
+from .configs import ACCUMULATIONS, AUTO_CONFIG, unfused_faster
+from .tuning import SUSTAINED_FROM_M
 from .weights import LAYOUTS
 
 # Validated argument signatures -> (I, H, backend to use). Everything the checks read is in the key
@@ -20,6 +21,11 @@ PLANS: dict[tuple, tuple[int, int, str]] = {}
 PLANS_MAX = 1024
 # accumulation -> the ops' config argument (the automatic choice for that accumulation)
 AUTO = {acc: key for key, acc in AUTO_CONFIG.items()}
+
+
+# From this many tokens an eager call asks the choice's data whether PyTorch's unfused path is faster
+# (configs.unfused_faster; the data's from_m is at least this)
+UNFUSED_CHECK_FROM = SUSTAINED_FROM_M
 
 
 # Tensor types the fast paths take: plain tensors and nn.Parameter (model weights); other subclasses
@@ -66,6 +72,25 @@ def fast_path(x: torch.Tensor) -> bool:
     device already checked to be Hopper. The operator checks the rest (the C boundary); if it
     raises, the caller runs its full Python checks, which name the argument and the rule."""
     return type(x) in PLAIN and x.is_cuda and x.get_device() in HOPPER and not torch.compiler.is_compiling()
+
+
+def unfused_predicted_faster(kernel: str, x: torch.Tensor, I: int, accumulation: str) -> bool:
+    """Whether the choice's data predicts PyTorch's unfused path (two GEMMs and ``silu(g) * u`` in x's
+    dtype) faster than the fused ``kernel`` ("dual" / "packed") for an eager call on x ``(..., H)`` with I
+    output columns: x on a CUDA device, at least :data:`UNFUSED_CHECK_FROM` tokens, not under
+    torch.compile (:func:`fused_swiglu.configs.unfused_faster`: a GPU's tuned data at the power cap)."""
+    H = x.shape[-1]
+    if not x.is_cuda or H == 0 or x.numel() < UNFUSED_CHECK_FROM * H or torch.compiler.is_compiling():
+        return False
+    from . import _lib
+
+    num_sms, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
+    return unfused_faster(kernel, x.numel() // H, I, H, accumulation, num_sms, gpu, x.dtype)
+
+
+def unfused(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """PyTorch's unfused SwiGLU in x's dtype: ``silu(x @ w_gate.T) * (x @ w_up.T)``, differentiable."""
+    return torch.nn.functional.silu(torch.nn.functional.linear(x, w_gate)) * torch.nn.functional.linear(x, w_up)
 
 
 def on_2d(fn, x: torch.Tensor, *rest):

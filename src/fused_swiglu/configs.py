@@ -590,7 +590,8 @@ def _explain(
         reason += f"; next {c.base_name} raster {c.raster} swizzle {c.swizzle}: {t:.1f} us"
     if unfused_faster(kernel, M, N, K, accumulation, num_sms, gpu, dtype):
         reason += (f"; the unfused path is predicted faster ({cost_model.predict_unfused_us(data.unfused, M, N, K):.1f}"
-                   " us), so a block patched by fuse_swiglu_mlps runs its own forward for such an eager call")
+                   " us), so swiglu(backend='auto') runs PyTorch's unfused path, and a block patched by fuse_swiglu_mlps its "
+                   "own forward, for such an eager call")
     return choice, reason
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from ._dispatch import (AUTO, call_op, check_dual_args, check_packed_args, fast_config, fast_path, plan, plan_key,
-                        run_2d, run_op)
+from ._dispatch import (AUTO, UNFUSED_CHECK_FROM, call_op, check_dual_args, check_packed_args, fast_config,
+                        fast_path, plan, plan_key, run_2d, run_op, unfused, unfused_predicted_faster)
 from .configs import ACCUMULATIONS
 from .reference import swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
@@ -44,7 +44,11 @@ def swiglu(
         backend: ``"cutlass"`` (the CUDA kernels; needs a CUDA tensor on a compute capability 9.0
             GPU), ``"torch"`` (fp32 PyTorch matrix products, one rounding; any device), or
             ``"auto"`` (cutlass when the tensors are on a Hopper GPU, else torch with one warning
-            per process).
+            per process). On a Hopper GPU, an eager call of at least 2048 tokens where that GPU's
+            tuned data predicts PyTorch's unfused path (two GEMMs in x's dtype, then
+            ``silu(g) * u``) faster than the kernel at the power cap runs that path instead
+            (:func:`fused_swiglu.configs.explain` names such problems); under torch.compile,
+            the kernels.
         kernel: ``"dual"`` (the dual kernel: one dual GEMM reading w_gate and w_up as they are),
             ``"packed"`` (the packed kernel: packs the weights with :func:`pack_gate_up` on every call,
             a copy of both weights, 2·I·H elements read and written, then one GEMM with a SwiGLU
@@ -76,7 +80,7 @@ def swiglu(
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
     config = fast_config(_FAST_DUAL, kernel, backend, accumulation)
-    if config is not None and fast_path(x):
+    if config is not None and fast_path(x) and (backend != "auto" or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]):
         try:
             return run_op(ops.swiglu_dual, x, w_gate, w_up, config)
         except Exception:
@@ -89,6 +93,8 @@ def swiglu(
     I, H, use = plan(plan_key("swiglu", (kernel, accumulation), backend, x, w_gate, w_up), backend, validate)
     if use == "torch":
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
+    if backend == "auto" and unfused_predicted_faster("packed" if kernel == "packed" else "dual", x, I, accumulation):
+        return unfused(x, w_gate, w_up)
     config = AUTO[accumulation]
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
@@ -114,7 +120,9 @@ def swiglu_packed(
             rows then 8 up rows), read by the packed kernel (one GEMM with a SwiGLU epilogue).
             ``"concatenated"``: ``w_packed = [W_gate; W_up]`` (gate rows ``[0, I)``, up rows
             ``[I, 2I)``), run by the dual kernel on the two row slices (views, no copy).
-        backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
+        backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu` (with the interleaved
+            layout, ``"auto"`` on a Hopper GPU always runs the packed kernel: the unfused path would
+            unpack the weights).
         accumulation: ``"fast"`` or ``"promoted"``, as in :func:`swiglu`.
 
     Returns:
@@ -130,7 +138,9 @@ def swiglu_packed(
         RuntimeError: as in :func:`swiglu`.
     """
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
-    if config is not None and fast_path(x):
+    if config is not None and fast_path(x) and (
+        layout == "interleaved" or backend != "auto" or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]
+    ):
         try:
             if layout == "interleaved":
                 return run_op(ops.swiglu_packed, x, w_packed, config)
@@ -151,4 +161,6 @@ def swiglu_packed(
     if layout == "interleaved":
         return run_2d(x, I, H, lambda x2d: call_op(ops.swiglu_packed, x2d, w_packed, config), w_packed)
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
+    if backend == "auto" and unfused_predicted_faster("dual", x, I, accumulation):
+        return unfused(x, w_gate, w_up)
     return run_2d(x, I, H, lambda x2d: call_op(ops.swiglu_dual, x2d, w_gate, w_up, config), w_gate, w_up)

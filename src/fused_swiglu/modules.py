@@ -29,15 +29,11 @@ from ._blocks import (BlockPatch, act_name, experts_reason, global_hooks, has_ho
                       is_silu_type, uninstall)
 from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
                       verify)
-from ._dispatch import AUTO, on_2d, run_op
-from .configs import ACCUMULATIONS, unfused_faster
-from .tuning import SUSTAINED_FROM_M
+from ._dispatch import AUTO, UNFUSED_CHECK_FROM, on_2d, run_op, unfused_predicted_faster
+from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
 from .functional import swiglu
 
-# From this many tokens a patched block's eager call asks the choice's data whether its own unfused forward
-# is faster (configs.unfused_faster; the data's from_m is at least this)
-UNFUSED_CHECK_FROM = SUSTAINED_FROM_M
 
 
 def _plain_linear(layer: nn.Module) -> bool:
@@ -224,15 +220,8 @@ class FusedSwiGLUForward(BlockPatch):
 
     def _unfused_faster(self, x: torch.Tensor) -> bool:
         """Whether the choice's data predicts the block's own (unfused) forward faster than the fused kernel
-        for this call (:func:`fused_swiglu.configs.unfused_faster`; a Hopper GPU at the power cap only)."""
-        if not x.is_cuda:
-            return False
-        from . import _lib
-
-        num_sms, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
-        H = x.shape[-1]
-        return unfused_faster(self.kernel, x.numel() // H, self.w_gate.shape[0], H, self.accumulation, num_sms,
-                              gpu, x.dtype)
+        for this call (:func:`fused_swiglu._dispatch.unfused_predicted_faster`)."""
+        return unfused_predicted_faster(self.kernel, x, self.w_gate.shape[0], self.accumulation)
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         return run_op(ops.swiglu_dual, x, self.w_gate, self.w_up, self.config)

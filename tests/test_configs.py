@@ -485,3 +485,13 @@ def test_clearing_the_tuned_data_clears_the_choices_made_from_it(monkeypatch):
     choice, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
     assert choice.name == after.name(torch.bfloat16) and (choice.raster, choice.swizzle) == (after.raster, after.swizzle)
     assert before != after  # the two GPUs' data pick different launches here
+
+
+def test_the_training_step_runs_unfused_where_the_data_measured_it_slower():
+    h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+    assert configs.training_unfused(8192, 3584, h200) and configs.training_unfused(16384, 8192, h200)
+    assert not configs.training_unfused(8191, 3584, h200)  # fewer tokens than measured
+    assert not configs.training_unfused(8192, 2048, h200)  # a smaller hidden size than measured
+    assert not configs.training_unfused(8192, 3584, h100)  # no such data for the H100
+    with pytest.raises(ValueError, match="dtype must be"):
+        configs.training_unfused(8192, 3584, h200, torch.float32)

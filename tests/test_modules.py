@@ -633,6 +633,37 @@ def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own
         assert len(asked) == n and calls == [1]
 
 
+def test_where_the_data_measured_the_fused_training_step_slower_a_patched_block_trains_unfused(monkeypatch):
+    from fused_swiglu import modules
+
+    torch.manual_seed(0)
+    mlp, stock = MLP(), MLP()
+    stock.load_state_dict(mlp.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuse_swiglu_mlps(mlp)
+    measured = []
+    monkeypatch.setattr(modules, "training_unfused_measured", lambda x: measured.append(tuple(x.shape)) or True)
+    whole = []
+    monkeypatch.setattr(modules.FusedSwiGLUForward, "_whole_block", lambda self, x: whole.append(1))
+    x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mlp(x)  # arms the fast path
+        measured.clear()
+        y = mlp(x)  # the parameters require grad: a training call
+        assert measured == [(2, 3, 64)] and whole == []
+        torch.testing.assert_close(y, stock(x), rtol=0, atol=0)  # the block's own forward
+        y.float().sum().backward()
+        assert mlp.gate_proj.weight.grad is not None
+        with torch.no_grad():
+            mlp(x)  # inference: never asked
+        assert measured == [(2, 3, 64)]
+        monkeypatch.setattr(modules, "training_unfused_measured", lambda x: False)
+        mlp(x)
+        assert whole == [1]  # else the whole-block operator
+
+
 def test_the_patch_is_a_block_patch_that_sees_hooks_and_is_detached_on_unfuse(monkeypatch):
     from fused_swiglu._blocks import BlockPatch, installed
 

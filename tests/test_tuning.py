@@ -1,6 +1,7 @@
 """tuning: where the tuned data is read from, the fallbacks, and the errors for a bad file."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,16 @@ def test_reported_reads_the_named_device_and_older_properties_give_none(monkeypa
         assert tuning.reported("NVIDIA H20") is None and tuning.reported("NVIDIA B200") is None
     finally:
         tuning.reported.cache_clear()
+
+
+def test_the_training_rule_is_read_from_the_file_that_measured_it(tmp_path):
+    h200 = tuning.load(H200, "bf16")
+    assert h200.training_unfused == tuning.TrainingRule(8192, 3584, "docs/results/h200/backward_sustained.json")
+    root = Path(__file__).resolve().parents[1]
+    assert (root / h200.training_unfused.source).is_file()
+    assert tuning.load("NVIDIA H100 80GB HBM3", "bf16").training_unfused is None  # no H100 data for it
+    ref = json.loads((tuning.PACKAGE_DIR / "nvidia-h200_bf16.json").read_text())
+    bad = tmp_path / "x_bf16.json"
+    bad.write_text(json.dumps({**ref, "training": {"unfused_from_m": 8192}}))
+    with pytest.raises(ValueError, match="x_bf16.json: KeyError"):
+        tuning._read(bad)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import _validate as v
-from .configs import ACCUMULATIONS, AUTO_CONFIG, unfused_faster
+from .configs import ACCUMULATIONS, AUTO_CONFIG, training_unfused, unfused_faster
 from .tuning import SUSTAINED_FROM_M
 from .weights import LAYOUTS
 
@@ -86,6 +86,19 @@ def unfused_predicted_faster(kernel: str, x: torch.Tensor, I: int, accumulation:
 
     num_sms, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
     return unfused_faster(kernel, x.numel() // H, I, H, accumulation, num_sms, gpu, x.dtype)
+
+
+def training_unfused_measured(x: torch.Tensor) -> bool:
+    """Whether the GPU's tuned data measured the fused training step slower than the unfused one for a
+    call on x ``(..., H)``: x on a CUDA device, not under torch.compile
+    (:func:`fused_swiglu.configs.training_unfused`)."""
+    H = x.shape[-1]
+    if not x.is_cuda or H == 0 or torch.compiler.is_compiling():
+        return False
+    from . import _lib
+
+    _, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
+    return training_unfused(x.numel() // H, H, gpu, x.dtype)
 
 
 def unfused(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:

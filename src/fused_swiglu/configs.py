@@ -269,6 +269,21 @@ def unfused_faster(kernel: str, M: int, N: int, K: int, accumulation: str = "fas
     return bool(ranked) and cost_model.predict_unfused_us(data.unfused, M, N, K) < ranked[0][0]
 
 
+@functools.lru_cache(maxsize=4096)
+def training_unfused(M: int, K: int, gpu: str = "", dtype: torch.dtype = torch.bfloat16) -> bool:
+    """Whether a patched block's training step (a call autograd records) of M tokens and hidden size K = H
+    runs the block's own forward and PyTorch's backward on GPU ``gpu``: the tuned data's ``training`` rule
+    (:class:`fused_swiglu.tuning.TrainingRule`), measured there; False where the data has none.
+
+    Raises:
+        ValueError: unknown dtype.
+    """
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
+    rule = tuning.load(gpu, DTYPE_SUFFIX[dtype]).training_unfused
+    return rule is not None and M >= rule.from_m and K >= rule.from_h
+
+
 def model_config(kernel: str, M: int, N: int, K: int, accumulation: str, num_sms: int,
                  data: tuning.Tuning, smem_limit: int | None = None) -> KernelConfig:
     """The cost model's pick (no override): the first of :func:`sustained_ranking` where it has any,
@@ -601,6 +616,7 @@ def clear_caches() -> None:
     _choose.cache_clear()
     _select.cache_clear()
     unfused_faster.cache_clear()
+    training_unfused.cache_clear()
 
 
 tuning.on_clear(clear_caches)

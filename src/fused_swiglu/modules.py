@@ -29,7 +29,7 @@ from ._blocks import (BlockPatch, act_name, experts_reason, global_hooks, has_ho
                       is_silu_type, uninstall)
 from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
                       verify)
-from ._dispatch import AUTO, UNFUSED_CHECK_FROM, on_2d, run_op, unfused_predicted_faster
+from ._dispatch import AUTO, UNFUSED_CHECK_FROM, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
 from .functional import swiglu
@@ -206,14 +206,16 @@ class FusedSwiGLUForward(BlockPatch):
     def _armed(self, x: torch.Tensor) -> torch.Tensor:
         """The fast path: the whole-block operator when autograd records and ``down_proj`` is still the
         plain bias-free, hook-free layer it was armed with; else the up-projection kernel and
-        ``down_proj`` as a module."""
+        ``down_proj`` as a module. Where the GPU's data measured the fused step slower (a training call
+        of that size, :func:`fused_swiglu.configs.training_unfused`) or predicts the unfused path faster
+        (an inference call), the block's own forward."""
         m, d = self.module, self.down
-        if (
-            d is not None and torch.is_grad_enabled()
-            and (x.requires_grad or self.w_gate.requires_grad or self.w_up.requires_grad or d.weight.requires_grad)
-            and m.down_proj is d and d.weight is self.w_down and d.bias is None and not has_hooks(d)
-        ):
-            return self._whole_block(x)
+        if torch.is_grad_enabled() and (x.requires_grad or self.w_gate.requires_grad or self.w_up.requires_grad
+                                        or (d is not None and d.weight.requires_grad)):
+            if training_unfused_measured(x):
+                return self.original(x)
+            if d is not None and m.down_proj is d and d.weight is self.w_down and d.bias is None and not has_hooks(d):
+                return self._whole_block(x)
         if x.numel() >= UNFUSED_CHECK_FROM * x.shape[-1] and self._unfused_faster(x):
             return self.original(x)
         return m.down_proj(self._fused(x))

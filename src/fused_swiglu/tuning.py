@@ -46,6 +46,14 @@ Optional, what the GPU reported when it was tuned (``tune`` writes it; :class:`R
 A GPU without a file of its own takes the data of the GPU whose file's reports match its own: the same SM
 count, SM clock and memory bandwidth each within :data:`NEAR` (the closest such; its overrides do not
 apply); where no file's reports match, the reference GPU's costs as above.
+
+Optional, where the fused training step was measured slower than the block's own (:class:`TrainingRule`,
+:func:`fused_swiglu.configs.training_unfused`)::
+
+     "training": {"unfused_from_m": 8192, "unfused_from_h": 3584, "source": "docs/results/..."}
+
+A patched block's call that autograd records, with at least ``unfused_from_m`` tokens and a hidden size of
+at least ``unfused_from_h``, runs the block's own forward (and so PyTorch's backward) there.
 """
 
 from __future__ import annotations
@@ -131,6 +139,17 @@ def reported(gpu: str) -> Reports | None:
 
 
 @dataclass(frozen=True)
+class TrainingRule:
+    """Where a patched block's training step runs the block's own (unfused) forward and backward: from
+    ``from_m`` tokens at a hidden size of at least ``from_h``, measured slower fused (``source``: the
+    results file it was read from)."""
+
+    from_m: int
+    from_h: int
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Tuning:
     """The data :func:`load` found for one GPU and dtype.
 
@@ -155,6 +174,7 @@ class Tuning:
     costs_from: Path | None = None
     reports: Reports | None = None
     matched: str = ""
+    training_unfused: TrainingRule | None = None
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
         """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
@@ -244,9 +264,14 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
         if "reports" in data:
             r = data["reports"]
             reports = Reports(int(r["num_sms"]), float(r["sm_mhz"]), float(r["memory_gbps"]))
+        training = None
+        if "training" in data:
+            t = data["training"]
+            training = TrainingRule(int(t["unfused_from_m"]), int(t["unfused_from_h"]), str(t.get("source", "")))
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
                       sustained=sustained, sustained_from_m=from_m, unfused=unfused,
-                      costs_from=base.source if base is not None else None, reports=reports)
+                      costs_from=base.source if base is not None else None, reports=reports,
+                      training_unfused=training)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
 

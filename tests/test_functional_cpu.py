@@ -209,3 +209,18 @@ def test_the_unfused_check_asks_the_data_for_large_eager_cuda_calls_only(monkeyp
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert not _dispatch.unfused_predicted_faster("dual", X(M, 64), 256, "fast")  # under torch.compile
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize("fn", ["swiglu", "swiglu_packed"])
+def test_a_0d_x_on_the_fast_path_is_a_clear_error(kernel_path_on_cpu, monkeypatch, fn):
+    """The fast path's size test reads x.shape[-1]: a 0-d x must still reach the checks that name it."""
+    from fused_swiglu import functional
+
+    monkeypatch.setattr(functional, "fast_path", lambda x: True)  # as for a CUDA tensor on a Hopper GPU
+    x = torch.tensor(1.0, dtype=torch.bfloat16)
+    w = torch.randn(8, 16, dtype=torch.bfloat16)
+    with pytest.raises((ValueError, TypeError), match="x"):
+        if fn == "swiglu":
+            swiglu(x, w, w)
+        else:
+            swiglu_packed(x, torch.cat([w, w]), layout="concatenated")

@@ -80,7 +80,8 @@ def swiglu(
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
     config = fast_config(_FAST_DUAL, kernel, backend, accumulation)
-    if config is not None and fast_path(x) and (backend != "auto" or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]):
+    if config is not None and fast_path(x) and (backend != "auto" or x.dim() == 0
+                                                or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]):
         try:
             return run_op(ops.swiglu_dual, x, w_gate, w_up, config)
         except Exception:
@@ -139,7 +140,7 @@ def swiglu_packed(
     """
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
     if config is not None and fast_path(x) and (
-        layout == "interleaved" or backend != "auto" or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]
+        layout == "interleaved" or backend != "auto" or x.dim() == 0 or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]
     ):
         try:
             if layout == "interleaved":

@@ -681,3 +681,38 @@ def test_the_patch_is_a_block_patch_that_sees_hooks_and_is_detached_on_unfuse(mo
     monkeypatch.setattr(type(patch), "detach", lambda self: detached.append(self))
     unfuse_swiglu_mlps(mlp)
     assert detached == [patch] and type(mlp) is MLP and installed(mlp) is None
+
+
+def test_a_class_forward_reassigned_after_patching_runs_unfused_until_it_is_back(monkeypatch):
+    """A patch is verified against the block's forward at patch time: a class whose forward is
+    reassigned later (here to GELU) gets that forward, with one warning, and the patch again once the
+    verified forward is back."""
+    from fused_swiglu import modules
+
+    class Local(MLP):  # a class of this test alone: its forward is reassigned below
+        pass
+
+    torch.manual_seed(0)
+    mlp = Local()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
+    served = []
+    real = modules.FusedSwiGLUForward.__call__
+    monkeypatch.setattr(modules.FusedSwiGLUForward, "__call__", lambda self, x: served.append(1) or real(self, x))
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    verified = MLP.forward
+
+    def gelu_forward(self, x):
+        return self.down_proj(torch.nn.functional.gelu(self.gate_proj(x)) * self.up_proj(x))
+
+    with torch.no_grad():
+        mlp(x)
+        assert served == [1]
+        monkeypatch.setattr(MLP, "forward", gelu_forward)  # inherited by Local
+        with pytest.warns(RuntimeWarning, match=r"Local.forward is no longer the forward fuse_swiglu_mlps checked"):
+            got = mlp(x)
+        assert served == [1] and torch.equal(got, gelu_forward(mlp, x))
+        monkeypatch.setattr(MLP, "forward", verified)
+        mlp(x)
+        assert served == [1, 1]

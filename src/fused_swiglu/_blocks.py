@@ -11,6 +11,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as _module
 
+from ._validate import warn_once
+
 
 def is_silu(act: object) -> bool:
     """Whether ``act`` computes SiLU: ``torch.nn.SiLU`` (a subclass too, unless it overrides
@@ -63,6 +65,13 @@ class BlockPatch:
     def __init__(self, module: nn.Module, backend: str, previous=None):
         self.module, self.backend, self.previous = module, backend, previous
         self.base = type(module)
+        self.base_forward = self.base.forward  # the class forward the patch was verified against
+
+    def forward_changed(self) -> bool:
+        """Whether the block's own forward is no longer the one the patch was verified against: its class's
+        ``forward`` (or a parent's it inherits) reassigned after patching. Such a block runs its own
+        forward (:func:`_patched_forward`) until the old one is back."""
+        return self.previous is None and self.base.forward is not self.base_forward
 
     def original(self, *args, **kwargs) -> Tensor:
         """The block's own forward (its instance forward from before patching, else its class's)."""
@@ -134,11 +143,19 @@ def serves(x) -> bool:
 
 def _patched_forward(self, *args, **kwargs):
     # the patch serves the call it was verified for, one positional tensor (as transformers calls its
-    # MLPs); any other call (keywords, more arguments, no tensor, a trace, an autocast to another dtype)
-    # runs the block's original forward, which takes or refuses it as before
-    if len(args) == 1 and not kwargs and serves(args[0]):
-        return self._fused_swiglu(args[0])
-    return self._fused_swiglu.original(*args, **kwargs)
+    # MLPs), while the block's class forward is the one it was verified against (checked on eager calls:
+    # under torch.compile the check would add guards per block); any other call (keywords, more arguments,
+    # no tensor, a trace, an autocast to another dtype, a forward reassigned since) runs the block's own
+    # forward, which takes or refuses it as before
+    patch = self._fused_swiglu
+    if not torch.compiler.is_compiling() and patch.forward_changed():
+        name = patch.base.__name__
+        warn_once(f"forward-changed-{id(patch.base)}", f"fused_swiglu: {name}.forward is no longer the forward "
+                  f"fuse_swiglu_mlps checked when it patched a {name} block (reassigned since): the block runs "
+                  "the new forward, unfused; unfuse and fuse again to have it checked", stacklevel=None)
+    elif len(args) == 1 and not kwargs and serves(args[0]):
+        return patch(args[0])
+    return patch.original(*args, **kwargs)
 
 
 def _forward_of(base: type):

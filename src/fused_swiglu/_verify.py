@@ -92,7 +92,7 @@ def _mismatch(got: object, want: torch.Tensor, dtype: torch.dtype) -> str | None
         return f"its forward returns {type(got).__name__}, not a tensor"
     if got.shape != want.shape:
         return f"its forward returns shape {tuple(got.shape)}, not down_proj's {tuple(want.shape)}"
-    want64, got64 = want.double(), got.double()
+    want64, got64 = want.detach().double(), got.detach().double()  # compared, not differentiated
     if not bool(torch.isfinite(want64).all()):
         return "the probe's reference output is not finite, so what its forward computes cannot be checked"
     scale = float(want64.norm())

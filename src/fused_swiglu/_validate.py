@@ -251,6 +251,16 @@ def outside_stacklevel() -> int:
     return level
 
 
+def autocast_dtype(kind: str) -> torch.dtype | None:
+    """The dtype of the autocast region in force for device type ``kind`` (``x.device.type``), or None
+    outside one, and for device types autocast does not know (``meta``, where PyTorch's own query
+    raises)."""
+    try:
+        return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
+    except RuntimeError:
+        return None
+
+
 def warn_once(key: str, message: str, stacklevel: int | None = 3) -> None:
     """Warn once per process for ``key``; ``stacklevel`` as in warnings.warn, counted from here (None:
     the first frame outside torch, transformers and this package, :func:`outside_stacklevel`)."""

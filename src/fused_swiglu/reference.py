@@ -45,9 +45,11 @@ def exact_dtypes(t: torch.Tensor):
     """A context in which the products of tensors on ``t``'s device run in the dtypes given, not an
     autocast region's (which would make an fp32 or float64 reference a bf16 one)."""
     kind = t.device.type
-    if kind in ("cuda", "cpu") and torch.is_autocast_enabled(kind):
-        return torch.autocast(kind, enabled=False)
-    return contextlib.nullcontext()
+    try:
+        enabled = torch.is_autocast_enabled(kind)
+    except RuntimeError:  # a device type autocast does not know (meta)
+        enabled = False
+    return torch.autocast(kind, enabled=False) if enabled else contextlib.nullcontext()
 
 
 def swiglu_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:

@@ -199,6 +199,9 @@ def test_the_unfused_check_asks_the_data_for_large_eager_cuda_calls_only(monkeyp
         def numel(self):
             return self.shape[0] * self.shape[1]
 
+        def dim(self):
+            return len(self.shape)
+
     asked = []
     monkeypatch.setattr(_lib, "target", lambda index: (132, f"GPU {index}", None))
     monkeypatch.setattr(_dispatch, "unfused_faster", lambda *a: asked.append(a) or True)

@@ -601,7 +601,7 @@ def test_a_call_without_a_tensor_is_the_block_s_own_error():
 
 
 def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own_forward(monkeypatch):
-    from fused_swiglu import modules
+    from fused_swiglu import _dispatch, modules
 
     torch.manual_seed(0)
     mlp = MLP()
@@ -620,13 +620,13 @@ def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own
     calls = []
     real = modules.run_op
     monkeypatch.setattr(modules, "run_op", lambda *a, **k: calls.append(1) or real(*a, **k))
-    big = torch.randn(2, modules.UNFUSED_CHECK_FROM // 2, 64, dtype=torch.bfloat16)
+    big = torch.randn(2, _dispatch.UNFUSED_CHECK_FROM // 2, 64, dtype=torch.bfloat16)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mlp(big)  # arms the fast path
         calls.clear()
         torch.testing.assert_close(mlp(big), stock(big), rtol=0, atol=0)  # the block's own forward
-        assert calls == [] and asked[-1] == modules.UNFUSED_CHECK_FROM
+        assert calls == [] and asked[-1] == _dispatch.UNFUSED_CHECK_FROM
         small = torch.randn(3, 64, dtype=torch.bfloat16)
         n = len(asked)
         mlp(small)  # decode sizes never ask

@@ -11,6 +11,7 @@ import torch
 
 from . import _validate as v
 from .configs import ACCUMULATIONS, AUTO_CONFIG, training_unfused, unfused_faster
+from .reference import swiglu_eager
 from .tuning import SUSTAINED_FROM_M
 from .weights import LAYOUTS
 
@@ -92,36 +93,42 @@ def fast_path(x: torch.Tensor) -> bool:
     return type(x) in PLAIN and x.is_cuda and x.get_device() in HOPPER and not torch.compiler.is_compiling()
 
 
-def unfused_predicted_faster(kernel: str, x: torch.Tensor, I: int, accumulation: str) -> bool:
-    """Whether the choice's data predicts PyTorch's unfused path (two GEMMs and ``silu(g) * u`` in x's
-    dtype) faster than the fused ``kernel`` ("dual" / "packed") for an eager call on x ``(..., H)`` with I
-    output columns: x on a CUDA device, at least :data:`UNFUSED_CHECK_FROM` tokens, not under
-    torch.compile (:func:`fused_swiglu.configs.unfused_faster`: a GPU's tuned data at the power cap)."""
-    H = x.shape[-1]
-    if not x.is_cuda or H == 0 or x.numel() < UNFUSED_CHECK_FROM * H or torch.compiler.is_compiling():
-        return False
+def below_unfused_check(x: torch.Tensor) -> bool:
+    """Whether an eager call on x ``(..., H)`` is too small for the choice's data to be asked about the
+    unfused path: fewer than :data:`UNFUSED_CHECK_FROM` tokens (or x 0-d)."""
+    return x.dim() == 0 or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]
+
+
+def _asked(x: torch.Tensor) -> tuple[int, str] | None:
+    """(SM count, device name) of x's GPU where its tuned data may be asked about a call on x (x on a CUDA
+    device, H > 0, not under torch.compile); else None."""
+    if not x.is_cuda or x.shape[-1] == 0 or torch.compiler.is_compiling():
+        return None
     from . import _lib
 
     num_sms, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
-    return unfused_faster(kernel, x.numel() // H, I, H, accumulation, num_sms, gpu, x.dtype)
+    return num_sms, gpu
+
+
+def unfused_predicted_faster(kernel: str, x: torch.Tensor, I: int, accumulation: str) -> bool:
+    """Whether the choice's data predicts PyTorch's unfused path (:func:`fused_swiglu.reference.swiglu_eager`)
+    faster than the fused ``kernel`` ("dual" / "packed") for an eager call on x ``(..., H)`` with I output
+    columns: x on a CUDA device, at least :data:`UNFUSED_CHECK_FROM` tokens, not under torch.compile
+    (:func:`fused_swiglu.configs.unfused_faster`: a GPU's tuned data at the power cap)."""
+    if below_unfused_check(x) or (asked := _asked(x)) is None:
+        return False
+    H = x.shape[-1]
+    return unfused_faster(kernel, x.numel() // H, I, H, accumulation, *asked, x.dtype)
 
 
 def training_unfused_measured(x: torch.Tensor) -> bool:
     """Whether the GPU's tuned data measured the fused training step slower than the unfused one for a
     call on x ``(..., H)``: x on a CUDA device, not under torch.compile
     (:func:`fused_swiglu.configs.training_unfused`)."""
-    H = x.shape[-1]
-    if not x.is_cuda or H == 0 or torch.compiler.is_compiling():
+    if (asked := _asked(x)) is None:
         return False
-    from . import _lib
-
-    _, gpu, _ = _lib.target(x.device.index if x.device.index is not None else torch.cuda.current_device())
-    return training_unfused(x.numel() // H, H, gpu, x.dtype)
-
-
-def unfused(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
-    """PyTorch's unfused SwiGLU in x's dtype: ``silu(x @ w_gate.T) * (x @ w_up.T)``, differentiable."""
-    return torch.nn.functional.silu(torch.nn.functional.linear(x, w_gate)) * torch.nn.functional.linear(x, w_up)
+    H = x.shape[-1]
+    return training_unfused(x.numel() // H, H, asked[1], x.dtype)
 
 
 def on_2d(fn, x: torch.Tensor, *rest):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from ._dispatch import (AUTO, UNFUSED_CHECK_FROM, autocast_cast, call_op, check_dual_args, check_packed_args,
-                        fast_config, fast_path, plan, plan_key, run_2d, run_op, unfused, unfused_predicted_faster)
+from ._dispatch import (AUTO, autocast_cast, below_unfused_check, call_op, check_dual_args, check_packed_args,
+                        fast_config, fast_path, plan, plan_key, run_2d, run_op, unfused_predicted_faster)
 from .configs import ACCUMULATIONS
-from .reference import swiglu_fp32_one_rounding
+from .reference import swiglu_eager, swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
 
 
@@ -83,8 +83,7 @@ def swiglu(
     """
     x, w_gate, w_up = autocast_cast(x, w_gate, w_up)
     config = fast_config(_FAST_DUAL, kernel, backend, accumulation)
-    if config is not None and fast_path(x) and (backend != "auto" or x.dim() == 0
-                                                or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]):
+    if config is not None and fast_path(x) and (backend != "auto" or below_unfused_check(x)):
         try:
             return run_op(ops.swiglu_dual, x, w_gate, w_up, config)
         except Exception:
@@ -98,7 +97,7 @@ def swiglu(
     if use == "torch":
         return swiglu_fp32_one_rounding(x, w_gate, w_up)
     if backend == "auto" and unfused_predicted_faster("packed" if kernel == "packed" else "dual", x, I, accumulation):
-        return unfused(x, w_gate, w_up)
+        return swiglu_eager(x, w_gate, w_up)
     config = AUTO[accumulation]
     if kernel == "packed":
         w_packed = pack_gate_up(w_gate, w_up)  # (2I, H): one copy of both weights per call
@@ -143,9 +142,7 @@ def swiglu_packed(
     """
     x, w_packed = autocast_cast(x, w_packed)
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
-    if config is not None and fast_path(x) and (
-        layout == "interleaved" or backend != "auto" or x.dim() == 0 or x.numel() < UNFUSED_CHECK_FROM * x.shape[-1]
-    ):
+    if config is not None and fast_path(x) and (layout == "interleaved" or backend != "auto" or below_unfused_check(x)):
         try:
             if layout == "interleaved":
                 return run_op(ops.swiglu_packed, x, w_packed, config)
@@ -167,5 +164,5 @@ def swiglu_packed(
         return run_2d(x, I, H, lambda x2d: call_op(ops.swiglu_packed, x2d, w_packed, config), w_packed)
     w_gate, w_up = w_packed[:I], w_packed[I:]  # (I, H) row-slice views, 16-byte aligned when H % 8 == 0
     if backend == "auto" and unfused_predicted_faster("dual", x, I, accumulation):
-        return unfused(x, w_gate, w_up)
+        return swiglu_eager(x, w_gate, w_up)
     return run_2d(x, I, H, lambda x2d: call_op(ops.swiglu_dual, x2d, w_gate, w_up, config), w_gate, w_up)

@@ -29,7 +29,7 @@ from ._blocks import (BlockPatch, act_name, experts_reason, global_hooks, has_ho
                       is_silu_type, uninstall)
 from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
                       verify)
-from ._dispatch import AUTO, UNFUSED_CHECK_FROM, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
+from ._dispatch import AUTO, below_unfused_check, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
 from .configs import ACCUMULATIONS
 from .fp8 import modules as fp8_modules
 from .functional import swiglu
@@ -216,7 +216,7 @@ class FusedSwiGLUForward(BlockPatch):
                 return self.original(x)
             if d is not None and m.down_proj is d and d.weight is self.w_down and d.bias is None and not has_hooks(d):
                 return self._whole_block(x)
-        if x.numel() >= UNFUSED_CHECK_FROM * x.shape[-1] and self._unfused_faster(x):
+        if not below_unfused_check(x) and self._unfused_faster(x):
             return self.original(x)
         return m.down_proj(self._fused(x))
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
+from ._validate import autocast_dtype
+
 
 @contextlib.contextmanager
 def ieee_fp32_matmul() -> Iterator[None]:
@@ -45,11 +47,7 @@ def exact_dtypes(t: torch.Tensor):
     """A context in which the products of tensors on ``t``'s device run in the dtypes given, not an
     autocast region's (which would make an fp32 or float64 reference a bf16 one)."""
     kind = t.device.type
-    try:
-        enabled = torch.is_autocast_enabled(kind)
-    except RuntimeError:  # a device type autocast does not know (meta)
-        enabled = False
-    return torch.autocast(kind, enabled=False) if enabled else contextlib.nullcontext()
+    return torch.autocast(kind, enabled=False) if autocast_dtype(kind) is not None else contextlib.nullcontext()
 
 
 def swiglu_eager(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:

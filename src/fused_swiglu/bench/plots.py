@@ -117,6 +117,16 @@ def _tokens_axis(ax, ylabel: str | None = None) -> None:
     ax.tick_params(labelsize=7)
 
 
+def _panels(plt, count: int, sharey: bool = False):
+    """A figure of ``count`` panels, up to 4 a row, the cells past the last one blank: (fig, axes)."""
+    cols = min(4, count)
+    nrows = -(-count // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False, sharey=sharey)
+    for ax in axes.flat[count:]:
+        ax.axis("off")
+    return fig, axes
+
+
 def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     """Eager / fused by M per model (module docstring); None where no row has both."""
     rows = results["rows"]
@@ -125,16 +135,12 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
         return None
     plt = pyplot()
     models = list(dict.fromkeys(r["model"] for r in rows))
-    cols = min(4, len(models))
-    nrows = -(-len(models) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False, sharey=True)
+    fig, axes = _panels(plt, len(models), sharey=True)
     for ax, model in zip(axes.flat, models):
         for method, label in FUSED:
             _ratio_line(ax, rows, cells, model, "eager", method, label=label)
         _tokens_axis(ax)
         ax.set_title(model, fontsize=9)
-    for ax in axes.flat[len(models):]:
-        ax.axis("off")
     axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
     axes[0][0].legend(fontsize=7)
     step = "Training step of the MLP block (forward + backward): s" if all("eager_over" in r for r in rows) else "S"
@@ -238,7 +244,6 @@ def stock_vs_fused(results: dict, path: Path) -> Path | None:
     return save(fig, path, plt, dpi=120)
 
 
-# a plot's name -> its drawing function (which returns None, writing nothing, where the rows hold nothing to draw)
 def over_floor(results: dict, path: Path) -> Path | None:
     """``bench moe``: each method's time / the hardware floor by tokens T, one panel per experts shape
     (log scales); None without rows."""
@@ -248,9 +253,7 @@ def over_floor(results: dict, path: Path) -> Path | None:
     plt = pyplot()
     models = list(dict.fromkeys(r["model"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    cols = min(4, len(models))
-    nrows = -(-len(models) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    fig, axes = _panels(plt, len(models))
     for ax, model in zip(axes.flat, models):
         for method in methods:
             points = sorted((r["tokens"], r["over_floor"]) for r in rows if r["model"] == model and r["method"] == method)
@@ -260,8 +263,6 @@ def over_floor(results: dict, path: Path) -> Path | None:
         ax.set_xlabel("tokens T", fontsize=8)
         ax.set_yscale("log")
         ax.set_title(model, fontsize=9)
-    for ax in axes.flat[len(models):]:
-        ax.axis("off")
     axes[0][0].set_ylabel("time / floor", fontsize=8)
     axes[0][0].legend(fontsize=6)
     fig.suptitle(f"Experts layer: time / the floor of its weight bytes or FLOPs ({_timed(results)})\n"
@@ -269,6 +270,7 @@ def over_floor(results: dict, path: Path) -> Path | None:
     return save(fig, path, plt)
 
 
+# a plot's name -> its drawing function (which returns None, writing nothing, where the rows hold nothing to draw)
 PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
     "speedup_vs_eager": speedup_vs_eager,
     "vs_cublas_and_quack": vs_cublas_and_quack,

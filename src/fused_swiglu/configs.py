@@ -248,6 +248,13 @@ def _sustained_launches(kernel: str, M: int, accumulation: str, data: tuning.Tun
         yield key, costs, dataclasses.replace(base, raster=raster, swizzle=swizzle)
 
 
+def _tuned(gpu: str, dtype: torch.dtype) -> tuning.Tuning:
+    """The tuned data of GPU ``gpu`` for ``dtype``; ValueError for a dtype the kernels do not take."""
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
+    return tuning.load(gpu, DTYPE_SUFFIX[dtype])
+
+
 @functools.lru_cache(maxsize=4096)
 def unfused_faster(kernel: str, M: int, N: int, K: int, accumulation: str = "fast", num_sms: int = NUM_SMS,
                    gpu: str = "", dtype: torch.dtype = torch.bfloat16) -> bool:
@@ -260,9 +267,7 @@ def unfused_faster(kernel: str, M: int, N: int, K: int, accumulation: str = "fas
     Raises:
         ValueError: unknown dtype (as :func:`choose_config`).
     """
-    if dtype not in DTYPE_SUFFIX:
-        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
-    data = tuning.load(gpu, DTYPE_SUFFIX[dtype])
+    data = _tuned(gpu, dtype)
     if data.unfused is None:
         return False
     ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data)
@@ -278,9 +283,7 @@ def training_unfused(M: int, K: int, gpu: str = "", dtype: torch.dtype = torch.b
     Raises:
         ValueError: unknown dtype.
     """
-    if dtype not in DTYPE_SUFFIX:
-        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
-    rule = tuning.load(gpu, DTYPE_SUFFIX[dtype]).training_unfused
+    rule = _tuned(gpu, dtype).training_unfused
     return rule is not None and M >= rule.from_m and K >= rule.from_h
 
 

@@ -8,7 +8,6 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fused_swiglu import catalog, fp8
-from fused_swiglu.fp8 import ops as fp8_ops
 
 
 def _operands(M=5, H=32, I=16, per_token=True, per_channel=True):
@@ -97,27 +96,6 @@ def test_the_operator_traces_under_torch_compile_fullgraph():
     x, gq, uq, xs, gs, us = _operands()
     compiled = torch.compile(lambda a: fp8.swiglu_fp8(a, gq, uq, xs, gs, us), fullgraph=True, backend="eager")
     assert torch.equal(compiled(x), fp8.swiglu_fp8(x, gq, uq, xs, gs, us))
-
-
-def test_weight_scales_are_read_in_place_from_one_vector_else_concatenated():
-    I = 24
-    s = torch.randn(2 * I).abs()
-    assert s.data_ptr() % 16 == 0
-    ws, stride = fp8_ops._dual_weight_scales(s[:I], s[I:])
-    assert stride == 1 and ws.data_ptr() == s.data_ptr() and torch.equal(ws, s)
-    ws, stride = fp8_ops._dual_weight_scales(s[:I].reshape(I, 1), s[I:].reshape(I, 1))
-    assert stride == 1 and ws.data_ptr() == s.data_ptr()
-    g, u = torch.randn(I), torch.randn(I)
-    ws, stride = fp8_ops._dual_weight_scales(g, u)
-    assert stride == 1 and torch.equal(ws, torch.cat([g, u])) and ws.is_contiguous()
-    ws, stride = fp8_ops._dual_weight_scales(s[I:], s[:I])  # up before gate in memory: copied in order
-    assert torch.equal(ws, torch.cat([s[I:], s[:I]]))
-    ws, stride = fp8_ops._dual_weight_scales(s[1:I + 1], s[I + 1:])  # 4 bytes off 16-byte alignment: copied
-    assert ws.data_ptr() % 16 == 0 and torch.equal(ws, s[1:])
-    ws, stride = fp8_ops._dual_weight_scales(s[:1], s[1:2])  # per tensor: (gate, up)
-    assert stride == 0 and ws.data_ptr() == s.data_ptr() and torch.equal(ws, s[:2])
-    ws, stride = fp8_ops._dual_weight_scales(torch.tensor([0.5]), torch.tensor([0.25]))
-    assert stride == 0 and ws.tolist() == [0.5, 0.25]
 
 
 def test_choice_by_m():

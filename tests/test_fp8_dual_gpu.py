@@ -124,6 +124,7 @@ def test_strided_operands_and_scale_layouts_give_the_same_result(M, seed):
         ("(n, 1) scales", (x, gq, uq, xs.reshape(-1, 1), gs.reshape(-1, 1), us.reshape(-1, 1))),
         ("views of one scale vector", (x, gq, uq, xs, one[:I], one[I:])),
         ("unaligned views", (x, gq, uq, xs, off[:I], off[I:])),
+        ("up before gate in one vector", (x, gq, uq, xs, *reversed(torch.cat([us, gs]).split(I)))),
     ):
         assert torch.equal(fp8.swiglu_fp8(*args), base), f"{what}, M={M} seed={seed}"
 

@@ -66,16 +66,17 @@ def test_every_fp8_operator_refuses_a_backward():
     xq, xs = fp8.quantize_e4m3(torch.randn(3, 256), per_row=True)
     xbq, xbs = fp8.quantize_e4m3_groups(torch.randn(3, 272))
     g = lambda t: t.clone().requires_grad_()  # noqa: E731
-    outputs = {
-        "swiglu_packed_fp8": fp8.swiglu_packed_fp8(xq, w, g(xs), ws),
-        "swiglu_packed_fp8_e4m3out": fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn)[1],
-        "swiglu_packed_fp8_e4m3out_static": fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn,
-                                                                  out_scale=torch.ones(1))[0].float(),
-        "swiglu_packed_fp8_blockwise": fp8.swiglu_packed_fp8(xbq, wb, g(xbs), wbs, scaling="block"),
-        "swiglu_dual_fp8": fp8.swiglu_fp8(xq, gq, uq, g(xs), gs, us),
-        "swiglu_packed_fp8_dynamic": swiglu_packed_fp8_dynamic(g(torch.randn(3, 272, dtype=torch.bfloat16)), wb, wbs),
-    }
-    for name, out in outputs.items():
+    outputs = [
+        ("swiglu_packed_fp8", fp8.swiglu_packed_fp8(xq, w, g(xs), ws)),
+        ("swiglu_packed_fp8", fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn)[1]),
+        ("swiglu_packed_fp8", fp8.swiglu_packed_fp8(xq, w, g(xs), ws, out_dtype=torch.float8_e4m3fn,
+                                                    out_scale=torch.ones(1))[0].float()),
+        ("swiglu_packed_fp8", fp8.swiglu_packed_fp8(xbq, wb, g(xbs), wbs, scaling="block")),
+        ("swiglu_dual_fp8", fp8.swiglu_fp8(xq, gq, uq, g(xs), gs, us)),
+        ("swiglu_packed_fp8", swiglu_packed_fp8_dynamic(g(torch.randn(3, 272, dtype=torch.bfloat16)), wb, wbs)),
+        ("quantize_e4m3_groups", fp8.quantize_e4m3_groups_op(g(torch.randn(3, 272, dtype=torch.bfloat16)), False)[1]),
+    ]
+    for name, out in outputs:
         with pytest.raises(RuntimeError, match=f"fused_swiglu::{name} has no backward"):
             out.float().sum().backward()
 

@@ -58,13 +58,13 @@ def _float64_model(model: Model, x: torch.Tensor) -> torch.Tensor:
 def _calls(monkeypatch):
     """Calls of the fused path: the shape of x as the operator got it."""
     calls = []
-    real = fp8_modules.swiglu_packed_fp8_dynamic_op
+    real = fp8_modules.swiglu_packed_fp8_op
 
     def counting(x, *args):
         calls.append(tuple(x.shape))
         return real(x, *args)
 
-    monkeypatch.setattr(fp8_modules, "swiglu_packed_fp8_dynamic_op", counting)
+    monkeypatch.setattr(fp8_modules, "swiglu_packed_fp8_op", counting)
     return calls
 
 

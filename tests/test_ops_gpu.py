@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_swiglu import _lib, ops, pack_gate_up
+from fused_swiglu import _lib, configs, ops, pack_gate_up
 from numerics import assert_matches_float64
 
 pytestmark = pytest.mark.gpu
@@ -97,11 +97,15 @@ def test_a_changed_config_override_drops_the_plans_made_before_it(seed, monkeypa
     ops.swiglu_dual(x[:5], wg, wu, "")
     assert _lib.num_plans() >= 2
     forced = "dual_pingpong_64x64x64_1x1_bf16"
-    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", forced)
-    assert_matches_float64(ops.swiglu_dual(x, wg, wu, ""), x, wg, wu, f"forced config seed={seed}")
-    assert _lib.num_plans() == 1  # the plans of the old value were dropped; this call made the one
-    assert _lib.library().is_loaded(forced)
-    monkeypatch.delenv("FUSED_SWIGLU_CONFIG")
+    try:
+        configs.set_config_override(forced)
+        assert _lib.num_plans() == 0  # the plans made before are dropped
+        assert_matches_float64(ops.swiglu_dual(x, wg, wu, ""), x, wg, wu, f"forced config seed={seed}")
+        assert _lib.num_plans() == 1 and _lib.library().is_loaded(forced)
+        assert configs.explain("dual", "", 29, 136, 256, torch.bfloat16)[1] == "fused_swiglu.configs.set_config_override names it"
+    finally:
+        configs.set_config_override(None)
+    assert _lib.num_plans() == 0
     ops.swiglu_dual(x, wg, wu, "")
     assert _lib.num_plans() == 1
 

@@ -9,7 +9,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -34,6 +33,8 @@ using LastErrorFn = const char* (*)();
 using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t*, int32_t*,
                        int32_t*, char*, size_t);
 using StreamFn = AOTITorchError (*)(int32_t, void**);
+using QuantizeFn = fsw_status (*)(int32_t, int64_t, int64_t, const void*, int64_t, void*, int64_t, float*, int64_t,
+                                  int64_t, int64_t, void*);
 
 struct Binding {
   RunFn run = nullptr;
@@ -41,6 +42,7 @@ struct Binding {
   LastErrorFn last_error = nullptr;
   PlanFn plan = nullptr;
   StreamFn current_stream = nullptr;
+  QuantizeFn quantize_e4m3_groups = nullptr;
 };
 std::atomic<Binding const*> g_binding{nullptr};
 
@@ -78,13 +80,24 @@ Binding const& binding() {
   return *b;
 }
 
+}  // namespace
+
 int32_t dtype_code(Tensor const& t) {
   int32_t code = 0;
   FSW_SHIM_CHECK(aoti_torch_get_dtype(t.get(), &code));
   return code;
 }
 
-}  // namespace
+int32_t code_bf16() { return aoti_torch_dtype_bfloat16(); }
+int32_t code_fp16() { return aoti_torch_dtype_float16(); }
+int32_t code_fp32() { return aoti_torch_dtype_float32(); }
+int32_t code_e4m3() { return aoti_torch_dtype_float8_e4m3fn(); }
+
+void check_dtype(const char* op, Named named, int32_t dtype, const char* rule) {
+  for (auto const& [arg, t] : named) {
+    FSW_CHECK(dtype_code(*t) == dtype, "fused_swiglu::", op, ": ", arg, " must be ", rule);
+  }
+}
 
 int32_t check_dtypes(const char* op, Named named) {
   static const int32_t bf16 = aoti_torch_dtype_bfloat16(), fp16 = aoti_torch_dtype_float16();
@@ -122,7 +135,8 @@ void check_tma_sizes(const char* op, int64_t n, int64_t k) {
 }
 
 Tensor tma_ready(Tensor const& t) {
-  bool ok = t.stride(1) == 1 && t.stride(0) % kAlign == 0 && t.stride(0) >= t.size(1) &&
+  int64_t unit = 16 / int64_t(t.element_size());  // elements per 16 bytes
+  bool ok = t.stride(1) == 1 && t.stride(0) % unit == 0 && t.stride(0) >= t.size(1) &&
             reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
   if (ok) return t;
   std::array<int64_t, 2> sizes{t.size(0), t.size(1)};
@@ -131,34 +145,23 @@ Tensor tma_ready(Tensor const& t) {
   return copy;
 }
 
-Tensor new_output(Tensor const& like, int64_t m, int64_t n) {
+Tensor new_output(Tensor const& like, int64_t m, int64_t n) { return new_output(like, m, n, dtype_code(like)); }
+
+Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
   std::array<int64_t, 2> sizes{m, n}, strides{n, 1};
   int32_t device_type = 0;
   FSW_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype_code(like), device_type,
+  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype, device_type,
                                           like.get_device_index(), &handle));
   return Tensor(handle);
 }
 
 namespace {
 
-// The config table reads FUSED_SWIGLU_CONFIG; plans made under another value of it are dropped.
-std::string g_override_seen;
-
-void drop_plans_if_override_changed() {  // with g_plans_mutex held
-  const char* now = std::getenv("FUSED_SWIGLU_CONFIG");
-  if (now == nullptr) now = "";
-  if (g_override_seen != now) {
-    g_plans.clear();
-    g_override_seen = now;
-  }
-}
-
 Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
-    drop_plans_if_override_changed();
     auto it = g_plans.find(key);
     if (it != g_plans.end()) return it->second;  // a copy: another thread may clear the map
   }
@@ -209,10 +212,26 @@ void launch(const char* op, PlanKind kind, std::string const& config, int32_t de
   int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
   if (current != device) guard.emplace(device);
-  void* stream = nullptr;
-  FSW_SHIM_CHECK(b.current_stream(device, &stream));
-  fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, stream);
+  fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, current_stream(device));
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_run failed: ", b.last_error());
+}
+
+void* current_stream(int32_t device) {
+  void* stream = nullptr;
+  FSW_SHIM_CHECK(binding().current_stream(device, &stream));
+  return stream;
+}
+
+void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
+                              int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
+                          int64_t scale_stride_g, int64_t scale_rows) {
+  Binding const& b = binding();
+  int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (current != device) guard.emplace(device);
+  fsw_status s = b.quantize_e4m3_groups(dtype, m, k, x, ldx, q, ldq, scale, scale_stride_m, scale_stride_g,
+                                        scale_rows, current_stream(device));
+  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_quantize_e4m3_groups failed: ", b.last_error());
 }
 
 namespace {
@@ -231,15 +250,17 @@ StreamFn find_current_stream() {
 
 #define FSW_TORCH_API extern "C" __attribute__((visibility("default")))
 
-// Binds the operators to a loaded kernel library and the plan callback; returns 0, or 1 when this
-// PyTorch has no CUDA (then the operators stay unbound). Rebinding drops the cached plans.
-FSW_TORCH_API int fsw_torch_bind(void* run, void* workspace_size, void* last_error, void* plan) {
+// Binds the operators to a loaded kernel library (its fsw_run, fsw_workspace_size, fsw_last_error and
+// fsw_quantize_e4m3_groups) and the plan callback; returns 0, or 1 when this PyTorch has no CUDA (then
+// the operators stay unbound). Rebinding drops the cached plans.
+FSW_TORCH_API int fsw_torch_bind(void* run, void* workspace_size, void* last_error, void* plan, void* quantize) {
   using namespace fused_swiglu::torch_ops;
   StreamFn stream = find_current_stream();
   if (stream == nullptr) return 1;
   // never freed: a call on another thread may still read the previous binding
   Binding* b = new Binding{reinterpret_cast<RunFn>(run), reinterpret_cast<WorkspaceFn>(workspace_size),
-                           reinterpret_cast<LastErrorFn>(last_error), reinterpret_cast<PlanFn>(plan), stream};
+                           reinterpret_cast<LastErrorFn>(last_error), reinterpret_cast<PlanFn>(plan), stream,
+                           reinterpret_cast<QuantizeFn>(quantize)};
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     g_plans.clear();

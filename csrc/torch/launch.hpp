@@ -5,8 +5,7 @@
 //
 // A plan is chosen once per problem (plan kind, config argument, dtype, M, N, K, device) by the Python
 // config choice (a callback bound at load time, src/fused_swiglu/_plans.py), together with the workspace
-// size the library asks for; a change of FUSED_SWIGLU_CONFIG in the running process drops the plans made
-// before it.
+// size the library asks for; fsw_torch_clear_plans drops them (fused_swiglu.configs.set_config_override does).
 #pragma once
 
 #include <torch/csrc/stable/tensor.h>
@@ -50,14 +49,20 @@ template <class... Parts>
 
 constexpr int64_t kAlign = 8;  // elements: 16-byte TMA rows in bf16 / fp16
 
-// What the plan callback is asked for: an fsw_kernel_kind, or one of the training forward's store
-// variants, which the C ABI runs as PACKED / DUAL configs that also write g and u (preactivations = 1).
+// What the plan callback is asked for (src/fused_swiglu/_plans.py, PLAN_KINDS): an fsw_kernel_kind; one
+// of the training forward's store variants, which the C ABI runs as PACKED / DUAL configs that also write
+// g and u (preactivations = 1); or an e4m3 family (row scales with bf16 y or e4m3 y, block scales, the
+// dual kernel's row scales).
 enum PlanKind : int32_t {
   kPlanPacked = FSW_KERNEL_PACKED,
   kPlanDual = FSW_KERNEL_DUAL,
   kPlanDswiglu = FSW_KERNEL_DSWIGLU,
   kPlanPackedStore = 3,
   kPlanDualStore = 4,
+  kPlanPackedFp8 = 5,
+  kPlanPackedFp8E4m3Out = 6,
+  kPlanPackedFp8Block = 7,
+  kPlanDualFp8 = 8,
 };
 
 using Named = std::initializer_list<std::pair<const char*, Tensor const*>>;
@@ -75,11 +80,30 @@ void check_tma_sizes(const char* op, int64_t n, int64_t k);
 int32_t check_dual(const char* op, Tensor const& x, Tensor const& w_gate, Tensor const& w_up, fsw_problem& p);
 int32_t check_packed(const char* op, Tensor const& x, Tensor const& w_packed, fsw_problem& p);
 
-// t (rows, cols) as TMA reads it: unit column stride, row stride a multiple of 8 elements and at least
+// Every named tensor of `dtype` (an aoti dtype code), which `rule` names in the error.
+void check_dtype(const char* op, Named named, int32_t dtype, const char* rule);
+
+// aoti dtype codes.
+int32_t dtype_code(Tensor const& t);
+int32_t code_bf16();
+int32_t code_fp16();
+int32_t code_fp32();
+int32_t code_e4m3();
+
+// t (rows, cols) as TMA reads it: unit column stride, a row stride of whole 16-byte units and at least
 // cols, 16-byte aligned start; else a contiguous copy.
 Tensor tma_ready(Tensor const& t);
-// A new contiguous (m, n) tensor of like's dtype on like's device.
+// A new contiguous (m, n) tensor of like's dtype (or of aoti dtype code `dtype`) on like's device.
 Tensor new_output(Tensor const& like, int64_t m, int64_t n);
+Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype);
+
+// The current CUDA stream of `device`.
+void* current_stream(int32_t device);
+// fsw_quantize_e4m3_groups of the bound kernel library on the current stream of `device`; `op` names the
+// operator in errors.
+void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
+                              int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
+                          int64_t scale_stride_g, int64_t scale_rows);
 
 // Where one input goes in an fsw_problem: its pointer and leading dimension.
 struct Operand {

@@ -11,9 +11,11 @@ import sys
 from . import _lib, configs, env
 
 
-# The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the fsw_kernel_kind values, then the
-# store variants of the training forward, which run as packed / dual configs that also write g and u.
-PLAN_KINDS = {**_lib.KERNEL_NAMES, 3: "packed_store", 4: "dual_store"}
+# The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the fsw_kernel_kind values, the store
+# variants of the training forward, which run as packed / dual configs that also write g and u, and the
+# e4m3 families (configs.FP8_KERNELS).
+PLAN_KINDS = {**_lib.KERNEL_NAMES, 3: "packed_store", 4: "dual_store", 5: "packed_fp8", 6: "packed_fp8_e4m3out",
+              7: "packed_fp8_block", 8: "dual_fp8"}
 
 
 def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:

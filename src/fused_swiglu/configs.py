@@ -510,6 +510,22 @@ def training_choice(kernel: str, K: int, dtype: torch.dtype) -> Choice:
     return Choice(catalog.name_of(*entry, DTYPE_SUFFIX[dtype]))
 
 
+# The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.fp8.choice.resolve that
+# names it; their configs are chosen by those rules, by M.
+FP8_KERNELS = {"packed_fp8": {}, "packed_fp8_e4m3out": {"e4m3_out": True}, "packed_fp8_block": {"block": True},
+               "dual_fp8": {"dual": True}}
+
+
+def _fp8_choice(kernel: str, config: str, M: int) -> tuple[Choice, str]:
+    """An e4m3 family's config for M tokens (:data:`FP8_KERNELS`) and why."""
+    from .fp8 import choice as fp8_choice
+
+    name = fp8_choice.resolve(config, M, **FP8_KERNELS[kernel])
+    if config not in ("", "fast", "promoted"):
+        return Choice(name), "named by the call's config argument"
+    return Choice(name), f"the {kernel} family's rule by M (fused_swiglu.fp8.choice)"
+
+
 def resolve(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None,
@@ -523,6 +539,8 @@ def resolve(
         ValueError: a config name of another kernel (a packed config reads 2I weight rows, a dual
             config two I-row weights, a store config also writes g and u), or of another dtype.
     """
+    if kernel in FP8_KERNELS:
+        return _fp8_choice(kernel, config, M)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
         return training_choice(kernel, K, dtype) if config == "" else Choice(config)
@@ -538,14 +556,17 @@ def explain(
 ) -> tuple[Choice, str]:
     """:func:`resolve`'s choice for one launch (M tokens, N = I, K = H) and why, in words: the call named
     the config; ``FUSED_SWIGLU_CONFIG`` named it; the choice's config is not in the kernel library (the
-    fallback); the tuned override for this exact problem; or the cost model, with its prediction and the
-    runner-up's. ``available``: the config names to choose from; None: the kernel library's if it is
-    loaded, else every config of the catalog (nothing is loaded or built).
+    fallback); the tuned override for this exact problem; the cost model, with its prediction and the
+    runner-up's; or, for an e4m3 family (:data:`FP8_KERNELS`), its rule by M. ``available``: the config
+    names to choose from; None: the kernel library's if it is loaded, else every config of the catalog
+    (nothing is loaded or built).
 
     Raises:
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
         TMA rows: no launch could serve the problem).
     """
+    if kernel in FP8_KERNELS:
+        return _fp8_choice(kernel, config, M)
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         choice = resolve(kernel, config, M, N, K, dtype)
@@ -578,7 +599,7 @@ def _explain(
     choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
     picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
     if choice.name in env.config_override():
-        return choice, "FUSED_SWIGLU_CONFIG names it"
+        return choice, f"{env.config_override_origin()} names it"
     if choice.name != picked.name(dtype):
         return choice, (f"the choice, {picked.name(dtype)}, is not in the kernel library; the first available "
                         f"{kernel} config of this dtype and accumulation instead")
@@ -611,6 +632,17 @@ def _explain(
                    " us), so swiglu(backend='auto') runs PyTorch's unfused path, and a block patched by fuse_swiglu_mlps its "
                    "own forward, for such an eager call")
     return choice, reason
+
+
+def set_config_override(names: str | None) -> None:
+    """Override the choice in this process with ``names`` (comma-separated config names, as
+    ``FUSED_SWIGLU_CONFIG``; ``""`` for none) instead of the variable's, or return to the variable with
+    None; the operators' launch plans made before are dropped, so the next call of each problem chooses
+    again (``FUSED_SWIGLU_CONFIG`` itself is read only when a plan is made)."""
+    from . import _lib
+
+    env.set_config_names(names)
+    _lib.clear_plans()
 
 
 def clear_caches() -> None:

@@ -1,6 +1,8 @@
 """Every environment variable fused_swiglu reads, in one place.
 
-All are read when used (not at import), so a process can change them between calls.
+All are read when used (not at import), so a process can change them between calls; the config
+override is read when a launch plan is made (once per problem: set it before the calls it should steer,
+or use :func:`fused_swiglu.configs.set_config_override`, which also drops the plans made before).
 
 =========================  ==========================================================================
 ``FUSED_SWIGLU_CACHE_DIR``  Where built libraries are cached. Default ``~/.cache/fused_swiglu``.
@@ -18,6 +20,8 @@ All are read when used (not at import), so a process can change them between cal
                             ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel,
                             dtype and accumulation its name spells (for benchmarking and tuning);
                             names not in the library are ignored with one warning each.
+                            :func:`fused_swiglu.configs.set_config_override` replaces it in the
+                            running process.
 ``FUSED_SWIGLU_LOG_PLANS``  ``1`` prints one line to stderr per launch plan the operators make (each
                             new problem): the config, rasterisation, swizzle and why
                             (:func:`fused_swiglu.configs.explain`); falsy values as for VERBOSE.
@@ -99,9 +103,26 @@ def log_plans() -> bool:
     return _flag("LOG_PLANS")
 
 
+_override: str | None = None  # set_config_names's names; None: FUSED_SWIGLU_CONFIG's
+
+
 def config_override() -> list[str]:
-    """Config names from ``FUSED_SWIGLU_CONFIG`` (comma-separated), or an empty list."""
-    value = _get("CONFIG")
+    """Config names that override the choice: :func:`set_config_names`'s, else ``FUSED_SWIGLU_CONFIG``'s
+    (comma-separated), or an empty list."""
+    value = _override if _override is not None else _get("CONFIG")
     if not value:
         return []
     return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def config_override_origin() -> str:
+    """Where :func:`config_override`'s names come from, in words."""
+    return "fused_swiglu.configs.set_config_override" if _override is not None else "FUSED_SWIGLU_CONFIG"
+
+
+def set_config_names(names: str | None) -> None:
+    """:func:`config_override`'s names from now on: ``names`` (comma-separated, ``""`` for none) instead of
+    ``FUSED_SWIGLU_CONFIG``'s, or the variable's again with None. The operators' launch plans made before
+    stay: :func:`fused_swiglu.configs.set_config_override` sets this and drops them."""
+    global _override
+    _override = names

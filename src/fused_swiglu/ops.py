@@ -11,7 +11,8 @@ that do not meet the TMA rules (unit column stride, row stride a multiple of 8 e
 aligned start) are copied once; M == 0 returns at once without a launch. The launch plan (config,
 rasterisation, swizzle, workspace) is chosen once per problem (kernel, config, dtype, M, N, K,
 device) by the Python config choice and cached in C++ for the life of the process
-(:func:`fused_swiglu._lib.clear_plans` forgets it, e.g. after changing ``FUSED_SWIGLU_CONFIG``).
+(:func:`fused_swiglu.configs.set_config_override` changes the override and forgets it;
+``FUSED_SWIGLU_CONFIG`` is read only when a plan is made).
 
 CPU kernel: the same result with fp32 PyTorch matrix products and one rounding
 (:func:`fused_swiglu.reference.swiglu_fp32_one_rounding`); float64 operands are computed in
@@ -31,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from . import autograd, training_ops
+from .fp8 import ops as fp8_ops
 from . import _validate as v
 from .configs import check_config
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
@@ -109,7 +111,7 @@ OPS_LIBRARY.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
 
 
 # every operator whose CUDA kernel the operator library registers (csrc/torch/register.cpp)
-CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES)
+CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES, *fp8_ops.NAMES)
 cuda_kernels_from_library("swiglu_packed", "swiglu_dual")
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .. import configs, env
+from .. import configs
 from . import check, methods as m
 from . import report, shapes, timing
 from .defaults import KERNEL_REPS as REPS, KERNEL_WARMUP_MS as WARMUP_MS
@@ -130,7 +129,7 @@ def run_bench(opts: BenchOptions, console) -> list[dict]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if opts.config:
-        os.environ[env.PREFIX + "CONFIG"] = opts.config
+        configs.set_config_override(opts.config)
     peers_not_run: dict[str, str] = {}
     optional: frozenset[str] = frozenset()
     if opts.methods is None:

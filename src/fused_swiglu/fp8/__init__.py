@@ -53,19 +53,17 @@ The kernel reads the two weight scales as one vector, the gate scales then the u
 (``fsw_problem.w_scale``); they are concatenated per call unless they already are views of one such
 vector (``s[:I]`` and ``s[I:]`` of a 16-byte aligned ``s``, or ``s[:1]``, ``s[1:]`` per tensor).
 
-Operators: ``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, config)``
-(``config``: ``""`` fast, ``"promoted"``, or an e4m3 config name of :data:`catalog.FP8_CONFIGS`);
-for e4m3 y ``swiglu_packed_fp8_e4m3out(x, w_packed, x_scale, w_scale, config) -> (y, y_scale)`` and
-``swiglu_packed_fp8_e4m3out_static(x, w_packed, x_scale, w_scale, out_scale, config) -> y`` (``config``:
-``""`` or a name of :data:`catalog.FP8_OUT_CONFIGS`); for block scaling
-``swiglu_packed_fp8_blockwise(x, w_packed, x_scale, w_scale, config)`` (:data:`catalog.FP8_BLOCKWISE_CONFIGS`);
-for the dual kernel ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)``
-(:data:`catalog.FP8_DUAL_CONFIGS`); for bf16/fp16 x quantized per 1 x 128 group inside, then the
-block-scaled kernel, ``swiglu_packed_fp8_dynamic(x, w_packed, w_scale, config)``
-(:func:`swiglu_packed_fp8_dynamic`; the path of :func:`fused_swiglu.fuse_swiglu_mlps` for transformers'
-fine-grained FP8 models).
-Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products of the
-dequantized operands, one rounding). None is differentiable.
+Operators (schemas and CPU kernels in :mod:`fused_swiglu.fp8.ops`, CUDA kernels in the operator library):
+``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, config)
+-> (y, y_scale)``, every form of the packed kernel (``x_scale`` None: x bf16/fp16 quantized per 1 x 128 group
+inside, block scaling; ``y_scale``: the per-group scales of e4m3 y without ``out_scale``, else an empty
+``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
+:data:`catalog.FP8_CONFIGS`, :data:`catalog.FP8_OUT_CONFIGS` or :data:`catalog.FP8_BLOCKWISE_CONFIGS`);
+``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y`` (:data:`catalog.FP8_DUAL_CONFIGS`);
+``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``. The public functions below check their
+arguments (TypeError / ValueError) before calling them; the operators' CUDA kernels check again at the C
+boundary (RuntimeError). Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products
+of the dequantized operands, one rounding). None is differentiable.
 """
 
 from __future__ import annotations
@@ -75,9 +73,9 @@ import torch
 from .._validate import check_choice, check_tensors
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
-from .dynamic import swiglu_packed_fp8_dynamic, swiglu_packed_fp8_dynamic_op
-from .ops import (dequantized_swiglu, dequantized_swiglu_dual, swiglu_dual_fp8_op, swiglu_packed_fp8_blockwise_op,
-                  swiglu_packed_fp8_e4m3out_op, swiglu_packed_fp8_e4m3out_static_op, swiglu_packed_fp8_op, tma_ready)
+from .dynamic import swiglu_packed_fp8_dynamic
+from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, quantize_e4m3_groups_op,
+                  swiglu_dual_fp8_op, swiglu_packed_fp8_op)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
                        quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
 
@@ -86,9 +84,8 @@ __all__ = [
     "pack_weights_blockwise", "dequantized_swiglu", "choose_config", "choose_out_config", "choose_blockwise_config",
     "column_major",
     "E4M3", "E4M3_MAX", "GROUP", "K_BLOCK", "ACCUMULATIONS", "SCALINGS", "CONFIG_NAMES", "OUT_CONFIG_NAMES",
-    "BLOCKWISE_CONFIG_NAMES", "swiglu_packed_fp8_op", "swiglu_packed_fp8_e4m3out_op",
-    "swiglu_packed_fp8_e4m3out_static_op", "swiglu_packed_fp8_blockwise_op", "tma_ready",
-    "swiglu_fp8", "swiglu_packed_fp8_dynamic", "swiglu_packed_fp8_dynamic_op", "swiglu_dual_fp8_op", "dequantized_swiglu_dual", "choose_dual_config", "DUAL_CONFIG_NAMES",
+    "BLOCKWISE_CONFIG_NAMES", "swiglu_packed_fp8_op", "swiglu_dual_fp8_op", "quantize_e4m3_groups_op",
+    "swiglu_fp8", "swiglu_packed_fp8_dynamic", "dequantized_swiglu_dual", "choose_dual_config", "DUAL_CONFIG_NAMES",
 ]
 
 
@@ -129,28 +126,16 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         RuntimeError: a CUDA error at launch.
     """
     check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
-    if out_scale is not None:
-        check_tensors(out_scale=out_scale)
     check_choice("accumulation", accumulation, ACCUMULATIONS)
-    check_choice("scaling", scaling, SCALINGS)
-    if out_dtype not in (torch.bfloat16, E4M3):
-        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float8_e4m3fn; got out_dtype={out_dtype}")
     chosen = config if config is not None else ("promoted" if accumulation == "promoted" else "")
-    if scaling == "block":
-        if out_dtype != torch.bfloat16 or out_scale is not None:
-            raise ValueError("scaling='block' writes bfloat16 y (e4m3 y is computed with scaling='row'); got "
-                             f"out_dtype={out_dtype}" + (" and an out_scale" if out_scale is not None else ""))
-        return swiglu_packed_fp8_blockwise_op(x, w_packed, x_scale, w_scale, chosen)
-    if out_dtype == torch.bfloat16:
-        if out_scale is not None:
-            raise ValueError("out_scale is for e4m3 y (out_dtype=torch.float8_e4m3fn); got it with bfloat16 y")
-        return swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, chosen)
-    if accumulation != "fast":
+    if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
-    if out_scale is None:
-        return swiglu_packed_fp8_e4m3out_op(x, w_packed, x_scale, w_scale, chosen)
-    return swiglu_packed_fp8_e4m3out_static_op(x, w_packed, x_scale, w_scale, out_scale, chosen), out_scale
+    check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
+    y, y_scale = swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
+    if out_dtype != E4M3:
+        return y
+    return y, (out_scale if out_scale is not None else y_scale)
 
 
 def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scale: torch.Tensor,
@@ -184,5 +169,5 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
-    check_tensors(x=x, w_gate=w_gate, w_up=w_up, x_scale=x_scale, gate_scale=gate_scale, up_scale=up_scale)
+    check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
     return swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

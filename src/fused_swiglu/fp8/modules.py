@@ -26,7 +26,7 @@ from torch import nn
 
 from .._blocks import BlockPatch, act_name, has_hooks, is_silu
 from .._validate import hopper_status, require_hopper, warn_once
-from .dynamic import swiglu_packed_fp8_dynamic_op
+from .ops import swiglu_packed_fp8_op
 from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
 
 _PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
@@ -217,5 +217,6 @@ class FusedFP8SwiGLUForward(BlockPatch):
         if x.shape[-1] != H:
             raise ValueError(f"x must have gate_proj.in_features = {H} elements in its last dimension; "
                              f"got x of shape {tuple(x.shape)}")
-        y = swiglu_packed_fp8_dynamic_op(x.reshape(-1, H), self.w_packed, self.w_scale, "")
+        y, _ = swiglu_packed_fp8_op(x.reshape(-1, H), self.w_packed, None, self.w_scale, None, "block",
+                                    torch.bfloat16, "")
         return m.down_proj(y.view(*x.shape[:-1], y.shape[-1]))

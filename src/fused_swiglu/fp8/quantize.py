@@ -72,7 +72,7 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
         ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` fp32
         ``(rows, ceil(cols / group))``, row-major (or as ``column_major_scales``), so that
         ``t ~ q * scale`` repeated over each group. A bf16/fp16 ``t`` on a Hopper GPU with 128-column
-        groups is quantized by one kernel of the library (``fsw_quantize_e4m3_groups``), with the same
+        groups is quantized by one kernel (the operator ``torch.ops.fused_swiglu.quantize_e4m3_groups``), with the same
         result bit for bit (a NaN's sign aside); other inputs by PyTorch operations.
 
     Raises:
@@ -80,9 +80,16 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     """
     _check_matrix("t", t)
     _check_positive_int("group", group)
-    rows, cols = t.shape
     if _kernel_quantizes(t, group):
-        return _quantize_groups_cuda(t, column_major_scales)
+        return torch.ops.fused_swiglu.quantize_e4m3_groups(t, column_major_scales)
+    return quantize_groups_torch(t, column_major_scales, group)
+
+
+def quantize_groups_torch(t: torch.Tensor, column_major_scales: bool = False,
+                          group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quantize_e4m3_groups` by PyTorch operations (any device and floating dtype): the CPU
+    kernel of the quantization operator and the path of inputs its CUDA kernel does not take."""
+    rows, cols = t.shape
     groups = -(-cols // group)
     t32 = torch.nn.functional.pad(t.float(), (0, groups * group - cols)).reshape(rows, groups, group)
     magnitude = t32.abs().nan_to_num(nan=0.0, posinf=float("inf"))  # NaN left out of the amax
@@ -93,33 +100,12 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
 
 
 def _kernel_quantizes(t: torch.Tensor, group: int) -> bool:
-    """Whether the kernel library's quantization kernel takes ``t``: a non-empty bf16/fp16 tensor on a
+    """Whether the quantization operator's CUDA kernel takes ``t``: a non-empty bf16/fp16 tensor on a
     Hopper GPU, 128-column groups."""
     from .._validate import hopper_status
 
     return (t.is_cuda and t.dtype in (torch.bfloat16, torch.float16) and group == GROUP and t.numel() > 0
             and hopper_status(t.device) is None)
-
-
-def _quantize_groups_cuda(t: torch.Tensor, column_major_scales: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`quantize_e4m3_groups` by ``fsw_quantize_e4m3_groups`` (one launch; the PyTorch path's
-    result, a NaN's sign aside)."""
-    from .. import _lib
-
-    rows, cols = t.shape
-    groups = -(-cols // GROUP)
-    if t.stride(1) != 1 or t.stride(0) < cols:  # the kernel reads rows of unit column stride, ldx >= K
-        t = t.clone(memory_format=torch.contiguous_format)
-    q = torch.empty((rows, cols), dtype=E4M3, device=t.device)
-    if column_major_scales:
-        padded = _m_major(rows, groups, t.device, zeroed=False)  # the kernel zeroes the rows past M
-        scale, scale_rows = padded[:rows], padded.shape[0]
-    else:
-        padded = scale = torch.empty((rows, groups), dtype=torch.float32, device=t.device)
-        scale_rows = rows
-    with torch.cuda.device(t.device):
-        _lib.library().quantize_e4m3_groups(t, q, padded, scale_rows)
-    return q, scale
 
 
 def reciprocal(scale: torch.Tensor) -> torch.Tensor:
@@ -136,16 +122,16 @@ def column_major(scale: torch.Tensor) -> torch.Tensor:
     rows, blocks = scale.shape
     if scale.stride(0) == 1 and scale.stride(1) % 4 == 0 and scale.stride(1) >= rows and scale.data_ptr() % 16 == 0:
         return scale
-    padded = _m_major(rows, blocks, scale.device, zeroed=True)  # rows past `rows` read as 0
+    padded = m_major_scales(rows, blocks, scale, zeroed=True)  # rows past `rows` read as 0
     padded[:rows] = scale
     return padded[:rows]
 
 
-def _m_major(rows: int, blocks: int, device: torch.device, zeroed: bool) -> torch.Tensor:
-    """A fresh fp32 ``(ceil(rows / 4) * 4, blocks)`` tensor of stride ``(1, ld)``: the block-scaled kernels'
-    layout of x's scales, with the padding rows they read (zero-filled if ``zeroed``)."""
+def m_major_scales(rows: int, blocks: int, like: torch.Tensor, zeroed: bool = False) -> torch.Tensor:
+    """A fresh fp32 ``(ceil(rows / 4) * 4, blocks)`` tensor of stride ``(1, ld)`` on ``like``'s device: the
+    block-scaled kernels' layout of scales, with the padding rows they read (zero-filled if ``zeroed``)."""
     ld = -(-rows // 4) * 4
-    return (torch.zeros if zeroed else torch.empty)((blocks, ld), dtype=torch.float32, device=device).T
+    return (like.new_zeros if zeroed else like.new_empty)((blocks, ld), dtype=torch.float32).T
 
 
 def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Tensor,

@@ -30,6 +30,18 @@ NAN_ULP = 1 << 20  # larger than any distance between two 16-bit values
 COUNT_THRESHOLD = 0.01  # counted elements: |ref| >= 1 % of the reference RMS
 
 
+def _check_pair(a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str, b_dtype: torch.dtype | None = None) -> None:
+    """``a`` bf16/fp16; ``b`` of ``b_dtype`` (``a``'s where None) and of ``a``'s shape; else TypeError /
+    ValueError naming them."""
+    _check_dtype(a.dtype, a_name)
+    if b_dtype is None and b.dtype != a.dtype:
+        raise TypeError(f"{a_name} and {b_name} must have the same dtype; got {a_name} {a.dtype} and {b_name} {b.dtype}")
+    if b_dtype is not None and b.dtype != b_dtype:
+        raise TypeError(f"{b_name} must be {b_dtype}; got {b.dtype}")
+    if a.shape != b.shape:
+        raise ValueError(f"{a_name} and {b_name} must have the same shape; got {tuple(a.shape)} and {tuple(b.shape)}")
+
+
 def _check_dtype(dtype: torch.dtype, arg: str) -> None:
     if dtype not in _FORMATS:
         raise TypeError(f"{arg} must be torch.bfloat16 or torch.float16; got {dtype}")
@@ -118,11 +130,7 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         TypeError: dtypes differ or are not bf16/fp16.
         ValueError: shapes differ.
     """
-    _check_dtype(a.dtype, "a")
-    if b.dtype != a.dtype:
-        raise TypeError(f"a and b must have the same dtype; got a {a.dtype} and b {b.dtype}")
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same shape; got {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_pair(a, b, "a", "b")
     dist = (_ordered_bits(a) - _ordered_bits(b)).abs()
     nan_a, nan_b = torch.isnan(a), torch.isnan(b)
     dist = torch.where(nan_a & nan_b, torch.zeros_like(dist), dist)
@@ -161,11 +169,7 @@ def compare(out: torch.Tensor, ref64: torch.Tensor, count_threshold: float = COU
         TypeError: ``out`` is not bf16/fp16 or ``ref64`` is not float64.
         ValueError: shapes differ.
     """
-    _check_dtype(out.dtype, "out")
-    if ref64.dtype != torch.float64:
-        raise TypeError(f"ref64 must be torch.float64; got {ref64.dtype}")
-    if out.shape != ref64.shape:
-        raise ValueError(f"out and ref64 must have the same shape; got {tuple(out.shape)} and {tuple(ref64.shape)}")
+    _check_pair(out, ref64, "out", "ref64", torch.float64)
     ref64 = ref64.to(out.device)
     n = out.numel()
     if n == 0:

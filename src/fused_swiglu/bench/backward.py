@@ -138,16 +138,8 @@ def run_backward(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Seq
         lambda r: f"{r['method']} {r['median_ms']:.3f} ms" + (f" ({r['eager_over']:.3f}x)" if r["eager_over"] else ""),
         console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds)
     if out is not None:
-        meta = report.machine_meta(device)
-        meta.update({"dtype": str(dtype).removeprefix("torch."), "reps": reps, "warmup_ms": warmup_ms,
-                     "cuda_graph": cuda_graph,
-                     "protocol": "forward + autograd.grad of the MLP block per call"
-                                 + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
-                                 + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
-                                   "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
-                                   f"back to back for {seconds:g} s, SM clock and power from NVML)"})
-        if soak is not None:
-            meta["heat_soak"] = soak
+        meta = report.timed_meta(device, "forward + autograd.grad of the MLP block per call", cuda_graph, seconds, soak,
+                                 dtype=str(dtype).removeprefix("torch."), reps=reps, warmup_ms=warmup_ms)
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

@@ -145,7 +145,7 @@ def _prepare(model, mode: str, opts: ABOptions, device, backend=None):
         step = _decode_step(model, opts, device)
     else:
         ids = em.prompt(model, opts.prefill_batch, opts.prefill_len, opts.seed, device)
-        keep = {"logits_to_keep": 1} if "logits_to_keep" in em._forward_params(model) else {}
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in em.forward_params(model) else {}
 
         def step():
             return model(input_ids=ids, use_cache=False, **keep).logits
@@ -153,7 +153,7 @@ def _prepare(model, mode: str, opts: ABOptions, device, backend=None):
     if device.type != "cuda":
         return lambda: em.wall_ms(lambda: _no_grad(step), device)
     graph = _capture(step, device)
-    return lambda: em._event_ms(graph.replay, device)
+    return lambda: em.event_ms(graph.replay, device)
 
 
 def _no_grad(fn):
@@ -178,7 +178,7 @@ def _decode_step(model, opts: ABOptions, device):
     lengths = [layer.cumulative_length for layer in getattr(cache, "layers", [])
                if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)]
     token, position = ids[:, -1:].clone(), torch.full((1, 1), P, dtype=torch.long, device=device)
-    extra = {"cache_position": position[0]} if "cache_position" in em._forward_params(model) else {}
+    extra = {"cache_position": position[0]} if "cache_position" in em.forward_params(model) else {}
 
     def step():
         for n in lengths:

@@ -130,14 +130,15 @@ def prompt(model, batch: int, length: int, seed: int, device: torch.device) -> t
     return torch.randint(0, model.config.vocab_size, (batch, length), generator=gen).to(device)
 
 
-def _forward_params(model) -> set[str]:
+def forward_params(model) -> set[str]:
+    """The parameter names of ``model``'s class ``forward`` (which keyword arguments it takes)."""
     return set(inspect.signature(type(model).forward).parameters)
 
 
 def cache_keyword(model) -> str:
     """The forward's and ``generate``'s KV-cache keyword: ``cache`` (newer transformers 5 releases)
     or ``past_key_values``."""
-    return "cache" if "cache" in _forward_params(model) else "past_key_values"
+    return "cache" if "cache" in forward_params(model) else "past_key_values"
 
 
 def static_cache(model, max_len: int, batch: int):
@@ -190,7 +191,7 @@ def captured_decode_step(model, s: Settings) -> dict:
                if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)]
     token = ids[:, -1:].clone()
     position = torch.full((1, 1), P, dtype=torch.long, device=s.device)
-    extra = {"cache_position": position[0]} if "cache_position" in _forward_params(model) else {}
+    extra = {"cache_position": position[0]} if "cache_position" in forward_params(model) else {}
 
     def step():
         for n in lengths:
@@ -307,7 +308,8 @@ def compiled_decode(model, s: Settings) -> dict:
                     interleaved=False, unit="ms per generated token (generate wall time / new tokens)")
 
 
-def _event_ms(fn: Callable[[], object], device: torch.device) -> float:
+def event_ms(fn: Callable[[], object], device: torch.device) -> float:
+    """Milliseconds of one call of ``fn`` between two CUDA events on ``device`` (wall time elsewhere)."""
     if device.type != "cuda":
         return wall_ms(fn, device)
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -320,7 +322,7 @@ def _event_ms(fn: Callable[[], object], device: torch.device) -> float:
 
 def prefill(model, s: Settings) -> dict:
     ids = prompt(model, s.prefill_batch, s.prefill_len, s.seed, s.device)
-    keep = {"logits_to_keep": 1} if "logits_to_keep" in _forward_params(model) else {}
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in forward_params(model) else {}
 
     def forward():
         with torch.no_grad():
@@ -330,7 +332,7 @@ def prefill(model, s: Settings) -> dict:
         set_fused(model, fused, s.backend)
         forward()
     set_fused(model, False, s.backend)
-    stock, fused = alternate(lambda: _event_ms(forward, s.device), model, s.prefill_repeats, s.backend, warmup=forward)
+    stock, fused = alternate(lambda: event_ms(forward, s.device), model, s.prefill_repeats, s.backend, warmup=forward)
     return _medians(stock, fused, batch=s.prefill_batch, tokens=s.prefill_len, repeats=s.prefill_repeats,
                     logits_to_keep=keep.get("logits_to_keep"), use_cache=False,
                     unit="ms per forward" + (" (CUDA events)" if s.device.type == "cuda" else " (wall time)"))
@@ -365,7 +367,7 @@ def training(model, s: Settings) -> dict:
             step()  # warm-up (the patched forward's first call arms its fast path)
             peaks[fused] = _peak_gib(step, s.device)
         set_fused(model, False, s.backend)
-        stock, fused = alternate(lambda: _event_ms(step, s.device), model, s.train_repeats, s.backend, warmup=step)
+        stock, fused = alternate(lambda: event_ms(step, s.device), model, s.train_repeats, s.backend, warmup=step)
     finally:
         for p in params:
             p.grad = None

@@ -275,17 +275,10 @@ def run_fp8(shapes: Sequence[MlpShape], tokens: Sequence[int], methods: Sequence
         lambda r: f"{r['method']} {r['median_ms']:.4f} ms" + (f" ({r['bf16_over']:.2f}x)" if r["bf16_over"] else ""),
         console, reps=reps, warmup_ms=warmup_ms, cuda_graph=cuda_graph, protocol=protocol, seconds=seconds)
     if out is not None:
-        meta = report.machine_meta(device)
-        meta.update({"reps": reps, "warmup_ms": warmup_ms, "cuda_graph": cuda_graph,
-                     "scales": "x per token, weights per row (output channel); blockwise methods: x per 1 x 128 "
-                               "token group, weights per 128 x 128 block; fp32",
-                     "protocol": "one call per input set"
-                                 + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
-                                 + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
-                                   "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
-                                   f"back to back for {seconds:g} s, SM clock and power from NVML)"})
-        if soak is not None:
-            meta["heat_soak"] = soak
+        meta = report.timed_meta(device, "one call per input set", cuda_graph, seconds, soak, reps=reps,
+                                 warmup_ms=warmup_ms,
+                                 scales="x per token, weights per row (output channel); blockwise methods: x per "
+                                        "1 x 128 token group, weights per 128 x 128 block; fp32")
         paths = report.write_results(out, meta, rows, FIELDS)
         console.print(f"wrote {paths[0]} and {paths[1]}")
     return rows

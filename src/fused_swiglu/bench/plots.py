@@ -127,14 +127,23 @@ def _panels(plt, count: int, sharey: bool = False):
     return fig, axes
 
 
-def speedup_vs_eager(results: dict, path: Path) -> Path | None:
-    """Eager / fused by M per model (module docstring); None where no row has both."""
+def _comparing(results: dict, base: str = "cublas_gemm", methods: tuple[str, ...] = ("fused_packed",)):
+    """(rows, cells by model, tokens and method, the models in order) where the results compare ``base``
+    with one of ``methods``; None otherwise."""
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
-    if not _compares(rows, cells, "eager", tuple(method for method, _ in FUSED)):
+    if not _compares(rows, cells, base, methods):
         return None
+    return rows, cells, list(dict.fromkeys(r["model"] for r in rows))
+
+
+def speedup_vs_eager(results: dict, path: Path) -> Path | None:
+    """Eager / fused by M per model (module docstring); None where no row has both."""
+    found = _comparing(results, "eager", tuple(method for method, _ in FUSED))
+    if found is None:
+        return None
+    rows, cells, models = found
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
     fig, axes = _panels(plt, len(models), sharey=True)
     for ax, model in zip(axes.flat, models):
         for method, label in FUSED:
@@ -150,12 +159,11 @@ def speedup_vs_eager(results: dict, path: Path) -> Path | None:
 
 def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     """cuBLAS / packed and quack / packed by M, a line per model; None without such rows."""
-    rows = results["rows"]
-    cells = _by(rows, "model", "tokens", "method")
-    if not _compares(rows, cells, "cublas_gemm", ("fused_packed",)):
+    found = _comparing(results)
+    if found is None:
         return None
+    rows, cells, models = found
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
     peers = [p for p in ("cublas_gemm", "quack") if _compares(rows, cells, p, ("fused_packed",))]
     fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
     names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
@@ -200,12 +208,11 @@ def accuracy(results: dict, path: Path) -> Path | None:
 
 def shapes(results: dict, path: Path) -> Path | None:
     """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without such rows."""
-    rows = results["rows"]
-    cells = _by(rows, "model", "tokens", "method")
-    if not _compares(rows, cells, "cublas_gemm", ("fused_packed",)):
+    found = _comparing(results)
+    if found is None:
         return None
+    rows, cells, models = found
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for model in models:
         _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_packed", linewidth=0.9, label=model)

@@ -80,6 +80,23 @@ def nvcc_version() -> str:
     return f"{tc.version[0]}.{tc.version[1]} ({tc.nvcc})"
 
 
+def timed_meta(device: torch.device | None, per_call: str, cuda_graph: bool, seconds: float, soak: dict | None,
+               **fields: object) -> dict[str, object]:
+    """:func:`machine_meta` with ``fields`` and the protocol of a timed mode (``per_call``: what one timed
+    call does), its CUDA-graph flag and the heat soak (``soak``, when one ran)."""
+    meta = machine_meta(device)
+    meta.update(fields)
+    meta.update({"cuda_graph": cuda_graph,
+                 "protocol": per_call
+                             + (", captured in a CUDA graph per input set and replayed" if cuda_graph else "")
+                             + "; L2 flushed, input sets rotated, CUDA-event medians; each row's protocol: 'interleaved' "
+                               "(methods alternated rep by rep) or 'sustained' (after a heat soak, each method "
+                               f"back to back for {seconds:g} s, SM clock and power from NVML)"})
+    if soak is not None:
+        meta["heat_soak"] = soak
+    return meta
+
+
 def machine_meta(device: torch.device | None = None) -> dict[str, object]:
     """GPU, driver, versions, commit and time, recorded with every result file."""
     meta: dict[str, object] = {

@@ -431,9 +431,10 @@ def test_the_epilogue_saturates_like_the_division(kernel, seed):
     assert_matches_float64(y[2:], x[2:], wg, wu, f"{kernel} seed={seed}")
 
 
-def test_unknown_config_is_unsupported():
+def test_a_config_name_the_library_does_not_compile_is_refused_by_name():
     x, wg, wu = _inputs(4, 64, 64, torch.bfloat16)
-    with pytest.raises(RuntimeError, match="UnsupportedError: .* not in the kernel library"):
+    with pytest.raises(RuntimeError, match="ValueError: config must name a dual kernel for torch.bfloat16 .* got "
+                                           "config='dual_pingpong_1x1x1_1x1_bf16' \\(closest: "):
         torch.ops.fused_swiglu.swiglu_dual(x, wg, wu, "dual_pingpong_1x1x1_1x1_bf16")
 
 

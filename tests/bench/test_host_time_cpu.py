@@ -23,7 +23,8 @@ def test_every_method_is_timed_and_the_json_written(tmp_path):
     for r in results["rows"]:
         assert r["us_per_call"] > 0 and len(r["samples_us"]) == 3 and r["n"] == 5
         assert sorted(r["samples_us"])[1] == r["us_per_call"]  # the median of 3
-    assert set(results["ratios"]) == {"swiglu/torch_mm", "swiglu_packed/torch_mm", "mlp_fused/mlp_stock"}
+    assert set(results["ratios"]) == {f"{a}/{b}" for a, b in host_time.RATIOS}
+    assert {"fp8_packed/torch_mm", "dswiglu/torch_mm", "mlp_fused/mlp_stock"} <= set(results["ratios"])
     us = {r["method"]: r["us_per_call"] for r in results["rows"]}
     assert results["ratios"]["mlp_fused/mlp_stock"] == pytest.approx(us["mlp_fused"] / us["mlp_stock"])
     data = json.loads(out.read_text())

@@ -9,6 +9,13 @@ the time per call is the Python, dispatcher and launch time of the call. Methods
 * ``torch_mm``: ``torch.mm(x, w_cat.t())`` over the (2I, H) gate+up weight: the same FLOPs, one
   cuBLAS call, no activation.
 * ``eager``: ``F.silu(x @ wg.T) * (x @ wu.T)``.
+* ``fp8_packed``, ``fp8_dual``, ``fp8_dynamic``: :func:`fused_swiglu.fp8.swiglu_packed_fp8` (row scales per
+  token and weight row), :func:`~fused_swiglu.fp8.swiglu_fp8` and
+  :func:`~fused_swiglu.fp8.swiglu_packed_fp8_dynamic` (x in ``dtype``, quantized by the operator; 128 x 128
+  weight block scales) on e4m3 copies of the same operands.
+* ``dual_store``, ``dswiglu``: the training operators ``torch.ops.fused_swiglu.swiglu_dual_store`` (the
+  forward that also writes g and u) and ``dswiglu`` (the backward's data-gradient GEMM with the dSwiGLU
+  epilogue, through a (H, I) down weight), called directly.
 * ``mlp_stock``: a transformers ``Qwen2MLP`` of that shape (down projection included), stock forward.
 * ``mlp_fused``: the same module object after :func:`fused_swiglu.fuse_swiglu_mlps` (patched and
   unpatched around its turn in each repeat). Both MLP methods need transformers; without it their
@@ -29,14 +36,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import configs
+from .. import configs, fp8
 from ..functional import swiglu, swiglu_packed
 from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from ..weights import pack_gate_up
 from . import report
 
-METHODS = ("swiglu", "swiglu_packed", "torch_mm", "eager", "mlp_stock", "mlp_fused")
-RATIOS = (("swiglu", "torch_mm"), ("swiglu_packed", "torch_mm"), ("mlp_fused", "mlp_stock"))
+METHODS = ("swiglu", "swiglu_packed", "torch_mm", "eager", "fp8_packed", "fp8_dual", "fp8_dynamic", "dual_store",
+           "dswiglu", "mlp_stock", "mlp_fused")
+RATIOS = (("swiglu", "torch_mm"), ("swiglu_packed", "torch_mm"), ("fp8_packed", "torch_mm"), ("fp8_dual", "torch_mm"),
+          ("fp8_dynamic", "torch_mm"), ("dual_store", "torch_mm"), ("dswiglu", "torch_mm"), ("mlp_fused", "mlp_stock"))
 DTYPES = configs.DTYPE_OF_SUFFIX
 SHAPE = (1, 896, 4864)  # M, H, I: one token through Qwen2.5-0.5B's MLP
 
@@ -71,6 +80,7 @@ def build_calls(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device
         "swiglu_packed": lambda: swiglu_packed(x, wp, layout="interleaved", backend=backend),
         "torch_mm": lambda: torch.mm(x, w_cat.t()),
         "eager": lambda: F.silu(x @ wg.T) * (x @ wu.T),
+        **_fp8_and_training_calls(x, wg, wu),
     }
     setup: dict[str, Callable[[], None]] = {}
     skipped: dict[str, str] = {}
@@ -87,6 +97,33 @@ def build_calls(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device
                 raise RuntimeError("fuse_swiglu_mlps did not patch the Qwen2MLP")
         setup["mlp_fused"] = fuse
     return calls, setup, skipped
+
+
+def _fp8_and_training_calls(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor) -> dict[str, Callable[[], object]]:
+    """The FP8 and training methods' calls (module docstring) on copies of x, wg and wu."""
+    xq, xs = fp8.quantize_e4m3(x.float(), per_row=True)
+    gq, gs = fp8.quantize_e4m3(wg.float(), per_row=True)
+    uq, us = fp8.quantize_e4m3(wu.float(), per_row=True)
+    wq, ws = fp8.pack_weights(gq, uq, gs, us)
+    wb, wbs = _blockwise(wg, wu)
+    M, I = x.shape[0], wg.shape[0]
+    w_down = torch.randn(x.shape[1], I, device=x.device, dtype=torch.float32).mul(I**-0.5).to(x.dtype)
+    gu = torch.randn(M, 2 * I, device=x.device, dtype=torch.float32).to(x.dtype)
+    store, dswiglu = torch.ops.fused_swiglu.swiglu_dual_store.default, torch.ops.fused_swiglu.dswiglu.default
+    return {
+        "fp8_packed": lambda: fp8.swiglu_packed_fp8(xq, wq, xs, ws),
+        "fp8_dual": lambda: fp8.swiglu_fp8(xq, gq, uq, xs, gs, us),
+        "fp8_dynamic": lambda: fp8.swiglu_packed_fp8_dynamic(x, wb, wbs),
+        "dual_store": lambda: store(x, wg, wu, ""),
+        "dswiglu": lambda: dswiglu(x, w_down, gu, ""),
+    }
+
+
+def _blockwise(wg: torch.Tensor, wu: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """wg and wu quantized per 128 x 128 block and packed for block scaling."""
+    gb, gbs = fp8.quantize_e4m3_blocks(wg.float())
+    ub, ubs = fp8.quantize_e4m3_blocks(wu.float())
+    return fp8.pack_weights_blockwise(gb, ub, gbs, ubs)
 
 
 def _sync(device: torch.device) -> None:

@@ -7,7 +7,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fp8_common import e4m3_ulp
-from fused_swiglu import catalog, fp8
+from fused_swiglu import catalog, configs, fp8
 from fused_swiglu.weights import pack_gate_up
 
 E4M3 = torch.float8_e4m3fn
@@ -341,3 +341,20 @@ def test_column_major_scales_keep_values_and_align_columns():
     s = torch.randn(5, 3)
     c = fp8.column_major(s)
     assert torch.equal(c, s) and c.stride() == (1, 8) and fp8.column_major(c) is c
+
+
+def test_the_one_choice_answers_the_e4m3_plan_kinds():
+    for M in (1, 16, 17, 128, 129, 2048, 4097):
+        resolve = lambda kind, config="": configs.resolve(kind, config, M, 64, 64, E4M3).name  # noqa: E731
+        assert resolve("packed_fp8") == fp8.choose_config(M)
+        assert resolve("packed_fp8", "promoted") == fp8.choose_config(M, "promoted")
+        assert resolve("packed_fp8_e4m3out") == fp8.choose_out_config(M)
+        assert resolve("packed_fp8_block") == fp8.choose_blockwise_config(M)
+        assert resolve("dual_fp8") == fp8.choose_dual_config(M)
+    choice, why = configs.explain("packed_fp8_block", "", 9, 64, 64, E4M3)
+    assert choice.name == fp8.choose_blockwise_config(9) and "packed_fp8_block family's rule by M" in why
+    name = fp8.DUAL_CONFIG_NAMES[0]
+    assert configs.explain("dual_fp8", name, 9, 64, 64, E4M3) == (configs.Choice(name),
+                                                                  "named by the call's config argument")
+    with pytest.raises(ValueError, match="for block scaling"):
+        configs.resolve("packed_fp8_block", fp8.CONFIG_NAMES[0], 9, 64, 64, E4M3)

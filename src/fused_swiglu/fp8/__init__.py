@@ -75,7 +75,7 @@ from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_C
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic
 from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, quantize_e4m3_groups_op,
-                  swiglu_dual_fp8_op, swiglu_packed_fp8_op)
+                  run_checked, swiglu_dual_fp8_op, swiglu_packed_fp8_op)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
                        quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
 
@@ -131,8 +131,9 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
-    check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
-    y, y_scale = swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
+    y, y_scale = run_checked(
+        lambda: swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
+        lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen), x)
     if out_dtype != E4M3:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
@@ -169,5 +170,5 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
-    check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
-    return swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config)
+    return run_checked(lambda: swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
+                       lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config), x)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from .._dispatch import PLAIN
 from .._validate import check_choice, check_tensors
 from ..op_library import OPS_LIBRARY, cuda_kernels_from_library
 from ..weights import BLOCK, unpack_gate_up
@@ -181,6 +182,21 @@ def check_quantize_input(t: torch.Tensor) -> None:
         raise TypeError(f"{QUANTIZE_OP}: t must be torch.bfloat16 or torch.float16; got t.dtype={t.dtype}")
     if t.dim() != 2:
         raise ValueError(f"{QUANTIZE_OP}: t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
+
+
+def run_checked(call, check, x) -> object:
+    """``call()`` (an operator call) with the argument checks ``check()`` before it, or, for an eager call on a
+    plain CUDA tensor x, after it only where the operator raises: its C++ kernel checks every rule itself
+    (RuntimeError), and the Python checks then name the argument and the rule with the documented TypeError
+    or ValueError (a RuntimeError they find nothing wrong behind, e.g. a CUDA error, is raised as it is)."""
+    if type(x) in PLAIN and x.is_cuda and not torch.compiler.is_compiling():
+        try:
+            return call()
+        except RuntimeError:
+            check()
+            raise
+    check()
+    return call()
 
 
 def _y_scale_shape(M: int, I: int, out_dtype: torch.dtype, out_scale) -> tuple[int, int]:

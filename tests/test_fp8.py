@@ -358,3 +358,29 @@ def test_the_one_choice_answers_the_e4m3_plan_kinds():
                                                                   "named by the call's config argument")
     with pytest.raises(ValueError, match="for block scaling"):
         configs.resolve("packed_fp8_block", fp8.CONFIG_NAMES[0], 9, 64, 64, E4M3)
+
+
+def test_quantize_leaves_nan_out_of_the_scale_and_blockwise_packing_traces():
+    q, s = fp8.quantize_e4m3(torch.tensor([[1000.0, float("nan"), 3.0]]), per_row=True)
+    assert s.item() == pytest.approx(1000 / 448) and q[0, 0].float() == 448 and torch.isnan(q[0, 1].float())
+    w = torch.full((128, 128), 2.0)
+    w[0, 0] = float("nan")
+    q, s = fp8.quantize_e4m3_blocks(w)
+    assert s.item() == pytest.approx(2 / 448) and (q.float()[1:] == 448).all()
+    gb, gbs = fp8.quantize_e4m3_blocks(torch.randn(16, 32))
+    ub, ubs = fp8.quantize_e4m3_blocks(torch.randn(16, 32))
+    compiled = torch.compile(lambda: fp8.pack_weights_blockwise(gb, ub, gbs, ubs), fullgraph=True, backend="eager")
+    for got, want in zip(compiled(), fp8.pack_weights_blockwise(gb, ub, gbs, ubs)):
+        assert torch.equal(got.view(torch.uint8) if got.dtype == E4M3 else got,
+                           want.view(torch.uint8) if want.dtype == E4M3 else want)
+
+
+def test_a_config_of_the_other_accumulation_is_refused():
+    x, xs, gq, gs, uq, us = _operands(M=3)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    fast = next(n for n in fp8.CONFIG_NAMES if "_promote" not in n)
+    promoted = next(n for n in fp8.CONFIG_NAMES if "_promote" in n)
+    for config, accumulation in ((fast, "promoted"), (promoted, "fast"), ("promoted", "fast")):
+        with pytest.raises(ValueError, match=f"config='{config}' runs .* accumulation; got accumulation"):
+            fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation=accumulation, config=config)
+    assert fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation="promoted", config="").shape == (3, 16)

@@ -125,6 +125,8 @@ def test_strided_operands_and_scale_layouts_give_the_same_result(M, seed):
         ("views of one scale vector", (x, gq, uq, xs, one[:I], one[I:])),
         ("unaligned views", (x, gq, uq, xs, off[:I], off[I:])),
         ("up before gate in one vector", (x, gq, uq, xs, *reversed(torch.cat([us, gs]).split(I)))),
+        ("strided scales", (x, gq, uq, torch.stack([xs, 7 * xs], 1)[:, 0], torch.stack([gs, 0 * gs], 1)[:, 0],
+                            torch.stack([us, 3 * us], 1)[:, :1])),
     ):
         assert torch.equal(fp8.swiglu_fp8(*args), base), f"{what}, M={M} seed={seed}"
 

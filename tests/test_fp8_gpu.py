@@ -94,7 +94,15 @@ def test_strided_operands_and_unaligned_scales_are_copied(M, seed):
     xs_off = torch.empty(M + 1, device="cuda")[1:]
     xs_off.copy_(xs)  # 4 bytes off
     y = fp8.swiglu_packed_fp8(wide, wp, xs_off, ws)
-    assert torch.equal(y, fp8.swiglu_packed_fp8(x, wp, xs, ws)), f"seed={seed}"
+    base = fp8.swiglu_packed_fp8(x, wp, xs, ws)
+    assert torch.equal(y, base), f"seed={seed}"
+    # strided and expanded 1-D scales, and (n, 1) views of a wider matrix: read as the values they hold
+    xs_strided = torch.stack([xs.reshape(-1), torch.full_like(xs.reshape(-1), 7.0)], 1)[:, 0]
+    ws_strided = torch.stack([ws.reshape(-1), torch.zeros_like(ws.reshape(-1))], 1)[:, :1]
+    assert torch.equal(fp8.swiglu_packed_fp8(x, wp, xs_strided, ws_strided), base), f"seed={seed}"
+    one = xs.reshape(-1)[:1]
+    assert torch.equal(fp8.swiglu_packed_fp8(x, wp, one.expand(M), ws),
+                       fp8.swiglu_packed_fp8(x, wp, one.expand(M).contiguous(), ws)), f"seed={seed}"
 
 
 def test_m_zero_and_cpu_scales_on_cuda():

@@ -42,10 +42,11 @@ void check_block_scale(const char* op, const char* arg, Tensor const& s, int64_t
             " must have shape (", rows, ", ", blocks, ") = ", what);
 }
 
-// s flattened, contiguous, 16-byte aligned (a copy where it is not).
+// s flattened, contiguous, 16-byte aligned (a copy where it is not: reshape keeps a strided or expanded
+// 1-D view as it is).
 Tensor vector_ready(Tensor const& s) {
   std::array<int64_t, 1> flat{s.numel()};
-  Tensor v = s.is_contiguous() ? torch::stable::view(s, dims(flat)) : torch::stable::reshape(s, dims(flat));
+  Tensor v = torch::stable::contiguous(torch::stable::reshape(s, dims(flat)));
   return aligned16(v) ? v : torch::stable::clone(v);
 }
 

@@ -127,7 +127,7 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     """
     check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
     check_choice("accumulation", accumulation, ACCUMULATIONS)
-    chosen = config if config is not None else ("promoted" if accumulation == "promoted" else "")
+    chosen = _config_for(config, accumulation, scaling)
     if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
@@ -137,6 +137,23 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if out_dtype != E4M3:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
+
+
+def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
+    """The operator's config argument: the choice for ``accumulation`` where ``config`` is None or ``""``,
+    else ``config``, which must not ask for the other accumulation (block scaling promotes either way).
+
+    Raises:
+        ValueError: ``config`` names a config (or ``"fast"`` / ``"promoted"``) of the other accumulation.
+    """
+    if config is None or config == "":
+        return "promoted" if accumulation == "promoted" else ""
+    if isinstance(config, str) and scaling != "block":
+        promoted = config == "promoted" or "_promote" in config
+        if promoted != (accumulation == "promoted"):
+            raise ValueError(f"config={config!r} runs {'promoted' if promoted else 'fast'} accumulation; got "
+                             f"accumulation={accumulation!r} (give the config alone, or the matching accumulation)")
+    return config
 
 
 def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scale: torch.Tensor,

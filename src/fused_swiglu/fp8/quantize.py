@@ -36,7 +36,9 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
 
     Returns:
         ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` contiguous fp32.
-        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1.
+        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1. A NaN stays NaN
+        and does not count towards the amax; an infinity makes the scale infinite (its row's values become 0
+        and the infinity NaN).
 
     Raises:
         TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D.
@@ -45,7 +47,8 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
     t32 = t.float()
     if t32.numel() == 0:
         return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
-    amax = t32.abs().amax(dim=1) if per_row else t32.abs().amax().reshape(1)
+    magnitude = t32.abs().nan_to_num(nan=0.0, posinf=float("inf"))  # NaN left out of the amax
+    amax = magnitude.amax(dim=1) if per_row else magnitude.amax().reshape(1)
     scale = amax / E4M3_MAX
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # zero rows, and amax so small that amax / 448 is 0
     q = (t32 / (scale[:, None] if per_row else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
@@ -173,7 +176,8 @@ def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Ten
 def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize a weight ``w`` to e4m3 per ``block`` x ``block`` block (the fine-grained FP8 checkpoints'
     recipe): ``scale = amax / 448`` per block (the last row and column of blocks possibly partial),
-    values ``w / scale`` rounded to nearest e4m3; an all-zero block gets scale 1.
+    values ``w / scale`` rounded to nearest e4m3; an all-zero block gets scale 1; a NaN stays NaN and does
+    not count towards its block's amax.
 
     Args:
         w: 2-D floating-point tensor ``(rows, cols)``.
@@ -192,7 +196,7 @@ def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.T
     br, bc = -(-rows // block), -(-cols // block)
     padded = torch.nn.functional.pad(w.float(), (0, bc * block - cols, 0, br * block - rows))
     blocks = padded.reshape(br, block, bc, block)
-    scale = blocks.abs().amax(dim=(1, 3)) / E4M3_MAX
+    scale = blocks.abs().nan_to_num(nan=0.0, posinf=float("inf")).amax(dim=(1, 3)) / E4M3_MAX  # NaN left out
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
     return q.reshape(br * block, bc * block)[:rows, :cols].contiguous(), scale.contiguous()
@@ -218,7 +222,11 @@ def pack_weights_blockwise(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale:
         TypeError: a weight is not e4m3 or a scale not fp32. ValueError: shapes (as
         :func:`~fused_swiglu.weights.pack_gate_up`) or a scale's shape.
     """
-    packed, _ = pack_weights(w_gate, w_up, torch.ones(1, device=w_gate.device), torch.ones(1, device=w_gate.device))
+    check_tensors(w_gate=w_gate, w_up=w_up)
+    for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
+        if t.dtype != E4M3:
+            raise TypeError(f"{arg} must be torch.float8_e4m3fn; got {arg}.dtype={t.dtype}")
+    packed = pack_gate_up(w_gate.view(torch.uint8), w_up.view(torch.uint8)).view(E4M3)
     I, H = w_gate.shape
     blocks = (-(-I // K_BLOCK), -(-H // K_BLOCK))
     for arg, s in (("gate_scale", gate_scale), ("up_scale", up_scale)):

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import torch
 
+from .._dispatch import call_op
 from .._validate import check_choice, check_tensors
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
@@ -132,7 +133,7 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
     y, y_scale = run_checked(
-        lambda: swiglu_packed_fp8_op(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
+        lambda: call_op(swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
         lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen), x)
     if out_dtype != E4M3:
         return y
@@ -141,18 +142,18 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
 
 def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
     """The operator's config argument: the choice for ``accumulation`` where ``config`` is None or ``""``,
-    else ``config``, which must not ask for the other accumulation (block scaling promotes either way).
+    else ``config`` (a config name fixes the accumulation it runs), which must not be a fast one where
+    ``accumulation="promoted"`` was asked for (block scaling promotes either way).
 
     Raises:
-        ValueError: ``config`` names a config (or ``"fast"`` / ``"promoted"``) of the other accumulation.
+        ValueError: ``config`` names a fast config (or ``"fast"``) while ``accumulation="promoted"``.
     """
     if config is None or config == "":
         return "promoted" if accumulation == "promoted" else ""
-    if isinstance(config, str) and scaling != "block":
-        promoted = config == "promoted" or "_promote" in config
-        if promoted != (accumulation == "promoted"):
-            raise ValueError(f"config={config!r} runs {'promoted' if promoted else 'fast'} accumulation; got "
-                             f"accumulation={accumulation!r} (give the config alone, or the matching accumulation)")
+    if isinstance(config, str) and scaling != "block" and accumulation == "promoted":
+        if not (config == "promoted" or "_promote" in config):
+            raise ValueError(f"config={config!r} runs fast accumulation; got accumulation='promoted' (give the "
+                             "config alone, or a promoted one)")
     return config
 
 
@@ -187,5 +188,5 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
-    return run_checked(lambda: swiglu_dual_fp8_op(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
+    return run_checked(lambda: call_op(swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
                        lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config), x)

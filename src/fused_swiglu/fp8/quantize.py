@@ -84,7 +84,9 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     _check_matrix("t", t)
     _check_positive_int("group", group)
     if _kernel_quantizes(t, group):
-        return torch.ops.fused_swiglu.quantize_e4m3_groups(t, column_major_scales)
+        from .._dispatch import call_op
+
+        return call_op(torch.ops.fused_swiglu.quantize_e4m3_groups.default, t, column_major_scales)
     return quantize_groups_torch(t, column_major_scales, group)
 
 

@@ -69,7 +69,7 @@ def test_pack_weights_refuses_bad_input():
         fp8.pack_weights(gq.float(), uq, gs, us)
     with pytest.raises(TypeError, match="up_scale must be torch.float32"):
         fp8.pack_weights(gq, uq, gs, us.double())
-    with pytest.raises(ValueError, match="gate_scale must hold 1 .* or I=16"):
+    with pytest.raises(ValueError, match=r"gate_scale must have shape \(1,\) \(per tensor\) or \(16,\)"):
         fp8.pack_weights(gq, uq, gs[:3], us)
 
 
@@ -385,3 +385,16 @@ def test_a_fast_config_with_promoted_accumulation_is_refused():
             fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation="promoted", config=config)
     assert fp8.swiglu_packed_fp8(x, wp, xs, ws, config=promoted).shape == (3, 16)  # the name fixes it
     assert fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation="promoted", config="").shape == (3, 16)
+
+
+def test_flags_and_scale_shapes_are_checked():
+    t = torch.randn(4, 32)
+    with pytest.raises(TypeError, match="per_row must be True or False; got per_row='no'"):
+        fp8.quantize_e4m3(t, per_row="no")
+    with pytest.raises(TypeError, match="column_major_scales must be True or False"):
+        fp8.quantize_e4m3_groups(t, column_major_scales="yes")
+    with pytest.raises(ValueError, match="group must be a positive int; got group=True"):
+        fp8.quantize_e4m3_groups(t, True)
+    gq, gs = fp8.quantize_e4m3(torch.randn(16, 32), per_row=True)
+    with pytest.raises(ValueError, match=r"gate_scale must have shape \(1,\) \(per tensor\) or \(16,\) / \(16, 1\)"):
+        fp8.pack_weights(gq, gq, gs.reshape(2, 8), gs)

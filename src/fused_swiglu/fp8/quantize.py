@@ -23,8 +23,13 @@ def _check_matrix(arg: str, t: torch.Tensor) -> None:
 
 
 def _check_positive_int(arg: str, value: object) -> None:
-    if not isinstance(value, int) or value < 1:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{arg} must be a positive int; got {arg}={value!r}")
+
+
+def _check_bool(arg: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{arg} must be True or False; got {arg}={value!r}")
 
 
 def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,9 +46,10 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
         and the infinity NaN).
 
     Raises:
-        TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D.
+        TypeError: ``t`` is not a floating-point tensor, or ``per_row`` not a bool. ValueError: ``t`` is not 2-D.
     """
     _check_matrix("t", t)
+    _check_bool("per_row", per_row)
     t32 = t.float()
     if t32.numel() == 0:
         return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
@@ -79,10 +85,12 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
         result bit for bit (a NaN's sign aside); other inputs by PyTorch operations.
 
     Raises:
-        TypeError: ``t`` is not a floating-point tensor. ValueError: ``t`` is not 2-D or ``group`` < 1.
+        TypeError: ``t`` is not a floating-point tensor, or ``column_major_scales`` not a bool.
+        ValueError: ``t`` is not 2-D or ``group`` not a positive int.
     """
     _check_matrix("t", t)
     _check_positive_int("group", group)
+    _check_bool("column_major_scales", column_major_scales)
     if _kernel_quantizes(t, group):
         from .._dispatch import call_op
 
@@ -154,7 +162,7 @@ def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Ten
 
     Raises:
         TypeError: a weight is not e4m3 or a scale not fp32. ValueError: shapes (as
-        :func:`~fused_swiglu.weights.pack_gate_up`) or a scale's size is neither 1 nor I.
+        :func:`~fused_swiglu.weights.pack_gate_up`) or a scale's shape is not (1,), (I,) or (I, 1).
     """
     check_tensors(w_gate=w_gate, w_up=w_up, gate_scale=gate_scale, up_scale=up_scale)
     for arg, t in (("w_gate", w_gate), ("w_up", w_up)):
@@ -166,8 +174,9 @@ def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Ten
     for arg, s in (("gate_scale", gate_scale), ("up_scale", up_scale)):
         if s.dtype != torch.float32:
             raise TypeError(f"{arg} must be torch.float32; got {arg}.dtype={s.dtype}")
-        if s.numel() not in (1, I):
-            raise ValueError(f"{arg} must hold 1 (per tensor) or I={I} (per channel) scales; got shape {tuple(s.shape)}")
+        if tuple(s.shape) not in ((1,), (I,), (I, 1)):
+            raise ValueError(f"{arg} must have shape (1,) (per tensor) or ({I},) / ({I}, 1) (per channel); got shape "
+                             f"{tuple(s.shape)}")
         scales.append(s.reshape(-1).to(w_gate.device))
     if scales[0].numel() == 1 and scales[1].numel() == 1 and bool((scales[0] == scales[1]).all()):
         return packed, scales[0].clone().contiguous()

@@ -71,7 +71,7 @@ from __future__ import annotations
 import torch
 
 from .._dispatch import call_op
-from .._validate import check_choice, check_tensors
+from .._validate import check_choice
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic
@@ -126,7 +126,6 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         UnsupportedError: the kernel library lacks the config (a library built from other sources).
         RuntimeError: a CUDA error at launch.
     """
-    check_tensors(x=x, w_packed=w_packed, x_scale=x_scale, w_scale=w_scale)
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     chosen = _config_for(config, accumulation, scaling)
     if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":

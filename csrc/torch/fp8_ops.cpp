@@ -91,7 +91,13 @@ const float* floats(Tensor const& t) { return static_cast<const float*>(t.data_p
 // `scale`: the block-scaled layout (padding rows zeroed by the kernel) if m_major, else row-major.
 void quantize_groups(const char* op, int32_t device, Tensor const& x, Tensor const& q, Tensor const& scale,
                      int64_t scale_rows) {
-  Tensor ready = x.stride(1) == 1 && x.stride(0) >= x.size(1) ? x : torch::stable::contiguous(x);
+  // rows of unit column stride, ldx >= K; contiguous() would keep a one-row view of any row stride
+  Tensor ready = x;
+  if (x.stride(1) != 1 || x.stride(0) < x.size(1)) {
+    std::array<int64_t, 2> size{x.size(0), x.size(1)};
+    ready = torch::stable::new_empty(x, dims(size));
+    torch::stable::copy_(ready, x);
+  }
   int32_t dtype = dtype_code(x) == code_bf16() ? FSW_DTYPE_BF16 : FSW_DTYPE_FP16;
   run_quantize_e4m3_groups(op, device, dtype, x.size(0), x.size(1), ready.data_ptr(), ready.stride(0), q.data_ptr(),
                        q.stride(0), static_cast<float*>(scale.data_ptr()), scale.stride(0), scale.stride(1),

@@ -106,3 +106,19 @@ def test_cuda_graph_torch_compile_and_m_zero(seed):
     compiled = torch.compile(lambda a: fp8.swiglu_packed_fp8(a, wp, xs, ws, scaling="block"), fullgraph=True)
     assert torch.equal(compiled(x), eager), f"seed={seed}"
     assert fp8.swiglu_packed_fp8(x[:0], wp, xs[:0], ws, scaling="block").shape == (0, 4864)
+
+
+@pytest.mark.parametrize("M", [1, 3, 129])
+def test_x_quantized_inside_equals_quantize_then_the_block_scaled_kernel(M, seed):
+    """``swiglu_packed_fp8_dynamic`` (the packed operator with x_scale None) gives the bits of quantizing x
+    first; a one-row x whose row stride is below H (a transposed column) is read as its values."""
+    H, I = 512, 256
+    _, wp, _, ws = _operands(M, H, I)
+    x = torch.randn(M, H, device="cuda", dtype=torch.bfloat16)
+    xq, xs = fp8.quantize_e4m3_groups(x, column_major_scales=True)
+    want = fp8.swiglu_packed_fp8(xq, wp, xs, ws, scaling="block")
+    assert torch.equal(fp8.swiglu_packed_fp8_dynamic(x, wp, ws), want), f"M={M} seed={seed}"
+    if M == 1:
+        column = x.T.contiguous().T  # (1, H) of strides (1, 1)
+        assert column.stride() == (1, 1)
+        assert torch.equal(fp8.swiglu_packed_fp8_dynamic(column, wp, ws), want), f"seed={seed}"

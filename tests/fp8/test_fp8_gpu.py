@@ -105,6 +105,12 @@ def test_strided_operands_and_unaligned_scales_are_copied(M, seed):
                        fp8.swiglu_packed_fp8(x, wp, one.expand(M).contiguous(), ws)), f"seed={seed}"
 
 
+def test_m_zero_still_checks_the_config():
+    x, wp, xs, ws = row_operands(4, 256, 256)
+    with pytest.raises(ValueError, match="config must be"):
+        fp8.swiglu_packed_fp8(x[:0], wp, xs[:0], ws, config="bogus")
+
+
 def test_m_zero_and_cpu_scales_on_cuda():
     x, wp, xs, ws = row_operands(0, 256, 256)
     assert fp8.swiglu_packed_fp8(x, wp, torch.ones(1, device="cuda"), ws).shape == (0, 256)

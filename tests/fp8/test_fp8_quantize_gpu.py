@@ -76,11 +76,13 @@ def test_strided_input_and_library_checks():
     q, s = fp8.quantize_e4m3_groups(t.cuda().T.contiguous().T)  # column-major x: copied
     qr, sr = fp8.quantize_e4m3_groups(t)
     _same(q.cpu(), qr)
-    for view in (t.cuda()[:1].expand(5, -1), t.cuda()[:1, 0:1].expand(1, 512)):  # broadcast rows or columns
-        q, s = fp8.quantize_e4m3_groups(view)
-        qr, sr = fp8.quantize_e4m3_groups(view.cpu().contiguous())
-        _same(q.cpu(), qr)
-        _same(s.cpu(), sr)
+    one_row = torch.randn(512, 1, device="cuda", dtype=torch.bfloat16).T  # (1, 512) of strides (1, 1)
+    for view in (t.cuda()[:1].expand(5, -1), t.cuda()[:1, 0:1].expand(1, 512), one_row):
+        for column_major in (False, True):
+            q, s = fp8.quantize_e4m3_groups(view, column_major_scales=column_major)
+            qr, sr = fp8.quantize_e4m3_groups(view.cpu().contiguous(), column_major_scales=column_major)
+            _same(q.cpu(), qr)
+            _same(s.cpu(), sr)
     lib = _lib.library()
     x = t.cuda()
     q = torch.empty(64, 512, dtype=fp8.E4M3, device="cuda")

@@ -121,10 +121,11 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         TypeError: x or w_packed not e4m3, x_scale or w_scale not fp32, or an argument not a dense tensor.
         ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8 (16 for e4m3 y), a
             scale's shape, an ``out_scale`` that is not one fp32 value, devices, an unknown
-            accumulation, scaling, out_dtype or config; the library's own checks on CUDA.
-        BuildError: the config's library is not prebuilt and cannot be built here.
-        UnsupportedError: the kernel library lacks the config (a library built from other sources).
-        RuntimeError: a CUDA error at launch.
+            accumulation, scaling, out_dtype or config.
+        BuildError: the kernel or operator library cannot be built or loaded (the first CUDA call).
+        RuntimeError: on CUDA, the kernel library's own checks, a config library that cannot be built or
+            loaded, or the kernel library lacking the config (the message names the Python error:
+            ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     chosen = _config_for(config, accumulation, scaling)
@@ -182,10 +183,11 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         TypeError: x, w_gate or w_up not e4m3, a scale not fp32, or an argument not a dense tensor.
         ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, w_up's shape
             not w_gate's, a scale's shape, gate_scale and up_scale of different kinds (one per tensor,
-            one per channel), devices, an unknown config; the library's own checks on CUDA.
-        BuildError: the config's library is not prebuilt and cannot be built here.
-        UnsupportedError: the kernel library lacks the config (a library built from other sources).
-        RuntimeError: a CUDA error at launch.
+            one per channel), devices, an unknown config.
+        BuildError: the kernel or operator library cannot be built or loaded (the first CUDA call).
+        RuntimeError: on CUDA, the kernel library's own checks, a config library that cannot be built or
+            loaded, or the kernel library lacking the config (the message names the Python error:
+            ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
     return run_checked(lambda: call_op(swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
                        lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config), x)

@@ -32,7 +32,8 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
 
     Raises:
         TypeError: x not bf16/fp16, w_packed not e4m3, w_scale not fp32. ValueError: ranks, shapes,
-            devices or an unknown config, as ``swiglu_packed_fp8``. RuntimeError: a CUDA error at launch.
+            devices or an unknown config, as ``swiglu_packed_fp8``. BuildError, RuntimeError: as
+            ``swiglu_packed_fp8``.
     """
     check_tensors(x=x, w_packed=w_packed, w_scale=w_scale)
     config = config if config is not None else ""

@@ -188,8 +188,10 @@ def run_checked(call, check, x) -> object:
     """``call()`` (an operator call) with the argument checks ``check()`` before it, or, for an eager call on a
     plain CUDA tensor x, after it only where the operator raises: its C++ kernel checks every rule itself
     (RuntimeError), and the Python checks then name the argument and the rule with the documented TypeError
-    or ValueError (a RuntimeError they find nothing wrong behind, e.g. a CUDA error, is raised as it is)."""
-    if type(x) in PLAIN and x.is_cuda and not torch.compiler.is_compiling():
+    or ValueError (a RuntimeError they find nothing wrong behind, e.g. a CUDA error, is raised as it is).
+    An empty x (M = 0) takes the checks first: the operator returns at once without asking for a plan, so
+    it would not check the config."""
+    if type(x) in PLAIN and x.is_cuda and x.dim() == 2 and x.shape[0] > 0 and not torch.compiler.is_compiling():
         try:
             return call()
         except RuntimeError:

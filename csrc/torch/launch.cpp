@@ -197,6 +197,10 @@ void launch(const char* op, PlanKind kind, std::string const& config, int32_t de
     o.ld = t.stride(0);
   }
   Binding const& b = binding();
+  // the operands' device is current from here on: the workspace query reads its SM count, the launch its stream
+  int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (current != device) guard.emplace(device);
   PlanKey key{int32_t(kind), problem.dtype, device, problem.m, problem.n, problem.k, config};
   Plan plan = lookup_plan(key, problem);
   problem.raster = plan.raster;
@@ -209,9 +213,6 @@ void launch(const char* op, PlanKind kind, std::string const& config, int32_t de
                                                 torch::headeronly::ScalarType::Byte);
     workspace = workspace_tensor.data_ptr();
   }
-  int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
-  std::optional<torch::stable::accelerator::DeviceGuard> guard;
-  if (current != device) guard.emplace(device);
   fsw_status s = b.run(plan.config, &problem, workspace, plan.workspace_bytes, current_stream(device));
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_run failed: ", b.last_error());
 }

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fused_swiglu._validate as v
-from fused_swiglu import catalog, configs, cost_model, tuning
+from fused_swiglu import catalog, configs, cost_model, env, tuning
 from fused_swiglu.bench.model_shapes import SWEEP_MODELS
 from fused_swiglu.bench.shapes import MODELS
 from fused_swiglu.configs import KernelConfig, select
@@ -497,3 +497,10 @@ def test_the_training_step_runs_unfused_where_the_data_measured_it_slower():
     assert not configs.training_unfused(8192, 3584, h100)  # no such data for the H100
     with pytest.raises(ValueError, match="dtype must be"):
         configs.training_unfused(8192, 3584, h200, torch.float32)
+
+
+def test_set_config_override_takes_a_string_or_none():
+    for bad in (3, ["packed_pingpong_128x192x64_2x1_bf16"]):
+        with pytest.raises(TypeError, match="names must be a string of comma-separated config names, or None"):
+            configs.set_config_override(bad)
+    assert env.config_override_origin() == "FUSED_SWIGLU_CONFIG"  # nothing was set

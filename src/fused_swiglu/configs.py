@@ -461,7 +461,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
         if n not in available:
             warn_once(
                 f"override:{n}",
-                f"fused_swiglu: FUSED_SWIGLU_CONFIG names {n!r}, which is not a config of the kernel "
+                f"fused_swiglu: {env.config_override_origin()} names {n!r}, which is not a config of the kernel "
                 f"library; it is ignored ({catalog.closest(n, available) if available else 'none is available'}).",
             )
     wanted = [n for n in overrides if n in available and fits(n)]
@@ -638,7 +638,13 @@ def set_config_override(names: str | None) -> None:
     """Override the choice in this process with ``names`` (comma-separated config names, as
     ``FUSED_SWIGLU_CONFIG``; ``""`` for none) instead of the variable's, or return to the variable with
     None; the operators' launch plans made before are dropped, so the next call of each problem chooses
-    again (``FUSED_SWIGLU_CONFIG`` itself is read only when a plan is made)."""
+    again (``FUSED_SWIGLU_CONFIG`` itself is read only when a plan is made).
+
+    Raises:
+        TypeError: ``names`` is neither a string nor None.
+    """
+    if names is not None and not isinstance(names, str):
+        raise TypeError(f"names must be a string of comma-separated config names, or None; got {type(names).__name__}")
     from . import _lib
 
     env.set_config_names(names)

@@ -398,3 +398,10 @@ def test_flags_and_scale_shapes_are_checked():
     gq, gs = fp8.quantize_e4m3(torch.randn(16, 32), per_row=True)
     with pytest.raises(ValueError, match=r"gate_scale must have shape \(1,\) \(per tensor\) or \(16,\) / \(16, 1\)"):
         fp8.pack_weights(gq, gq, gs.reshape(2, 8), gs)
+
+
+def test_infinities_saturate_and_leave_the_scale_to_the_finite_values():
+    q, s = fp8.quantize_e4m3(torch.tensor([[1000.0, float("inf"), -float("inf"), 3.0]]), per_row=False)
+    assert s.item() == pytest.approx(1000 / 448) and q.float()[0, :3].tolist() == [448, 448, -448]
+    q, s = fp8.quantize_e4m3_blocks(torch.tensor([[2.0, float("inf")], [1.0, 0.5]]))
+    assert s.item() == pytest.approx(2 / 448) and q.float()[0, 1] == 448

@@ -53,8 +53,16 @@ def caption(meta: dict) -> str:
              f"fused-swiglu {meta['fused_swiglu_version']}" if meta.get("fused_swiglu_version") else None,
              f"torch {meta['torch_version']}" if meta.get("torch_version") else None,
              f"kernel library {lib['sha256_16']}" if lib.get("sha256_16") else None,
-             f"commit {str(meta['git_commit'])[:7]}" if meta.get("git_commit") else None]
+             _commits(meta.get("git_commit"))]
     return ", ".join(p for p in parts if p) or "no run details (the JSON beside a CSV has them)"
+
+
+def _commits(value: object) -> str | None:
+    """``commit abc1234`` for a results file's ``git_commit``: one commit, or a list of them (a file merged
+    from runs), each once and shortened; None for none."""
+    found = value if isinstance(value, list) else [value]
+    short = list(dict.fromkeys(str(c)[:7] for c in found if c))
+    return f"commit{'s' if len(short) > 1 else ''} {', '.join(short)}" if short else None
 
 
 def save(fig, path: Path, plt, dpi: int = 110) -> Path:

@@ -41,9 +41,8 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
 
     Returns:
         ``(q, scale)``: ``q`` contiguous ``float8_e4m3fn`` of t's shape; ``scale`` contiguous fp32.
-        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1. A NaN stays NaN
-        and does not count towards the amax; an infinity makes the scale infinite (its row's values become 0
-        and the infinity NaN).
+        An all-zero row (or tensor), or one whose amax / 448 underflows to 0, gets scale 1. NaN and
+        infinities do not count towards the amax: a NaN stays NaN, an infinity saturates at +-448.
 
     Raises:
         TypeError: ``t`` is not a floating-point tensor, or ``per_row`` not a bool. ValueError: ``t`` is not 2-D.
@@ -53,7 +52,7 @@ def quantize_e4m3(t: torch.Tensor, *, per_row: bool) -> tuple[torch.Tensor, torc
     t32 = t.float()
     if t32.numel() == 0:
         return t32.to(E4M3).contiguous(), torch.ones(t32.shape[0] if per_row else 1, device=t.device)
-    magnitude = t32.abs().nan_to_num(nan=0.0, posinf=float("inf"))  # NaN left out of the amax
+    magnitude = t32.abs().masked_fill(~t32.isfinite(), 0.0)  # NaN and infinities left out of the amax
     amax = magnitude.amax(dim=1) if per_row else magnitude.amax().reshape(1)
     scale = amax / E4M3_MAX
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # zero rows, and amax so small that amax / 448 is 0
@@ -68,7 +67,8 @@ def quantize_e4m3_groups(t: torch.Tensor, group: int = GROUP, *,
     ``scale = amax / 448`` (fp32) over each group of ``group`` consecutive columns of a row (the last
     one possibly shorter); each value becomes ``t * (1 / scale)`` (fp32) rounded to nearest e4m3 and
     saturated at +-448; an all-zero group gets scale 0 and zeros. A NaN stays NaN and does not count
-    towards its group's amax (as in the kernels, whose amax is ``fmaxf``).
+    towards its group's amax (as in the kernels, whose amax is ``fmaxf``); an infinity does, as in the
+    kernels: its group's scale is infinite, its other values become 0 and the infinity NaN.
 
     Args:
         t: 2-D floating-point tensor ``(rows, cols)``, computed with in fp32.
@@ -187,8 +187,8 @@ def pack_weights(w_gate: torch.Tensor, w_up: torch.Tensor, gate_scale: torch.Ten
 def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize a weight ``w`` to e4m3 per ``block`` x ``block`` block (the fine-grained FP8 checkpoints'
     recipe): ``scale = amax / 448`` per block (the last row and column of blocks possibly partial),
-    values ``w / scale`` rounded to nearest e4m3; an all-zero block gets scale 1; a NaN stays NaN and does
-    not count towards its block's amax.
+    values ``w / scale`` rounded to nearest e4m3; an all-zero block gets scale 1; NaN and infinities do not
+    count towards its block's amax (a NaN stays NaN, an infinity saturates at +-448).
 
     Args:
         w: 2-D floating-point tensor ``(rows, cols)``.
@@ -207,7 +207,7 @@ def quantize_e4m3_blocks(w: torch.Tensor, block: int = K_BLOCK) -> tuple[torch.T
     br, bc = -(-rows // block), -(-cols // block)
     padded = torch.nn.functional.pad(w.float(), (0, bc * block - cols, 0, br * block - rows))
     blocks = padded.reshape(br, block, bc, block)
-    scale = blocks.abs().nan_to_num(nan=0.0, posinf=float("inf")).amax(dim=(1, 3)) / E4M3_MAX  # NaN left out
+    scale = blocks.abs().masked_fill(~blocks.isfinite(), 0.0).amax(dim=(1, 3)) / E4M3_MAX  # NaN, inf left out
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
     return q.reshape(br * block, bc * block)[:rows, :cols].contiguous(), scale.contiguous()

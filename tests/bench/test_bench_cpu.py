@@ -10,6 +10,7 @@ import torch
 
 from rich.console import Console
 
+import fused_swiglu
 from fused_swiglu.bench import methods, report, run, shapes, timing
 from fused_swiglu.errors import WrongOutputError
 
@@ -83,7 +84,7 @@ def test_write_results_json_and_csv(tmp_path):
         assert key in meta
     j, c = report.write_results(tmp_path / "r" / "bench.json", meta, rows, report.BENCH_FIELDS)
     data = json.loads(j.read_text())
-    assert data["rows"] == rows and data["meta"]["fused_swiglu_version"] == "0.1.0"
+    assert data["rows"] == rows and data["meta"]["fused_swiglu_version"] == fused_swiglu.__version__
     with c.open() as f:
         got = list(csv.DictReader(f))
     assert c.name == "bench.csv" and got[0]["method"] == "eager" and list(got[0]) == list(report.BENCH_FIELDS)

@@ -103,3 +103,10 @@ def test_the_package_declares_its_license_and_ships_its_types():
     assert "py.typed" in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
         "fused_swiglu"]
     assert (root / "CHANGELOG.md").read_text().startswith("# Changelog")
+
+
+def test_dir_lists_the_public_names_not_the_module_s_own_imports():
+    import fused_swiglu
+
+    names = set(dir(fused_swiglu))
+    assert set(fused_swiglu.__all__) <= names and not {"annotations", "importlib"} & names

@@ -36,4 +36,6 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    """The public names, the submodules imported so far and the module's own dunders; not the names this
+    file imports for itself (``annotations``, ``importlib``)."""
+    return sorted({*(n for n in globals() if n not in ("annotations", "importlib")), *_EXPORTS})

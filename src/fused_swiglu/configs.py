@@ -617,7 +617,8 @@ def _explain(
         what += (f"; {gpu} has no tuned data of its own and its SM count, SM clock and memory bandwidth match "
                  f"{data.matched}'s, whose data serves it")
     elif gpu and not data.overrides_apply:
-        what += f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it"
+        what += (f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it "
+                 f"(tuned data is named by the device name CUDA reports, e.g. {tuning.REFERENCE[0]!r})")
     if not ranked:
         return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
     best = ranked[0][0]

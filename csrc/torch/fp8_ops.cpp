@@ -100,8 +100,8 @@ void quantize_groups(const char* op, int32_t device, Tensor const& x, Tensor con
   }
   int32_t dtype = dtype_code(x) == code_bf16() ? FSW_DTYPE_BF16 : FSW_DTYPE_FP16;
   run_quantize_e4m3_groups(op, device, dtype, x.size(0), x.size(1), ready.data_ptr(), ready.stride(0), q.data_ptr(),
-                       q.stride(0), static_cast<float*>(scale.data_ptr()), scale.stride(0), scale.stride(1),
-                       scale_rows);
+                           q.stride(0), static_cast<float*>(scale.data_ptr()), scale.stride(0), scale.stride(1),
+                           scale_rows);
 }
 
 }  // namespace
@@ -228,8 +228,7 @@ Tensor swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Ten
 std::tuple<Tensor, Tensor> quantize_e4m3_groups(Tensor t, bool column_major_scales) {
   const char* op = "quantize_e4m3_groups";
   check_2d(op, "t", t, "(rows, cols)");
-  FSW_CHECK(dtype_code(t) == code_bf16() || dtype_code(t) == code_fp16(), "fused_swiglu::", op,
-            ": t must be torch.bfloat16 or torch.float16 on CUDA");
+  check_dtypes(op, {{"t", &t}});
   int32_t device = check_devices(op, {{"t", &t}});
   int64_t m = t.size(0), k = t.size(1), groups = ceil_div(k, kGroup);
   Tensor q = new_output(t, m, k, code_e4m3());

@@ -159,6 +159,14 @@ Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
 
 namespace {
 
+// Makes `device` the current CUDA device for the scope (a guard only where another one is current).
+struct OnDevice {
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  explicit OnDevice(int32_t device) {
+    if (torch::stable::accelerator::getCurrentDeviceIndex() != device) guard.emplace(device);
+  }
+};
+
 Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
@@ -197,10 +205,7 @@ void launch(const char* op, PlanKind kind, std::string const& config, int32_t de
     o.ld = t.stride(0);
   }
   Binding const& b = binding();
-  // the operands' device is current from here on: the workspace query reads its SM count, the launch its stream
-  int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
-  std::optional<torch::stable::accelerator::DeviceGuard> guard;
-  if (current != device) guard.emplace(device);
+  OnDevice on(device);  // the workspace query reads the device's SM count, the launch its stream
   PlanKey key{int32_t(kind), problem.dtype, device, problem.m, problem.n, problem.k, config};
   Plan plan = lookup_plan(key, problem);
   problem.raster = plan.raster;
@@ -225,11 +230,9 @@ void* current_stream(int32_t device) {
 
 void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
                               int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
-                          int64_t scale_stride_g, int64_t scale_rows) {
+                              int64_t scale_stride_g, int64_t scale_rows) {
   Binding const& b = binding();
-  int32_t current = torch::stable::accelerator::getCurrentDeviceIndex();
-  std::optional<torch::stable::accelerator::DeviceGuard> guard;
-  if (current != device) guard.emplace(device);
+  OnDevice on(device);
   fsw_status s = b.quantize_e4m3_groups(dtype, m, k, x, ldx, q, ldq, scale, scale_stride_m, scale_stride_g,
                                         scale_rows, current_stream(device));
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_quantize_e4m3_groups failed: ", b.last_error());

@@ -103,7 +103,7 @@ void* current_stream(int32_t device);
 // operator in errors.
 void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
                               int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
-                          int64_t scale_stride_g, int64_t scale_rows);
+                              int64_t scale_stride_g, int64_t scale_rows);
 
 // Where one input goes in an fsw_problem: its pointer and leading dimension.
 struct Operand {

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from .._dispatch import call_op
-from .._validate import check_tensors
 from .ops import check_packed, run_checked, swiglu_packed_fp8_op
 
 
@@ -35,7 +34,6 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
             devices or an unknown config, as ``swiglu_packed_fp8``. BuildError, RuntimeError: as
             ``swiglu_packed_fp8``.
     """
-    check_tensors(x=x, w_packed=w_packed, w_scale=w_scale)
     config = config if config is not None else ""
     return run_checked(lambda: call_op(swiglu_packed_fp8_op, x, w_packed, None, w_scale, None, "block", torch.bfloat16,
                                        config),

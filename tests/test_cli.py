@@ -350,6 +350,20 @@ def test_out_in_a_folder_that_takes_no_files_is_refused_before_the_run(tmp_path,
             "system)") in capsys.readouterr().err
 
 
+def test_out_in_a_virtual_file_system_is_refused_in_words(tmp_path, capsys, monkeypatch):
+    """/proc and /sys answer "No such file or directory" for a folder that exists: the message says what it means."""
+    from fused_swiglu.bench import report
+
+    def refuse(**kwargs):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(report.tempfile, "mkstemp", refuse)
+    assert cli.main(["accuracy", "--out", str(tmp_path / "x.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"--out: cannot write in the folder {tmp_path} (its file system takes no new files)" in err
+    assert "No such file" not in err
+
+
 def test_out_probe_leaves_nothing_behind(tmp_path):
     from fused_swiglu.bench import report
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -155,10 +156,12 @@ def check_out_path(path: str | Path, option: str = "--out") -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
+        # a virtual file system (/proc, /sys) answers "No such file or directory" for a folder that exists
+        why = "its file system takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
         if existing != path.parent.absolute():
             raise ValueError(f"{option}: cannot create the folder {path.parent}: {existing} takes no new files "
-                             f"({e.strerror or e})") from e
-        raise ValueError(f"{option}: cannot write in the folder {existing} ({e.strerror or e})") from e
+                             f"({why})") from e
+        raise ValueError(f"{option}: cannot write in the folder {existing} ({why})") from e
     return path
 
 

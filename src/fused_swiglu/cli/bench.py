@@ -104,7 +104,8 @@ def add_parsers(sub) -> None:
                "but the last, Qwen2.5-7B's dimensions at 8 layers for the training mode)")
     m.add_argument("--modes", "--e2e-modes", dest="e2e_modes", nargs="+",
                    help=f"a subset of {', '.join(d.E2E_STEPS)}, as a b or a,b (default: all)")
-    m.add_argument("--quick", action="store_true", help="Qwen2.5-0.5B only and fewer repeats (a development run)")
+    m.add_argument("--quick", action="store_true",
+                   help="fewer repeats, and Qwen2.5-0.5B only unless --models names others (a development run)")
     _dtype(m)
     _out(m, "write results as JSON here, and a PNG plot beside it")
 

@@ -64,6 +64,11 @@ CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("dual", "cooperative", 128, 128, 64, 2, 1, 4),
     ("packed_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
     ("dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
+    # two warpgroups on one 256-token tile (128 rows each, the share of a 128-row Pingpong tile): each weight
+    # k-tile feeds twice the tokens, so less operand traffic per multiply-add, which is what the clock follows
+    # at the power cap (docs/perf-notes.md)
+    ("packed", "cooperative", 256, 192, 64, 2, 1, 0),
+    ("dual", "cooperative", 256, 128, 64, 2, 1, 0),
 )
 
 

@@ -1,7 +1,7 @@
 """How the public functions reach the operators: argument checks and their cache, the fast path's
 tables and test, the (..., H) -> (M, H) reshape, and the operator call below the Autograd key.
 
-Used by :mod:`fused_swiglu.functional`, :mod:`fused_swiglu.mlp`, :mod:`fused_swiglu.modules` and
+Used by :mod:`fused_swiglu.functional`, :mod:`fused_swiglu.mlp`, :mod:`fused_swiglu.patch.dense` and
 :mod:`fused_swiglu.parallel`; nothing here is public API.
 """
 

@@ -7,7 +7,7 @@ SiLU ``act_fn``. :func:`fuse_swiglu_mlps` finds such blocks and replaces their `
 written, and the weights stay where they are (the dual kernel reads them as they are; no copy, the state
 dict is unchanged). A patched block keeps its class's name and ``isinstance`` answers: it takes a
 subclass of its own class whose ``forward`` calls the patch it holds (``_fused_swiglu``;
-:func:`fused_swiglu._blocks.install`). :func:`unfuse_swiglu_mlps` restores the original classes.
+:func:`fused_swiglu.patch.base.install`). :func:`unfuse_swiglu_mlps` restores the original classes.
 
 Example::
 
@@ -23,16 +23,16 @@ from functools import partial
 import torch
 from torch import nn
 
-from . import _validate as v
-from . import mlp_ops, ops
-from ._blocks import (BlockPatch, act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu,
-                      is_silu_type, uninstall)
-from ._verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
-                      verify)
-from ._dispatch import AUTO, below_unfused_check, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
-from .configs import ACCUMULATIONS
-from .fp8 import modules as fp8_modules
-from .functional import swiglu
+from .. import _validate as v
+from .. import mlp_ops, ops
+from .._dispatch import AUTO, below_unfused_check, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
+from ..configs import ACCUMULATIONS
+from ..functional import swiglu
+from . import fp8 as fp8_modules
+from .base import (BlockPatch, act_name, experts_reason, global_hooks, has_hooks, install, installed, is_silu,
+                   is_silu_type, uninstall)
+from .verify import (Watch, by_class, plain_attributes, same_attributes, same_attributes_traced, traced_checks,
+                     verify)
 
 
 
@@ -136,7 +136,7 @@ def _unfused_warning(skipped: list[tuple[str, str]], experts: list[tuple[str, st
 
 
 class FusedSwiGLUForward(BlockPatch):
-    """The forward that :func:`fuse_swiglu_mlps` gives a 16-bit MLP block (:class:`fused_swiglu._blocks.
+    """The forward that :func:`fuse_swiglu_mlps` gives a 16-bit MLP block (:class:`fused_swiglu.patch.base.
     BlockPatch` holds the block, backend, previous forward and original class): the patched class's ``forward``
     calls this object, held by the block (instance attribute ``_fused_swiglu``).
 
@@ -158,7 +158,7 @@ class FusedSwiGLUForward(BlockPatch):
     :func:`_traced` instead, which takes the same decisions from the block's layers alone and neither
     reads nor sets the arming state, so a compiled patched block carries no more guards than the stock one.
 
-    Attributes (besides :class:`fused_swiglu._blocks.BlockPatch`'s):
+    Attributes (besides :class:`fused_swiglu.patch.base.BlockPatch`'s):
         kernel, accumulation: passed to :func:`swiglu` with the backend.
         recompute: never run the whole-block operator.
     """
@@ -276,8 +276,8 @@ class FusedSwiGLUForward(BlockPatch):
 
 class ProbedSwiGLUForward(FusedSwiGLUForward):
     """:class:`FusedSwiGLUForward` for a block whose forward was verified by the probe, not by its class
-    (:func:`fused_swiglu._verify.verify`): the probe ran with the block's plain Python attributes as they
-    were at patching (``plain``, :func:`fused_swiglu._verify.plain_attributes`), so a call where one has
+    (:func:`fused_swiglu.patch.verify.verify`): the probe ran with the block's plain Python attributes as they
+    were at patching (``plain``, :func:`fused_swiglu.patch.verify.plain_attributes`), so a call where one has
     changed runs the block's own forward (one RuntimeWarning per block class). Under torch.compile each
     saved attribute is read, and so guarded, as the stock forward that reads it would be (numbers, strings
     and flags by value, other objects by identity); a block holding containers or tensors runs its own
@@ -382,9 +382,9 @@ def fuse_swiglu_mlps(
     that is SiLU: ``torch.nn.SiLU`` (or a subclass that keeps its ``forward``) or Hugging Face's
     ``SiLUActivation``, whichever ``ACT2FN["silu"]`` returns in the installed transformers, and whose
     own forward computes ``down_proj(silu(gate_proj(x)) * up_proj(x))``: known by its class for the
-    Hugging Face MLPs of :data:`fused_swiglu._verify.KNOWN_FORWARDS` (Llama, Mistral, Qwen2, Qwen3, the
+    Hugging Face MLPs of :data:`fused_swiglu.patch.verify.KNOWN_FORWARDS` (Llama, Mistral, Qwen2, Qwen3, the
     dense and shared-expert MLPs of Qwen2-MoE, Qwen3-MoE and DeepSeek-V3, ...), else checked by a probe
-    (:func:`fused_swiglu._verify.probe`): a block with no parameters, buffers or tensor attributes
+    (:func:`fused_swiglu.patch.verify.probe`): a block with no parameters, buffers or tensor attributes
     beyond its three projections has its forward run on a few small random inputs in eval and in
     training mode, which must match to within rounding, with no systematic scale, and be deterministic
     (no dropout); global random states and ``training`` flags are restored, and hooks on ``down_proj``
@@ -428,10 +428,10 @@ def fuse_swiglu_mlps(
 
     Blocks quantized with transformers' fine-grained FP8 (gate_proj and up_proj ``FP8Linear`` with e4m3
     weights, fp32 128 x 128 block scales ``weight_scale_inv`` and dynamic activation scales, no bias)
-    are patched too (:mod:`fused_swiglu.fp8.modules`): x is quantized once per 1 x 128 group and gate
+    are patched too (:mod:`fused_swiglu.patch.fp8`): x is quantized once per 1 x 128 group and gate
     and up run as one block-scaled FP8 GEMM with SwiGLU in its epilogue (bf16 y), then ``down_proj``
     (the model's own FP8 layer). The block keeps a packed copy of its gate/up weights (2 I H bytes),
-    kept in step with them as :class:`fused_swiglu.fp8.modules.FusedFP8SwiGLUForward` says (writes
+    kept in step with them as :class:`fused_swiglu.patch.fp8.FusedFP8SwiGLUForward` says (writes
     through ``.data`` are not seen). ``kernel``, ``accumulation`` and ``recompute`` do not apply to
     them; a call with x not bf16, on a GPU other than Hopper (``backend="cutlass"``: an error), or
     recorded by autograd runs the original forward, and so does a block changed after patching.
@@ -504,7 +504,7 @@ def block_reason(module: nn.Module, previous=None) -> str | None:
     """Why the block ``module`` (it has gate_proj, up_proj and down_proj) may not be replaced by a
     fused forward (None: it may): :func:`skip_reason` and the kernels' dtype and alignment rules (or
     the FP8 block's rules), an accelerate hook, and then what its forward computes
-    (:func:`fused_swiglu._verify.verify`: known by its class, else probed). ``previous``: the block's
+    (:func:`fused_swiglu.patch.verify.verify`: known by its class, else probed). ``previous``: the block's
     instance ``forward``, if it has one (it is what the block runs, so it is what is probed)."""
     fp8 = fp8_modules.is_fp8_block(module)
     reason = fp8_modules.skip_reason(module) if fp8 else (skip_reason(module) or _kernel_reason(module))
@@ -518,7 +518,7 @@ def block_reason(module: nn.Module, previous=None) -> str | None:
 def forward_reason(module: nn.Module, previous=None, dtype: torch.dtype | None = None) -> str | None:
     """Why the forward that the block ``module`` runs (``previous``, its instance forward, if any; else
     its class's) may not be taken for ``down_proj(silu(gate_proj(x)) * up_proj(x))`` (None: it may);
-    :func:`fused_swiglu._verify.verify` with activations of ``dtype`` (default: gate_proj's weight dtype)."""
+    :func:`fused_swiglu.patch.verify.verify` with activations of ``dtype`` (default: gate_proj's weight dtype)."""
     forward = previous if previous is not None else partial(type(module).forward, module)
     return verify(module, forward, previous, dtype or module.gate_proj.weight.dtype)
 

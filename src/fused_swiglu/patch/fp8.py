@@ -24,10 +24,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .._blocks import BlockPatch, act_name, has_hooks, is_silu
 from .._validate import hopper_status, require_hopper, warn_once
-from .ops import swiglu_packed_fp8_op
-from .quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
+from ..fp8.ops import swiglu_packed_fp8_op
+from ..fp8.quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
+from .base import BlockPatch, act_name, has_hooks, is_silu
 
 _PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 _BLOCK = (K_BLOCK, K_BLOCK)
@@ -119,7 +119,7 @@ def _still_block_scaled(layer: nn.Module) -> bool:
 
 class FusedFP8SwiGLUForward(BlockPatch):
     """The ``forward`` that :func:`fused_swiglu.fuse_swiglu_mlps` installs on a fine-grained FP8 MLP block
-    (:class:`fused_swiglu._blocks.BlockPatch` holds the block, backend, previous forward and original class).
+    (:class:`fused_swiglu.patch.base.BlockPatch` holds the block, backend, previous forward and original class).
 
     A call runs the fused path (module docstring) when x is bfloat16 and on a Hopper GPU (backend
     ``"auto"`` / ``"cutlass"``) or on the CPU (``"auto"`` / ``"torch"``: the operator's CPU kernel), the
@@ -136,7 +136,7 @@ class FusedFP8SwiGLUForward(BlockPatch):
     forward until the next eager call); writes that bypass the version counter (``.data``, NumPy
     views of the storage) are not seen at all: call :meth:`repack` after them.
 
-    Attributes (besides :class:`fused_swiglu._blocks.BlockPatch`'s):
+    Attributes (besides :class:`fused_swiglu.patch.base.BlockPatch`'s):
         w_packed, w_scale: the packed copy of the gate/up weights and their block scales (None before
             the first pack: a block patched on the meta device packs at its first call).
     """

@@ -38,6 +38,15 @@ def act_name(act: object) -> str:
     return cls.__name__
 
 
+PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # the layers an MLP block is recognised by
+
+
+def has_projections(module: nn.Module) -> bool:
+    """Whether ``module`` has ``gate_proj``, ``up_proj`` and ``down_proj`` attributes (what makes it a block
+    either body may patch)."""
+    return all(hasattr(module, name) for name in PROJECTIONS)
+
+
 def has_hooks(layer: nn.Module) -> bool:
     """Forward, forward-pre, backward or backward-pre hooks on ``layer`` itself."""
     return bool(layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks

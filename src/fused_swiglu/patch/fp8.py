@@ -27,9 +27,8 @@ from torch import nn
 from .._validate import hopper_status, require_hopper, warn_once
 from ..fp8.ops import swiglu_packed_fp8_op
 from ..fp8.quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
-from .base import BlockPatch, act_name, has_hooks, is_silu
+from .base import BlockPatch, act_name, has_hooks, has_projections, is_silu
 
-_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 _BLOCK = (K_BLOCK, K_BLOCK)
 
 
@@ -43,8 +42,7 @@ def is_fp8_linear(layer: object) -> bool:
 
 def is_fp8_block(module: nn.Module) -> bool:
     """Whether ``module`` has gate_proj, up_proj and down_proj and gate_proj and up_proj are ``FP8Linear``."""
-    return all(hasattr(module, name) for name in _PROJECTIONS) and all(
-        is_fp8_linear(getattr(module, name)) for name in ("gate_proj", "up_proj"))
+    return has_projections(module) and all(is_fp8_linear(getattr(module, name)) for name in ("gate_proj", "up_proj"))
 
 
 def _block_size(layer: nn.Module) -> tuple[int, ...] | None:

@@ -42,7 +42,7 @@ from .fp8 import FusedFP8SwiGLUForward
 from .verify import by_class
 
 __all__ = ["fuse_swiglu_mlps", "unfuse_swiglu_mlps", "block_reason", "forward_reason", "skip_reason", "readable",
-           "ROOT_NAME", "FusedSwiGLUForward", "ProbedSwiGLUForward", "FusedFP8SwiGLUForward"]
+           "ROOT_NAME", "EXPERTS_NOTE", "FusedSwiGLUForward", "ProbedSwiGLUForward", "FusedFP8SwiGLUForward"]
 
 
 ROOT_NAME = "(the model itself)"  # how the names this module returns and warns with name the root module

@@ -231,6 +231,25 @@ def test_a_0d_x_on_the_fast_path_is_a_clear_error(kernel_path_on_cpu, monkeypatc
             swiglu_packed(x, torch.cat([w, w]), layout="concatenated")
 
 
+
+def test_op_first_runs_the_checks_only_where_the_operator_raises():
+    """_dispatch.op_first: the call's result without the checks; where the call raises, the checks' error, or
+    the call's own where the checks find nothing wrong."""
+    from fused_swiglu._dispatch import op_first
+
+    checked = []
+
+    def fails(*args):
+        raise RuntimeError(f"C boundary: {args}")
+
+    assert op_first(lambda: checked.append(1), lambda a, b: a + b, 2, 3) == 5 and checked == []
+    with pytest.raises(ValueError, match="named"):
+        op_first(lambda: (_ for _ in ()).throw(ValueError("named")), fails, 1)
+    with pytest.raises(RuntimeError, match=r"C boundary: \(1, 2\)"):
+        op_first(lambda: checked.append(1), fails, 1, 2)
+    assert checked == [1]
+
+
 def test_swiglu_follows_autocast_as_torch_mm_does():
     """Under torch.autocast to bf16, float32 operands are cast first (differentiably): the result is the
     bf16 call's, and float64 is left as it is (and refused by name, as outside autocast)."""

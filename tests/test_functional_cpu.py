@@ -250,6 +250,29 @@ def test_op_first_runs_the_checks_only_where_the_operator_raises():
     assert checked == [1]
 
 
+@pytest.mark.parametrize("case", ["w dtype", "H", "w_up rows", "w not a tensor", "w_packed odd rows", "w_packed None"])
+def test_the_fast_path_raises_the_checked_path_s_errors(kernel_path_on_cpu, monkeypatch, case):
+    """A call the operator refuses on the fast path raises what the checked path raises, type and message."""
+    from fused_swiglu import functional
+
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    w = torch.randn(8, 16, dtype=torch.bfloat16)
+    call = {
+        "w dtype": lambda: swiglu(x, w.float(), w, backend="cutlass"),
+        "H": lambda: swiglu(x, w[:, :8], w[:, :8], backend="cutlass"),
+        "w_up rows": lambda: swiglu(x, w, w[:4], backend="cutlass"),
+        "w not a tensor": lambda: swiglu(x, w, [1.0], backend="cutlass"),
+        "w_packed odd rows": lambda: swiglu_packed(x, w[:7], layout="concatenated", backend="cutlass"),
+        "w_packed None": lambda: swiglu_packed(x, None, layout="interleaved", backend="cutlass"),
+    }[case]
+    errors = []
+    for fast in (False, True):
+        monkeypatch.setattr(functional, "fast_path", lambda x: fast)
+        with pytest.raises((TypeError, ValueError)) as error:
+            call()
+        errors.append((error.type, str(error.value)))
+    assert errors[0] == errors[1]
+
 def test_swiglu_follows_autocast_as_torch_mm_does():
     """Under torch.autocast to bf16, float32 operands are cast first (differentiably): the result is the
     bf16 call's, and float64 is left as it is (and refused by name, as outside autocast)."""

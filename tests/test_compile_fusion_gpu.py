@@ -180,7 +180,7 @@ def test_hand_written_mlp_inference_runs_the_fused_kernel():
     assert _silu(kernels) == [] and _elementwise_mul(kernels) == [], kernels
     truth = _mlp_truth(model, x)
     err = lambda t: _rel(t, truth)  # noqa: E731
-    assert err(got) <= err(want) * 1.05 + 1e-4, (err(got), err(want))  # tests/test_modules.py's rule
+    assert err(got) <= err(want) * 1.05 + 1e-4, (err(got), err(want))  # tests/patch/test_patch_dense.py's rule
 
 
 @pytest.mark.parametrize("name", list(MODELS))

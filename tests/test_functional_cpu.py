@@ -231,6 +231,48 @@ def test_a_0d_x_on_the_fast_path_is_a_clear_error(kernel_path_on_cpu, monkeypatc
             swiglu_packed(x, torch.cat([w, w]), layout="concatenated")
 
 
+
+def test_op_first_runs_the_checks_only_where_the_operator_raises():
+    """_dispatch.op_first: the call's result without the checks; where the call raises, the checks' error, or
+    the call's own where the checks find nothing wrong."""
+    from fused_swiglu._dispatch import op_first
+
+    checked = []
+
+    def fails(*args):
+        raise RuntimeError(f"C boundary: {args}")
+
+    assert op_first(lambda: checked.append(1), lambda a, b: a + b, 2, 3) == 5 and checked == []
+    with pytest.raises(ValueError, match="named"):
+        op_first(lambda: (_ for _ in ()).throw(ValueError("named")), fails, 1)
+    with pytest.raises(RuntimeError, match=r"C boundary: \(1, 2\)"):
+        op_first(lambda: checked.append(1), fails, 1, 2)
+    assert checked == [1]
+
+
+@pytest.mark.parametrize("case", ["w dtype", "H", "w_up rows", "w not a tensor", "w_packed odd rows", "w_packed None"])
+def test_the_fast_path_raises_the_checked_path_s_errors(kernel_path_on_cpu, monkeypatch, case):
+    """A call the operator refuses on the fast path raises what the checked path raises, type and message."""
+    from fused_swiglu import functional
+
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    w = torch.randn(8, 16, dtype=torch.bfloat16)
+    call = {
+        "w dtype": lambda: swiglu(x, w.float(), w, backend="cutlass"),
+        "H": lambda: swiglu(x, w[:, :8], w[:, :8], backend="cutlass"),
+        "w_up rows": lambda: swiglu(x, w, w[:4], backend="cutlass"),
+        "w not a tensor": lambda: swiglu(x, w, [1.0], backend="cutlass"),
+        "w_packed odd rows": lambda: swiglu_packed(x, w[:7], layout="concatenated", backend="cutlass"),
+        "w_packed None": lambda: swiglu_packed(x, None, layout="interleaved", backend="cutlass"),
+    }[case]
+    errors = []
+    for fast in (False, True):
+        monkeypatch.setattr(functional, "fast_path", lambda x: fast)
+        with pytest.raises((TypeError, ValueError)) as error:
+            call()
+        errors.append((error.type, str(error.value)))
+    assert errors[0] == errors[1]
+
 def test_swiglu_follows_autocast_as_torch_mm_does():
     """Under torch.autocast to bf16, float32 operands are cast first (differentiably): the result is the
     bf16 call's, and float64 is left as it is (and refused by name, as outside autocast)."""

@@ -110,3 +110,17 @@ def test_dir_lists_the_public_names_not_the_module_s_own_imports():
 
     names = set(dir(fused_swiglu))
     assert set(fused_swiglu.__all__) <= names and not {"annotations", "importlib"} & names
+
+
+def test_the_model_patch_s_other_import_paths_give_the_package_s_objects():
+    """fused_swiglu.modules and fused_swiglu.fp8.modules re-export the patch package's names."""
+    import fused_swiglu
+    import fused_swiglu.fp8.modules as fp8_modules
+    import fused_swiglu.modules as modules
+    from fused_swiglu import patch
+    from fused_swiglu.patch import fp8
+
+    assert fused_swiglu.fuse_swiglu_mlps is modules.fuse_swiglu_mlps is patch.fuse_swiglu_mlps
+    assert fused_swiglu.unfuse_swiglu_mlps is modules.unfuse_swiglu_mlps is patch.unfuse_swiglu_mlps
+    assert all(getattr(modules, name) is getattr(patch, name) for name in modules.__all__)
+    assert all(getattr(fp8_modules, name) is getattr(fp8, name) for name in fp8_modules.__all__)

@@ -40,8 +40,8 @@ echo "=== build: $((SECONDS - start)) s"
 (cd "$FUSED_SWIGLU_CACHE_DIR" && tar -cJf "$OUT/cache.tar.xz" --exclude='*.lock' --exclude='./.*' .)
 
 status=0
-tests=(-m gpu tests/test_modules.py tests/test_modules_traced.py
-       --deselect "tests/test_modules.py::test_qwen_sized_block_on_the_gpu[packed]")
+tests=(-m gpu tests/patch/test_patch_dense.py tests/patch/test_patch_dense_traced.py
+       --deselect "tests/patch/test_patch_dense.py::test_qwen_sized_block_on_the_gpu[packed]")
 # shellcheck disable=SC2206
 [ -n "${PYTEST_ARGS+set}" ] && tests=(${PYTEST_ARGS})
 if [ "${#tests[@]}" -gt 0 ]; then

@@ -18,7 +18,7 @@ _EXPORTS = {
     "swiglu": ".functional", "swiglu_packed": ".functional",
     "swiglu_mlp": ".mlp", "swiglu_mlp_packed": ".mlp",
     "pack_gate_up": ".weights", "unpack_gate_up": ".weights",
-    "fuse_swiglu_mlps": ".modules", "unfuse_swiglu_mlps": ".modules",
+    "fuse_swiglu_mlps": ".patch", "unfuse_swiglu_mlps": ".patch",
     "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
     "fused_backend": ".compile_fusion",
 }

@@ -1,8 +1,10 @@
 """How the public functions reach the operators: argument checks and their cache, the fast path's
-tables and test, the (..., H) -> (M, H) reshape, and the operator call below the Autograd key.
+tables and test, the operator called first with the Python checks only where it raises (:func:`op_first`),
+the (..., H) -> (M, H) reshape, and the operator call below the Autograd key.
 
-Used by :mod:`fused_swiglu.functional`, :mod:`fused_swiglu.mlp`, :mod:`fused_swiglu.modules` and
-:mod:`fused_swiglu.parallel`; nothing here is public API.
+Used by :mod:`fused_swiglu.functional`, :mod:`fused_swiglu.mlp`, :mod:`fused_swiglu.fp8`,
+:mod:`fused_swiglu.patch.dense`, :mod:`fused_swiglu.parallel` and :mod:`fused_swiglu.compile_fusion`; nothing
+here is public API.
 """
 
 from __future__ import annotations
@@ -89,8 +91,21 @@ def autocast_cast(*tensors):
 def fast_path(x: torch.Tensor) -> bool:
     """Whether a call on ``x`` may take the fast path: an eager call on a plain CUDA tensor of a
     device already checked to be Hopper. The operator checks the rest (the C boundary); if it
-    raises, the caller runs its full Python checks, which name the argument and the rule."""
+    raises, the caller runs its full Python checks, which name the argument and the rule (:func:`op_first`)."""
     return type(x) in PLAIN and x.is_cuda and x.get_device() in HOPPER and not torch.compiler.is_compiling()
+
+
+def op_first(check, call, *args):
+    """``call(*args)`` (an operator call) with the Python argument checks ``check()`` run only where it raises:
+    the operator's C++ kernel checks every rule itself (RuntimeError), and ``check()`` then names the argument
+    and the rule with the documented TypeError or ValueError. Where the checks find nothing wrong (a CUDA error,
+    a library that cannot be built), the operator's exception is raised as it is. Used by the 16-bit functions'
+    fast path and the FP8 functions' eager CUDA calls (:func:`fused_swiglu.fp8.ops.run_checked`)."""
+    try:
+        return call(*args)
+    except Exception:
+        check()
+        raise
 
 
 def below_unfused_check(x: torch.Tensor) -> bool:

@@ -215,7 +215,7 @@ def worker(conn, spec, mode: str, variant: str, opts: ABOptions) -> None:
         import torch
 
         from ..compile_fusion import fused_backend
-        from ..modules import fuse_swiglu_mlps
+        from ..patch import fuse_swiglu_mlps
         from . import e2e_models
         from .e2e import DTYPES
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from ..patch import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from .defaults import E2E_MODES as MODES
 from .timing import summarize
 

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from .. import configs, fp8
 from ..functional import swiglu, swiglu_packed
-from ..modules import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from ..patch import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from ..weights import pack_gate_up
 from . import report
 

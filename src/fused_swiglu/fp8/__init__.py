@@ -60,17 +60,17 @@ inside, block scaling; ``y_scale``: the per-group scales of e4m3 y without ``out
 ``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
 :data:`catalog.FP8_CONFIGS`, :data:`catalog.FP8_OUT_CONFIGS` or :data:`catalog.FP8_BLOCKWISE_CONFIGS`);
 ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y`` (:data:`catalog.FP8_DUAL_CONFIGS`);
-``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``. The public functions below check their
-arguments (TypeError / ValueError) before calling them; the operators' CUDA kernels check again at the C
-boundary (RuntimeError). Each has a fake kernel (torch.compile, CUDA graphs) and a CPU kernel (fp32 products
-of the dequantized operands, one rounding). None is differentiable.
+``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``. The operators' CUDA kernels check every rule
+at the C boundary (RuntimeError); the public functions below raise the documented TypeError / ValueError,
+checking their arguments before the call, or, for an eager call on a CUDA tensor, only where the operator refused
+it (:func:`fused_swiglu._dispatch.op_first`). Each operator has a fake kernel (torch.compile, CUDA graphs) and a
+CPU kernel (fp32 products of the dequantized operands, one rounding). None is differentiable.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._dispatch import call_op
 from .._validate import check_choice
 from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
@@ -132,9 +132,8 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
-    y, y_scale = run_checked(
-        lambda: call_op(swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
-        lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen), x)
+    y, y_scale = run_checked(lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
+                             swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
     if out_dtype != E4M3:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
@@ -189,5 +188,5 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
-    return run_checked(lambda: call_op(swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
-                       lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config), x)
+    return run_checked(lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
+                       swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

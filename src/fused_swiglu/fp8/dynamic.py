@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import call_op
 from .ops import check_packed, run_checked, swiglu_packed_fp8_op
 
 
@@ -35,6 +34,5 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
             ``swiglu_packed_fp8``.
     """
     config = config if config is not None else ""
-    return run_checked(lambda: call_op(swiglu_packed_fp8_op, x, w_packed, None, w_scale, None, "block", torch.bfloat16,
-                                       config),
-                       lambda: check_packed(x, w_packed, None, w_scale, None, "block", torch.bfloat16, config), x)[0]
+    return run_checked(lambda: check_packed(x, w_packed, None, w_scale, None, "block", torch.bfloat16, config),
+                       swiglu_packed_fp8_op, x, w_packed, None, w_scale, None, "block", torch.bfloat16, config)[0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import PLAIN
+from .._dispatch import PLAIN, call_op, op_first
 from .._validate import check_choice, check_tensors
 from ..op_library import OPS_LIBRARY, cuda_kernels_from_library
 from ..weights import BLOCK, unpack_gate_up
@@ -184,21 +184,17 @@ def check_quantize_input(t: torch.Tensor) -> None:
         raise ValueError(f"{QUANTIZE_OP}: t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
 
 
-def run_checked(call, check, x) -> object:
-    """``call()`` (an operator call) with the argument checks ``check()`` before it, or, for an eager call on a
-    plain CUDA tensor x, after it only where the operator raises: its C++ kernel checks every rule itself
-    (RuntimeError), and the Python checks then name the argument and the rule with the documented TypeError
-    or ValueError (a RuntimeError they find nothing wrong behind, e.g. a CUDA error, is raised as it is).
-    An empty x (M = 0) takes the checks first: the operator returns at once without asking for a plan, so
-    it would not check the config."""
+def run_checked(check, op, x, *rest) -> object:
+    """``call_op(op, x, *rest)`` (:func:`fused_swiglu._dispatch.call_op`) with the argument checks ``check()``
+    before it, or, for an eager call on a plain CUDA tensor x, after it only where the operator raises
+    (:func:`fused_swiglu._dispatch.op_first`: its C++ kernel checks every rule itself, and the Python checks
+    then name the argument and the rule with the documented TypeError or ValueError; an error they find nothing
+    wrong behind, e.g. a CUDA error, is raised as it is). An empty x (M = 0) takes the checks first: the
+    operator returns at once without asking for a plan, so it would not check the config."""
     if type(x) in PLAIN and x.is_cuda and x.dim() == 2 and x.shape[0] > 0 and not torch.compiler.is_compiling():
-        try:
-            return call()
-        except RuntimeError:
-            check()
-            raise
+        return op_first(check, call_op, op, x, *rest)
     check()
-    return call()
+    return call_op(op, x, *rest)
 
 
 def _y_scale_shape(M: int, I: int, out_dtype: torch.dtype, out_scale) -> tuple[int, int]:

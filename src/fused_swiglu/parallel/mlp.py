@@ -24,7 +24,7 @@ from .._dispatch import on_2d
 from ..configs import KERNELS
 from ..functional import swiglu, swiglu_packed
 from ..mlp import swiglu_mlp, swiglu_mlp_packed
-from ..modules import forward_reason, readable, skip_reason
+from ..patch import forward_reason, readable, skip_reason
 from ..weights import LAYOUTS, pack_gate_up
 from .comm import copy_to_ranks, reduce_from_ranks, world
 from .sharding import shard_down, shard_gate_up, shard_packed

@@ -1,5 +1,5 @@
-"""What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.modules``,
-``fused_swiglu.fp8.modules``): recognising SiLU, the hooks a fused forward would skip, recognising
+"""What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.patch.dense``,
+``fused_swiglu.patch.fp8``): recognising SiLU, the hooks a fused forward would skip, recognising
 mixture-of-experts experts (left unfused), the patched class a block takes (:func:`install`) and the
 base of both patches' forwards (:class:`BlockPatch`)."""
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as _module
 
-from ._validate import warn_once
+from .._validate import warn_once
 
 
 def is_silu(act: object) -> bool:
@@ -38,6 +38,15 @@ def act_name(act: object) -> str:
     return cls.__name__
 
 
+PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # the layers an MLP block is recognised by
+
+
+def has_projections(module: nn.Module) -> bool:
+    """Whether ``module`` has ``gate_proj``, ``up_proj`` and ``down_proj`` attributes (what makes it a block
+    either body may patch)."""
+    return all(hasattr(module, name) for name in PROJECTIONS)
+
+
 def has_hooks(layer: nn.Module) -> bool:
     """Forward, forward-pre, backward or backward-pre hooks on ``layer`` itself."""
     return bool(layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks
@@ -52,7 +61,7 @@ def global_hooks() -> bool:
 
 class BlockPatch:
     """The base of what a patched block's forward calls (:func:`install`): the 16-bit body
-    (``fused_swiglu.modules.FusedSwiGLUForward``) and the FP8 one (``fused_swiglu.fp8.modules.
+    (``fused_swiglu.patch.dense.FusedSwiGLUForward``) and the FP8 one (``fused_swiglu.patch.fp8.
     FusedFP8SwiGLUForward``) keep their own arming state on top of this.
 
     Attributes:

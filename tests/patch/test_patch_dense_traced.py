@@ -1,4 +1,4 @@
-"""A patched block under torch.compile (modules._traced): no more guards per block than the stock block,
+"""A patched block under torch.compile (patch.dense._traced): no more guards per block than the stock block,
 nothing written per call, and the same decisions as the eager full check."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from fused_swiglu import fuse_swiglu_mlps
-from fused_swiglu.modules import FusedSwiGLUForward
+from fused_swiglu.patch.dense import FusedSwiGLUForward
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP  # noqa: E402

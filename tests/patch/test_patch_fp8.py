@@ -1,4 +1,4 @@
-"""fuse_swiglu_mlps on MLP blocks quantized with transformers' fine-grained FP8 (fused_swiglu.fp8.modules),
+"""fuse_swiglu_mlps on MLP blocks quantized with transformers' fine-grained FP8 (fused_swiglu.patch.fp8),
 on the CPU (the block-scaled operator's CPU kernel)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from fused_swiglu import fp8, fuse_swiglu_mlps, unfuse_swiglu_mlps
-from fused_swiglu.fp8 import modules as fp8_modules
+from fused_swiglu.patch import fp8 as fp8_patch
 
 from fp8_models import FP8Linear, FP8MLP, dequantize_blocks, fp8_linear, reference_forward
 
@@ -58,13 +58,13 @@ def _float64_model(model: Model, x: torch.Tensor) -> torch.Tensor:
 def _calls(monkeypatch):
     """Calls of the fused path: the shape of x as the operator got it."""
     calls = []
-    real = fp8_modules.swiglu_packed_fp8_op
+    real = fp8_patch.swiglu_packed_fp8_op
 
     def counting(x, *args):
         calls.append(tuple(x.shape))
         return real(x, *args)
 
-    monkeypatch.setattr(fp8_modules, "swiglu_packed_fp8_op", counting)
+    monkeypatch.setattr(fp8_patch, "swiglu_packed_fp8_op", counting)
     return calls
 
 
@@ -76,7 +76,7 @@ def test_fp8_blocks_are_patched_and_match_the_fused_reference(monkeypatch):
     calls = _calls(monkeypatch)
     assert fuse_swiglu_mlps(model) == ["layers.0.mlp", "layers.1.mlp"]
     mlp = model.layers[0]["mlp"]
-    assert isinstance(vars(mlp)["_fused_swiglu"], fp8_modules.FusedFP8SwiGLUForward)
+    assert isinstance(vars(mlp)["_fused_swiglu"], fp8_patch.FusedFP8SwiGLUForward)
     torch.testing.assert_close(mlp(x), _expected(mlp, x), rtol=0, atol=0)
     assert calls == [(10, 256)]
     # against the model in float64 (dequantized weights, x not quantized), the patched model errs no
@@ -213,7 +213,7 @@ def test_a_patched_fp8_model_stays_patched_with_its_packed_copy(how):
         copied = copy.deepcopy(model)
     mlp = copied.layers[0]["mlp"]
     patch = vars(mlp)["_fused_swiglu"]
-    assert isinstance(patch, fp8_modules.FusedFP8SwiGLUForward) and patch.module is mlp
+    assert isinstance(patch, fp8_patch.FusedFP8SwiGLUForward) and patch.module is mlp
     assert patch._source[0] is mlp.gate_proj and patch.w_packed is not None
     # the first call may be compiled: nothing is packed inside the graph
     compiled = torch.compile(copied, fullgraph=True, backend="aot_eager")

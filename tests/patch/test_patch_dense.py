@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-import fused_swiglu.modules as modules
 from fused_swiglu import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from fused_swiglu.patch import dense
 from fused_swiglu.reference import swiglu_float64
 
 
@@ -45,7 +45,7 @@ def _count_calls(monkeypatch):
     for the patched forward's direct operator call, ("block", "") for the whole-block operator
     (autograd records the call)."""
     calls = []
-    real, real_run_op, real_block = modules.swiglu, modules.run_op, modules.mlp_ops.mlp
+    real, real_run_op, real_block = dense.swiglu, dense.run_op, dense.mlp_ops.mlp
 
     def counting(*args, **kw):
         calls.append(("swiglu", kw))
@@ -59,9 +59,9 @@ def _count_calls(monkeypatch):
         calls.append(("block", ""))
         return real_block(*args)
 
-    monkeypatch.setattr(modules, "swiglu", counting)
-    monkeypatch.setattr(modules.mlp_ops, "mlp", counting_block)
-    monkeypatch.setattr(modules, "run_op", counting_run_op)
+    monkeypatch.setattr(dense, "swiglu", counting)
+    monkeypatch.setattr(dense.mlp_ops, "mlp", counting_block)
+    monkeypatch.setattr(dense, "run_op", counting_run_op)
     return calls
 
 
@@ -315,7 +315,7 @@ def test_act_fn_is_recognised_by_what_it_is_not_by_its_name(act, fused):
         torch.testing.assert_close(model(x), before, rtol=2e-2, atol=2e-2)
     else:
         assert torch.equal(model(x), before)
-        reason = modules.skip_reason(model[0].mlp)
+        reason = dense.skip_reason(model[0].mlp)
         assert reason.startswith("act_fn is ") and reason.endswith(", not SiLU (torch.nn.SiLU or transformers' "
                                                                    "SiLUActivation)")
         if isinstance(act, SiLU):  # a name that reads as SiLU is qualified with its module
@@ -450,7 +450,7 @@ def test_backward_hooks_on_gate_or_up_run_the_original_forward(kind, monkeypatch
 
 def test_disarm_leaves_exactly_the_unarmed_state():
     """_disarm (attribute by attribute, for Dynamo) and _UNARMED (used when pickling) name the same state."""
-    from fused_swiglu.modules import FusedSwiGLUForward
+    from fused_swiglu.patch.dense import FusedSwiGLUForward
 
     mlp = MLP()
     fuse_swiglu_mlps(mlp, backend="torch")
@@ -601,7 +601,7 @@ def test_a_call_without_a_tensor_is_the_block_s_own_error():
 
 
 def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own_forward(monkeypatch):
-    from fused_swiglu import _dispatch, modules
+    from fused_swiglu import _dispatch
 
     torch.manual_seed(0)
     mlp = MLP()
@@ -616,10 +616,10 @@ def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own
         asked.append(x.numel() // x.shape[-1])
         return True
 
-    monkeypatch.setattr(modules.FusedSwiGLUForward, "_unfused_faster", faster)
+    monkeypatch.setattr(dense.FusedSwiGLUForward, "_unfused_faster", faster)
     calls = []
-    real = modules.run_op
-    monkeypatch.setattr(modules, "run_op", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = dense.run_op
+    monkeypatch.setattr(dense, "run_op", lambda *a, **k: calls.append(1) or real(*a, **k))
     big = torch.randn(2, _dispatch.UNFUSED_CHECK_FROM // 2, 64, dtype=torch.bfloat16)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -634,8 +634,6 @@ def test_where_the_unfused_path_is_predicted_faster_a_patched_block_runs_its_own
 
 
 def test_where_the_data_measured_the_fused_training_step_slower_a_patched_block_trains_unfused(monkeypatch):
-    from fused_swiglu import modules
-
     torch.manual_seed(0)
     mlp, stock = MLP(), MLP()
     stock.load_state_dict(mlp.state_dict())
@@ -643,9 +641,9 @@ def test_where_the_data_measured_the_fused_training_step_slower_a_patched_block_
         warnings.simplefilter("ignore")
         fuse_swiglu_mlps(mlp)
     measured = []
-    monkeypatch.setattr(modules, "training_unfused_measured", lambda x: measured.append(tuple(x.shape)) or True)
+    monkeypatch.setattr(dense, "training_unfused_measured", lambda x: measured.append(tuple(x.shape)) or True)
     whole = []
-    monkeypatch.setattr(modules.FusedSwiGLUForward, "_whole_block", lambda self, x: whole.append(1))
+    monkeypatch.setattr(dense.FusedSwiGLUForward, "_whole_block", lambda self, x: whole.append(1))
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -659,13 +657,13 @@ def test_where_the_data_measured_the_fused_training_step_slower_a_patched_block_
         with torch.no_grad():
             mlp(x)  # inference: never asked
         assert measured == [(2, 3, 64)]
-        monkeypatch.setattr(modules, "training_unfused_measured", lambda x: False)
+        monkeypatch.setattr(dense, "training_unfused_measured", lambda x: False)
         mlp(x)
         assert whole == [1]  # else the whole-block operator
 
 
 def test_the_patch_is_a_block_patch_that_sees_hooks_and_is_detached_on_unfuse(monkeypatch):
-    from fused_swiglu._blocks import BlockPatch, installed
+    from fused_swiglu.patch.base import BlockPatch, installed
 
     mlp = MLP()
     with warnings.catch_warnings():
@@ -687,7 +685,6 @@ def test_a_class_forward_reassigned_after_patching_runs_unfused_until_it_is_back
     """A patch is verified against the block's forward at patch time: a class whose forward is
     reassigned later (here to GELU) gets that forward, with one warning, and the patch again once the
     verified forward is back."""
-    from fused_swiglu import modules
 
     class Local(MLP):  # a class of this test alone: its forward is reassigned below
         pass
@@ -698,8 +695,8 @@ def test_a_class_forward_reassigned_after_patching_runs_unfused_until_it_is_back
         warnings.simplefilter("ignore")
         assert fuse_swiglu_mlps(mlp) == ["(the model itself)"]
     served = []
-    real = modules.FusedSwiGLUForward.__call__
-    monkeypatch.setattr(modules.FusedSwiGLUForward, "__call__", lambda self, x: served.append(1) or real(self, x))
+    real = dense.FusedSwiGLUForward.__call__
+    monkeypatch.setattr(dense.FusedSwiGLUForward, "__call__", lambda self, x: served.append(1) or real(self, x))
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     verified = MLP.forward
 

@@ -1,5 +1,5 @@
 """fuse_swiglu_mlps replaces a block only when its forward computes down_proj(silu(gate_proj(x)) * up_proj(x)):
-known Hugging Face classes by class, anything else by a probe (fused_swiglu._verify)."""
+known Hugging Face classes by class, anything else by a probe (fused_swiglu.patch.verify)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fused_swiglu import _verify, fuse_swiglu_mlps, unfuse_swiglu_mlps
+from fused_swiglu import fuse_swiglu_mlps, unfuse_swiglu_mlps
+from fused_swiglu.patch import verify
 
 
 class MLP(nn.Module):
@@ -188,7 +189,7 @@ CANONICAL = {
 def _listed_classes():
     import importlib
 
-    for module_name, names in _verify.KNOWN_FORWARDS.items():
+    for module_name, names in verify.KNOWN_FORWARDS.items():
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -214,8 +215,8 @@ def test_a_subclass_overriding_a_listed_forward_is_probed():
             return 2 * super().forward(x)
 
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=96)
-    assert _verify.known_forward(LlamaMLP(config))
-    assert not _verify.known_forward(Mine(config))
+    assert verify.known_forward(LlamaMLP(config))
+    assert not verify.known_forward(Mine(config))
     mlp = Mine(config).to(torch.bfloat16)
     with pytest.warns(UserWarning, match="differs"):
         assert fuse_swiglu_mlps(mlp) == []
@@ -242,7 +243,7 @@ def test_dense_hugging_face_blocks_are_patched_by_class_and_match_stock(config_c
     with torch.no_grad():
         want = model(ids).logits
     probed = []
-    monkeypatch.setattr(_verify, "probe", lambda *a: probed.append(a) or "probed")
+    monkeypatch.setattr(verify, "probe", lambda *a: probed.append(a) or "probed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CPU fallback's warning
         names = fuse_swiglu_mlps(model)
@@ -384,9 +385,9 @@ def test_a_probed_blocks_plain_attribute_changed_after_patching_gives_the_stock_
     setattr(block, change[0], 1.0 if change[0] == "scale" else False)
     torch.testing.assert_close(block(x), fused, rtol=0, atol=0)
     block.extra = 3
-    assert not _verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
+    assert not verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
     del block.extra
-    assert _verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
+    assert verify.same_attributes(block, vars(block)["_fused_swiglu"].plain)
 
 
 def test_under_compile_a_changed_plain_attribute_re_traces_to_the_stock_forward():
@@ -415,7 +416,7 @@ def test_a_known_class_carries_no_attribute_check_and_a_tensor_attribute_refuses
     assert not hasattr(vars(block)["_fused_swiglu"], "plain")  # vouched for by its class
     holder = MLP()
     holder.gamma = torch.ones(64, dtype=torch.bfloat16)  # a tensor attribute, not a buffer
-    assert "tensor attributes beyond gate_proj, up_proj and down_proj (gamma)" in _verify.probe(
+    assert "tensor attributes beyond gate_proj, up_proj and down_proj (gamma)" in verify.probe(
         holder, holder.forward, torch.bfloat16)
 
 
@@ -538,7 +539,7 @@ def test_state_beyond_plain_values_runs_the_own_forward_under_compile_and_copies
 
 def test_a_large_tensor_in_a_container_refuses_the_probe():
     block = Nested(torch.ones(64))
-    assert "opts" in _verify.probe(block, block.forward, torch.bfloat16)
+    assert "opts" in verify.probe(block, block.forward, torch.bfloat16)
 
 
 def test_fx_traces_a_patched_block_that_is_the_root_module():

@@ -74,7 +74,7 @@ def _bad_cases():
         ((x, w, te[None]), ValueError, r"tile_expert must be 1-D"),
         ((x, w[:0], te), ValueError, r"at least one expert \(E >= 1\)"),
         ((x, w[:, :47], te), ValueError, "an even number of rows per expert"),
-        ((x[:, :16], w, te), ValueError, r"H = gate_up_proj.shape\[2\] = 32; got H=16"),
+        ((x[:, :16], w, te), ValueError, r"H = gate_up_proj.shape\[2\] = 32 columns; got H=16"),
         ((x[:63], w, te), ValueError, "a multiple of 16 rows .*got T_pad=63"),
         ((x, w, te[:3]), ValueError, "tile_expert must have T_pad / 16 = 4 entries, one per token tile of x_pad; got 3"),
         ((x, w.to("meta"), te), ValueError, "gate_up_proj must be on x_pad's device cpu; got gate_up_proj on meta"),

@@ -52,60 +52,81 @@ swiglu_grouped = torch.ops.fused_swiglu.swiglu_grouped.default
 _CUDA_DTYPES = (torch.bfloat16, torch.float16)
 
 
+def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = OP, x_name: str = "x_pad") -> tuple[int, int, int]:
+    """The rules on the rows ``x`` (named ``x_name`` in errors, any number of rows), the weights and the config
+    that the operator ``op`` shares with :func:`fused_swiglu.grouped.grouped_swiglu`; returns ``(E, I, H)``.
+
+    Raises:
+        TypeError: a dtype: x not floating point (bf16 / fp16 on CUDA), gate_up_proj not of x's dtype; an
+            argument that is not a dense tensor.
+        ValueError: a rank, a shape (no expert, an odd number of rows per expert, gate_up_proj's H not x's), a
+            device, H or I not a multiple of 8 on CUDA, a config :func:`fused_swiglu.configs.check_grouped_config`
+            refuses.
+    """
+    for arg, t in ((x_name, x), ("gate_up_proj", gate_up_proj)):
+        if not isinstance(t, Tensor) or t.layout != torch.strided or t.is_nested:
+            raise TypeError(f"{op}: {arg} must be a dense (strided) torch.Tensor; got {type(t).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{op}: {x_name} must be 2-D ({'T_pad' if x_name == 'x_pad' else 'T'}, H); got shape "
+                         f"{tuple(x.shape)}")
+    if gate_up_proj.dim() != 3:
+        raise ValueError(f"{op}: gate_up_proj must be 3-D (E, 2I, H); got shape {tuple(gate_up_proj.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{op}: {x_name} must be a floating-point tensor; got {x_name}.dtype={x.dtype}")
+    if gate_up_proj.dtype != x.dtype:
+        raise TypeError(f"{op}: gate_up_proj must have {x_name}'s dtype {x.dtype}; got "
+                        f"gate_up_proj.dtype={gate_up_proj.dtype}")
+    if gate_up_proj.device != x.device:
+        raise ValueError(f"{op}: gate_up_proj must be on {x_name}'s device {x.device}; got gate_up_proj on "
+                         f"{gate_up_proj.device}")
+    H = x.shape[1]
+    E, rows, Hw = gate_up_proj.shape
+    if E < 1:
+        raise ValueError(f"{op}: gate_up_proj must hold at least one expert (E >= 1); got shape "
+                         f"{tuple(gate_up_proj.shape)}")
+    if rows % 2:
+        raise ValueError(f"{op}: gate_up_proj must have an even number of rows per expert (2I: gate rows, then up "
+                         f"rows); got shape {tuple(gate_up_proj.shape)}")
+    if Hw != H:
+        raise ValueError(f"{op}: {x_name} must have H = gate_up_proj.shape[2] = {Hw} columns; got H={H}")
+    I = rows // 2
+    if x.device.type == "cuda":
+        if x.dtype not in _CUDA_DTYPES:
+            raise TypeError(f"{op}: {x_name} must be torch.bfloat16 or torch.float16 on CUDA; got "
+                            f"{x_name}.dtype={x.dtype}")
+        if H == 0 or H % 8 or I % 8:
+            raise ValueError(f"{op}: H must be a positive multiple of 8 and I a multiple of 8 for 16-byte TMA rows; "
+                             f"got H={H}, I={I}")
+    check_grouped_config(config, x.dtype)
+    return E, I, H
+
+
 def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, config: str = "") -> tuple[int, int, int]:
     """The operator's rules (as its CUDA kernel checks them), named in errors; returns ``(E, I, H)``.
 
     Raises:
-        TypeError: a dtype: x_pad not floating point (bf16 / fp16 on CUDA), gate_up_proj not of x_pad's dtype,
-            tile_expert not int32; an argument that is not a dense tensor.
-        ValueError: a rank, a shape (gate_up_proj's rows per expert odd, its H not x_pad's, T_pad not a
-            multiple of 16, tile_expert not of T_pad / 16 entries, no expert), a device, H or I not a multiple of
-            8 on CUDA, a config :func:`fused_swiglu.configs.check_grouped_config` refuses.
+        TypeError: as :func:`check_weights`; tile_expert not an int32 dense tensor.
+        ValueError: as :func:`check_weights`; tile_expert not 1-D of T_pad / 16 entries on x_pad's device,
+            T_pad not a multiple of 16.
     """
-    for arg, t in (("x_pad", x_pad), ("gate_up_proj", gate_up_proj), ("tile_expert", tile_expert)):
-        if not isinstance(t, Tensor) or t.layout != torch.strided or t.is_nested:
-            raise TypeError(f"{OP}: {arg} must be a dense (strided) torch.Tensor; got {type(t).__name__}")
-    if x_pad.dim() != 2:
-        raise ValueError(f"{OP}: x_pad must be 2-D (T_pad, H); got shape {tuple(x_pad.shape)}")
-    if gate_up_proj.dim() != 3:
-        raise ValueError(f"{OP}: gate_up_proj must be 3-D (E, 2I, H); got shape {tuple(gate_up_proj.shape)}")
+    if not isinstance(tile_expert, Tensor) or tile_expert.layout != torch.strided or tile_expert.is_nested:
+        raise TypeError(f"{OP}: tile_expert must be a dense (strided) torch.Tensor; got {type(tile_expert).__name__}")
     if tile_expert.dim() != 1:
         raise ValueError(f"{OP}: tile_expert must be 1-D (T_pad / {TOKEN_TILE},); got shape {tuple(tile_expert.shape)}")
-    if not x_pad.is_floating_point():
-        raise TypeError(f"{OP}: x_pad must be a floating-point tensor; got x_pad.dtype={x_pad.dtype}")
-    if gate_up_proj.dtype != x_pad.dtype:
-        raise TypeError(f"{OP}: gate_up_proj must have x_pad's dtype {x_pad.dtype}; got "
-                        f"gate_up_proj.dtype={gate_up_proj.dtype}")
+    result = check_weights(x_pad, gate_up_proj, config)
     if tile_expert.dtype != torch.int32:
         raise TypeError(f"{OP}: tile_expert must be torch.int32; got tile_expert.dtype={tile_expert.dtype}")
-    for arg, t in (("gate_up_proj", gate_up_proj), ("tile_expert", tile_expert)):
-        if t.device != x_pad.device:
-            raise ValueError(f"{OP}: {arg} must be on x_pad's device {x_pad.device}; got {arg} on {t.device}")
-    T_pad, H = x_pad.shape
-    E, rows, Hw = gate_up_proj.shape
-    if E < 1:
-        raise ValueError(f"{OP}: gate_up_proj must hold at least one expert (E >= 1); got shape "
-                         f"{tuple(gate_up_proj.shape)}")
-    if rows % 2:
-        raise ValueError(f"{OP}: gate_up_proj must have an even number of rows per expert (2I: gate rows, then up "
-                         f"rows); got shape {tuple(gate_up_proj.shape)}")
-    if Hw != H:
-        raise ValueError(f"{OP}: x_pad must be (T_pad, H) with H = gate_up_proj.shape[2] = {Hw}; got H={H}")
+    if tile_expert.device != x_pad.device:
+        raise ValueError(f"{OP}: tile_expert must be on x_pad's device {x_pad.device}; got tile_expert on "
+                         f"{tile_expert.device}")
+    T_pad = x_pad.shape[0]
     if T_pad % TOKEN_TILE:
         raise ValueError(f"{OP}: x_pad must have a multiple of {TOKEN_TILE} rows (each expert's tokens padded to whole "
                          f"tiles of {TOKEN_TILE}); got T_pad={T_pad}")
     if tile_expert.shape[0] != T_pad // TOKEN_TILE:
         raise ValueError(f"{OP}: tile_expert must have T_pad / {TOKEN_TILE} = {T_pad // TOKEN_TILE} entries, one per "
                          f"token tile of x_pad; got {tile_expert.shape[0]}")
-    I = rows // 2
-    if x_pad.device.type == "cuda":
-        if x_pad.dtype not in _CUDA_DTYPES:
-            raise TypeError(f"{OP}: x_pad must be torch.bfloat16 or torch.float16 on CUDA; got x_pad.dtype={x_pad.dtype}")
-        if H == 0 or H % 8 or I % 8:
-            raise ValueError(f"{OP}: H must be a positive multiple of 8 and I a multiple of 8 for 16-byte TMA rows; "
-                             f"got H={H}, I={I}")
-    check_grouped_config(config, x_pad.dtype)
-    return E, I, H
+    return result
 
 
 @torch.library.register_fake(OP)

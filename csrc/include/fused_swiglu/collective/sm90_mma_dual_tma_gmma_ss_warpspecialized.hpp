@@ -51,12 +51,6 @@ CUTE_HOST_RTC auto make_tma_copy_sm90(CopyOp const& op, GTensor const& gtensor, 
   else return make_tma_copy_B_sm90(op, gtensor, slayout, cta_tiler, cluster_shape);
 }
 
-}  // namespace detail
-
-// Base: the CUTLASS sm90 TMA GMMA SS warp-specialized CollectiveMma built for TileShape (BLK_M, BLK_N,
-// BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1).
-namespace detail {
-
 // Params fields of the grouped form only (empty otherwise).
 template <bool Grouped>
 struct ExpertParams {};
@@ -69,7 +63,9 @@ struct ExpertParams<true> {
 
 }  // namespace detail
 
-// Grouped: the weights batched over experts, token tile t reading expert tile_expert[t] (Split = 0 only).
+// Base: the CUTLASS sm90 TMA GMMA SS warp-specialized CollectiveMma built for TileShape (BLK_M, BLK_N,
+// BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1). Grouped: the weights batched
+// over experts, token tile t reading expert tile_expert[t] (Split = 0 only).
 template <class Base, int Split, bool Grouped = false>
 struct DualCollectiveMma : Base {
   static_assert(Split == 0 || Split == 1, "Split: 0 = W_gate/W_up in operand A, 1 = in operand B");

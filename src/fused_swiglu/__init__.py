@@ -21,6 +21,7 @@ _EXPORTS = {
     "fuse_swiglu_mlps": ".modules", "unfuse_swiglu_mlps": ".modules",
     "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
     "fused_backend": ".compile_fusion",
+    "grouped_swiglu": ".grouped",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -16,12 +16,13 @@ def _offsets(counts) -> torch.Tensor:
 
 
 def _layout_by_loop(counts, T, tile=16):
-    """The layout the docstring describes, one expert at a time: (source, valid, tile_expert, dest, routed)."""
+    """The layout the docstring describes, one expert at a time: (source, valid, tile_expert, dest, routed,
+    padded_offsets)."""
     E = len(counts)
     T_pad = grouped.padded_rows(T, E, tile)
     source, valid = [0] * T_pad, [False] * T_pad
     tile_expert = [E] * (T_pad // tile)
-    dest, routed = [0] * T, [False] * T
+    dest, routed, padded_offsets = [0] * T, [False] * T, []
     row, padded_row = 0, 0
     for e, c in enumerate(counts):
         for j in range(c):
@@ -30,7 +31,8 @@ def _layout_by_loop(counts, T, tile=16):
         tiles = -(-c // tile)
         tile_expert[padded_row // tile: padded_row // tile + tiles] = [e] * tiles
         row, padded_row = row + c, padded_row + tiles * tile
-    return source, valid, tile_expert, dest, routed
+        padded_offsets.append(padded_row)
+    return source, valid, tile_expert, dest, routed, padded_offsets
 
 
 COUNTS = {
@@ -49,8 +51,9 @@ def test_the_layout_matches_one_expert_at_a_time(name):
     counts = COUNTS[name]
     T = sum(counts)
     layout = grouped.grouped_layout(_offsets(counts), T)
-    source, valid, tile_expert, dest, routed = _layout_by_loop(counts, T)
+    source, valid, tile_expert, dest, routed, padded_offsets = _layout_by_loop(counts, T)
     assert layout.valid.tolist() == valid and layout.tile_expert.tolist() == tile_expert
+    assert layout.padded_offsets.tolist() == padded_offsets and layout.padded_offsets.dtype == torch.int32
     assert [s for s, v in zip(layout.source.tolist(), valid) if v] == [s for s, v in zip(source, valid) if v]
     assert layout.dest.tolist() == dest and layout.routed.tolist() == routed
     assert layout.tile_expert.dtype == torch.int32 and layout.tile_expert.shape == (grouped.padded_rows(T, len(counts)) // 16,)

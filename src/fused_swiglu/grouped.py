@@ -42,6 +42,9 @@ class GroupedLayout(NamedTuple):
         past the last expert's.
     dest: ``(T,)`` int64, the padded row of each routed row (0 for a row past ``expert_offsets[-1]``).
     routed: ``(T,)`` bool, whether a routed row belongs to an expert (is before ``expert_offsets[-1]``).
+    padded_offsets: ``(E,)`` int32, the end row of each expert's tiles in the padded layout (the
+        ``torch._grouped_mm`` convention over the padded rows: a grouped product of them stops at
+        ``padded_offsets[-1]``, the first row of the tiles past the last expert's).
     """
 
     source: Tensor
@@ -49,6 +52,7 @@ class GroupedLayout(NamedTuple):
     tile_expert: Tensor
     dest: Tensor
     routed: Tensor
+    padded_offsets: Tensor
 
 
 def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) -> GroupedLayout:
@@ -100,7 +104,7 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
     routed = routed_expert < E
     e = routed_expert.clamp_max(E - 1)
     dest = torch.where(routed, padded_starts[e] + routed_rows - starts[e], 0).clamp(0, max(T_pad - 1, 0))
-    return GroupedLayout(source, valid, tile_expert.to(torch.int32), dest, routed)
+    return GroupedLayout(source, valid, tile_expert.to(torch.int32), dest, routed, padded_ends.to(torch.int32))
 
 
 def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tensor, *, config: str = "") -> Tensor:

@@ -22,6 +22,7 @@ _EXPORTS = {
     "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
     "fused_backend": ".compile_fusion",
     "grouped_swiglu": ".grouped",
+    "swiglu_experts": ".experts", "routed_swiglu": ".experts",
 }
 
 __all__ = ["__version__", *_EXPORTS]

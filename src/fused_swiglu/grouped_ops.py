@@ -73,11 +73,12 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
         raise ValueError(f"{op}: gate_up_proj must be 3-D (E, 2I, H); got shape {tuple(gate_up_proj.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{op}: {x_name} must be a floating-point tensor; got {x_name}.dtype={x.dtype}")
+    whose = x_name + ("'" if x_name.endswith("s") else "'s")  # hidden_states', x_pad's
     if gate_up_proj.dtype != x.dtype:
-        raise TypeError(f"{op}: gate_up_proj must have {x_name}'s dtype {x.dtype}; got "
+        raise TypeError(f"{op}: gate_up_proj must have {whose} dtype {x.dtype}; got "
                         f"gate_up_proj.dtype={gate_up_proj.dtype}")
     if gate_up_proj.device != x.device:
-        raise ValueError(f"{op}: gate_up_proj must be on {x_name}'s device {x.device}; got gate_up_proj on "
+        raise ValueError(f"{op}: gate_up_proj must be on {whose} device {x.device}; got gate_up_proj on "
                          f"{gate_up_proj.device}")
     H = x.shape[1]
     E, rows, Hw = gate_up_proj.shape

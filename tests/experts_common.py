@@ -78,3 +78,22 @@ def check_experts(out, x, index, weights, gate_up, down, what: str = "") -> None
     bad = err > 2 * (unfused.double() - ref).abs().max() + ulp_at(ref, x.dtype)
     assert not bad.any(), (f"{what}: {bad.sum().item()} of {out.numel()} elements past the bound, worst "
                            f"{err.max().item():.3g}")
+
+
+def decisive_prompt(model, batch: int = 1, length: int = 6, new_tokens: int = 16, margin: float = 0.02,
+                    tries: int = 200):
+    """(prompt, stock tokens): the first seeded random prompt whose greedy continuation by ``model`` as it is
+    never hangs on a rounding: at every generated position the top logit leads the next by at least
+    ``margin`` of the largest logit (bf16 logits of a tiny random model sit an ulp apart often enough that two
+    correct paths, differing in rounding alone, would pick different tokens there)."""
+    device, vocab = model.device, model.config.vocab_size
+    kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    for seed in range(tries):
+        ids = torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed)).to(device)
+        tokens = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
+        with torch.no_grad():
+            logits = model(tokens).logits[:, length - 1:-1].float()
+        top = logits.topk(2, dim=-1).values
+        if ((top[..., 0] - top[..., 1]) >= margin * logits.abs().max()).all():
+            return ids, tokens
+    raise AssertionError(f"no prompt of {tries} gives a greedy continuation {margin:.0%} clear of a tie")

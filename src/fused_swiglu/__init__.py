@@ -23,6 +23,7 @@ _EXPORTS = {
     "fused_backend": ".compile_fusion",
     "grouped_swiglu": ".grouped",
     "swiglu_experts": ".experts", "routed_swiglu": ".experts",
+    "register_experts_implementation": ".hf_experts",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -105,3 +105,20 @@ def test_torch_compile_fullgraph(seed):
         x, index, weights = routing(40, E, k, H, torch.bfloat16, device="cuda", seed=seed + step)
         check_experts(compiled(x, index, weights, gate_up, down), x, index, weights, gate_up, down,
                       f"compiled, routing {step} seed={seed}")
+
+
+def test_the_checks_on_cuda_name_the_argument_and_the_rule():
+    gate_up, down = experts_weights(4, 64, 32, torch.bfloat16, device="cuda")
+    x, index, weights = routing(5, 4, 2, 64, torch.bfloat16, device="cuda")
+    cases = [
+        ((x.float(), index, weights, gate_up.float(), down.float()), TypeError,
+         "hidden_states must be torch.bfloat16 or torch.float16 on CUDA"),
+        ((x, index, weights, gate_up, down.transpose(1, 2).contiguous().transpose(1, 2)), ValueError,
+         r"down_proj must have unit stride along I .*; got strides \(2048, 1, 64\)"),
+        ((x, index.cpu(), weights, gate_up, down), ValueError, "top_k_index must be on hidden_states' device cuda"),
+        ((x[:, :60], index, weights, gate_up[:, :, :60], down[:, :60]), ValueError,
+         "H must be a positive multiple of 8"),
+    ]
+    for args, error, says in cases:
+        with pytest.raises(error, match=says):
+            experts.swiglu_experts(*args)

@@ -266,8 +266,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
         gate_up_proj: ``(E, 2I, H)`` of hidden_states' dtype and device, each expert's gate rows then its up
             rows; on CUDA read in place by TMA (unit stride along H, row and expert strides multiples of 8
             elements, a 16-byte aligned start: any contiguous tensor), I a multiple of 8.
-        down_proj: ``(E, H, I)`` of hidden_states' dtype and device (on CUDA with unit stride along I, as a
-            contiguous tensor has).
+        down_proj: ``(E, H, I)`` of hidden_states' dtype and device (on CUDA with unit stride along I and the
+            other strides multiples of 8 elements, as a contiguous tensor has).
         config: ``""`` (the choice) or a grouped config name for the dtype
             (:func:`fused_swiglu.catalog.grouped_names`), for the gate/up kernel.
 
@@ -281,7 +281,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
         ValueError: a rank or shape (hidden_states not (T, H); top_k_index or top_k_weights not (T, k) with
             k >= 1; gate_up_proj not (E, 2I, H) with an even row count and hidden_states' H; down_proj not
             (E, H, I) of gate_up_proj's E and I), a device (not CUDA or the CPU, or not hidden_states'), H or
-            I not a multiple of 8 on CUDA, a config the choice refuses.
+            I not a multiple of 8 on CUDA, down_proj's strides on CUDA (unit stride along I, the others
+            multiples of 8 elements), a config the choice refuses.
         RuntimeError: a CUDA device that is not a Hopper GPU; autograd would record the call (grad mode on
             and hidden_states, top_k_weights, gate_up_proj or down_proj requiring grad): inference only.
     """
@@ -306,6 +307,11 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
     if tuple(down_proj.shape) != (E, H, I):
         raise ValueError(f"{op}: down_proj must be (E, H, I) = {(E, H, I)} for gate_up_proj of shape "
                          f"{tuple(gate_up_proj.shape)}; got shape {tuple(down_proj.shape)}")
+    strides = down_proj.stride()
+    if hidden_states.device.type == "cuda" and (strides[2] != 1 or strides[1] % v.ALIGN or strides[0] % v.ALIGN):
+        raise ValueError(f"{op}: down_proj must have unit stride along I and its other strides multiples of "
+                         f"{v.ALIGN} elements on CUDA (torch._grouped_mm's rows; a contiguous tensor has them); got "
+                         f"strides {tuple(strides)}")
     _no_autograd(op, hidden_states=hidden_states, top_k_weights=top_k_weights, gate_up_proj=gate_up_proj,
                  down_proj=down_proj)
     if T == 0:

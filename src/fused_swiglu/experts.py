@@ -258,9 +258,10 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
         hidden_states: ``(T, H)``, the tokens (T >= 0). CUDA (a Hopper GPU): torch.bfloat16 or
             torch.float16, H a multiple of 8; CPU: any floating dtype.
         top_k_index: ``(T, k)`` torch.int64 or torch.int32 on hidden_states' device (k >= 1), the experts
-            of each token, in ``[0, E)``. Not checked (it would wait for the GPU): an id >= E belongs to no
-            expert and leaves whatever the down projection's unused rows hold in its token's sum (the
-            expert-parallel sentinel convention is not supported); a negative id is taken as expert 0.
+            of each token, in ``[0, E)``. Not checked (it would wait for the GPU): an id >= E is routed to no
+            expert and its pair reads the first padded row instead (another pair's row, or an unwritten one
+            when no id is below E): wrong values, never an access out of bounds (the expert-parallel sentinel
+            convention is not supported); a negative id is taken as expert 0.
         top_k_weights: ``(T, k)`` floating point on hidden_states' device, the weight of each
             (token, expert) pair (any floating dtype: fp32 router weights stay fp32 in the sum).
         gate_up_proj: ``(E, 2I, H)`` of hidden_states' dtype and device, each expert's gate rows then its up

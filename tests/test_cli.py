@@ -99,6 +99,8 @@ def test_out_path_is_checked_without_creating_folders(tmp_path, capsys):
      "runs only in method fused_dual_promoted, which --methods leaves out"),
     (["bench", "--config", "packed_fp8_pingpong_64x128x128_1x1_e4m3"],
      "'packed_fp8_pingpong_64x128x128_1x1_e4m3' is an e4m3 config, which --config does not take (bench fp8"),
+    (["bench", "--config", "grouped_dual_swapab_pingpong_128x16x64_1x1_bf16"],
+     "'grouped_dual_swapab_pingpong_128x16x64_1x1_bf16' is a grouped config, which --config does not take"),
     (["bench", "--fp8", "--models", "9000B"], "--models: unknown model '9000B'"),
     (["bench", "--fp8", "--methods", "eager"], "--methods: unknown method 'eager'; known: fp8_fused"),
     (["bench", "--fp8", "--cuda-graph"], "unrecognized arguments: --cuda-graph"),

@@ -38,12 +38,13 @@ def test_status_mapping_includes_last_error():
 def test_struct_layouts_match_the_header():
     # fsw_problem: 3 int64, 3 int32 and 4 bytes of padding, 4 (pointer, int64) pairs, 2 (pointer,
     # pointer, int64) triples, 2 pointers and 2 int32, then a pointer, 2 int64, an int32 and 4 bytes of
-    # padding = 24 + 16 + 64 + 48 + 24 + 32 bytes
-    assert ctypes.sizeof(_lib.Problem) == 208
+    # padding, then 2 int64 and a pointer = 24 + 16 + 64 + 48 + 24 + 32 + 24 bytes
+    assert ctypes.sizeof(_lib.Problem) == 232
     assert _lib.Problem.x.offset == 40 and _lib.Problem.ldy.offset == 96
     assert _lib.Problem.g.offset == 104 and _lib.Problem.lddgu.offset == 144
     assert _lib.Problem.x_scale.offset == 152 and _lib.Problem.w_scale_stride.offset == 172
     assert _lib.Problem.y_scale.offset == 176 and _lib.Problem.y_scale_mode.offset == 200
+    assert _lib.Problem.experts.offset == 208 and _lib.Problem.tile_expert.offset == 224
     # the per-launch packing writes every field at the C offset
     names = [name for name, _ in _lib.Problem._fields_]
     buf = bytearray(_lib._PROBLEM.size)

@@ -14,6 +14,7 @@ DEFINING = {
     "fused_swiglu.ops": ("swiglu_packed", "swiglu_dual"),
     "fused_swiglu.training_ops": ("swiglu_dual_store", "swiglu_packed_store", "dswiglu"),
     "fused_swiglu.mlp_ops": ("swiglu_dual_store", "swiglu_packed_store", "dswiglu"),
+    "fused_swiglu.grouped_ops": ("swiglu_grouped",),
 }
 
 _HAS_CUDA_KERNEL = """

@@ -45,7 +45,7 @@ ConfigEntry const* lookup(int config) {
 
 fsw_status check_problem(ConfigEntry const& e, const fsw_problem* p) {
   if (p == nullptr) return fail(FSW_ERROR_INVALID_ARGUMENT, "problem must not be NULL");
-  if (e.info.kind == FSW_KERNEL_DUAL && p->w_up == nullptr) {
+  if ((e.info.kind == FSW_KERNEL_DUAL || e.info.kind == FSW_KERNEL_GROUPED_DUAL) && p->w_up == nullptr) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s is a dual-GEMM kernel: w_up must not be NULL", e.info.name);
   }
   return FSW_SUCCESS;

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 11
+#define FSW_ABI_VERSION 12
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,
@@ -41,7 +41,18 @@ typedef enum fsw_kernel_kind {
   // writes, from the fp32 accumulator dY,
   //   dg = dY * u * s * (1 + g * (1 - s)),  du = dY * g * s,  s = sigmoid(g)
   // (the derivatives of silu(g) * u). y, w_up: unused.
-  FSW_KERNEL_DSWIGLU = 2
+  FSW_KERNEL_DSWIGLU = 2,
+  // The dual kernel batched over the experts of a mixture-of-experts layer (swap-AB, decode sizes). x is
+  // x_pad (M = T_pad, K): the routed tokens sorted by expert, each expert's rows padded to whole token
+  // tiles (the config's tile_n rows; M a multiple of it); tile_expert[t] (M / tile_n int32) names the
+  // expert of token tile t, and a value outside [0, experts) marks a tile past the last expert's: the
+  // kernel hands out no work from the first such tile on, so those tiles must all come after every
+  // valid one (non-decreasing values do). w and w_up are expert 0's W_gate and W_up (N, K), row strides
+  // ldw and ldw_up; expert e's lie e * ldw_expert elements further (transformers' gate_up_proj [E, 2N, K]:
+  // w = gate_up_proj, w_up = w + N * K, ldw = ldw_up = K, ldw_expert = 2N * K). y (M, N): row r gets
+  // silu(x[r] W_gate[e]^T) * (x[r] W_up[e]^T), e = tile_expert[r / tile_n]; the rows of tiles past the
+  // last expert are not written. tile_expert is read on the device, at every launch.
+  FSW_KERNEL_GROUPED_DUAL = 3
 } fsw_kernel_kind;
 
 // One SwiGLU problem. All matrices are row-major with unit stride along the last dimension; ld* are
@@ -100,6 +111,12 @@ typedef struct fsw_problem {
   int64_t y_scale_stride_m;
   int64_t y_scale_stride_g;
   int32_t y_scale_mode;
+  // FSW_KERNEL_GROUPED_DUAL (see there): E >= 1 experts, the elements between two experts' weights (a
+  // multiple of 16 bytes), and the expert of each token tile (M / tile_n int32, 4-byte aligned, on the
+  // device). Other kinds: 0, 0 and NULL.
+  int64_t experts;
+  int64_t ldw_expert;
+  const int32_t* tile_expert;
 } fsw_problem;
 
 #define FSW_Y_SCALE_STATIC 1

@@ -21,7 +21,8 @@ _spec.loader.exec_module(catalog)
 CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFIGS] + [
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS] + [(e, catalog.FP8_OUT_DTYPES) for e in catalog.FP8_OUT_CONFIGS] + [
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_BLOCKWISE_CONFIGS] + [
-    (e, catalog.FP8_DTYPES) for e in catalog.FP8_DUAL_CONFIGS]
+    (e, catalog.FP8_DTYPES) for e in catalog.FP8_DUAL_CONFIGS] + [
+    (e, catalog.DTYPES) for e in catalog.GROUPED_CONFIGS]
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
 # MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
@@ -81,6 +82,9 @@ KERNELS = {
                  "fused_swiglu/kernel/sm90_gemm_swiglu_dual_fp8.hpp"),
     "dual_fp8_swapab": ("::fused_swiglu::kernel::DualSwapABFP8SwiGLUGemm", "FSW_KERNEL_DUAL",
                         "fused_swiglu/kernel/sm90_gemm_swiglu_dual_fp8.hpp"),
+    # the dual swap-AB kernel over the experts of a mixture-of-experts layer (gate_up_proj [E, 2I, H] in place)
+    "grouped_dual_swapab": ("::fused_swiglu::kernel::GroupedDualSwapABSwiGLUGemm", "FSW_KERNEL_GROUPED_DUAL",
+                            "fused_swiglu/kernel/sm90_gemm_swiglu_grouped_dual_swapab.hpp"),
 }
 
 

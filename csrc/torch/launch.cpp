@@ -92,6 +92,7 @@ int32_t code_bf16() { return aoti_torch_dtype_bfloat16(); }
 int32_t code_fp16() { return aoti_torch_dtype_float16(); }
 int32_t code_fp32() { return aoti_torch_dtype_float32(); }
 int32_t code_e4m3() { return aoti_torch_dtype_float8_e4m3fn(); }
+int32_t code_int32() { return aoti_torch_dtype_int32(); }
 
 void check_dtype(const char* op, Named named, int32_t dtype, const char* rule) {
   for (auto const& [arg, t] : named) {

@@ -51,8 +51,9 @@ constexpr int64_t kAlign = 8;  // elements: 16-byte TMA rows in bf16 / fp16
 
 // What the plan callback is asked for (src/fused_swiglu/_plans.py, PLAN_KINDS): an fsw_kernel_kind; one
 // of the training forward's store variants, which the C ABI runs as PACKED / DUAL configs that also write
-// g and u (preactivations = 1); or an e4m3 family (row scales with bf16 y or e4m3 y, block scales, the
-// dual kernel's row scales).
+// g and u (preactivations = 1); an e4m3 family (row scales with bf16 y or e4m3 y, block scales, the
+// dual kernel's row scales); or the grouped dual kernel (FSW_KERNEL_GROUPED_DUAL configs; M = T_pad).
+// Plan kinds and fsw_kernel_kind values agree for the first three only.
 enum PlanKind : int32_t {
   kPlanPacked = FSW_KERNEL_PACKED,
   kPlanDual = FSW_KERNEL_DUAL,
@@ -63,6 +64,7 @@ enum PlanKind : int32_t {
   kPlanPackedFp8E4m3Out = 6,
   kPlanPackedFp8Block = 7,
   kPlanDualFp8 = 8,
+  kPlanGroupedDual = 9,
 };
 
 using Named = std::initializer_list<std::pair<const char*, Tensor const*>>;
@@ -89,6 +91,7 @@ int32_t code_bf16();
 int32_t code_fp16();
 int32_t code_fp32();
 int32_t code_e4m3();
+int32_t code_int32();
 
 // t (rows, cols) as TMA reads it: unit column stride, a row stride of whole 16-byte units and at least
 // cols, 16-byte aligned start; else a contiguous copy.

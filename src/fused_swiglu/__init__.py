@@ -21,6 +21,9 @@ _EXPORTS = {
     "fuse_swiglu_mlps": ".patch", "unfuse_swiglu_mlps": ".patch",
     "swiglu_packed_fp8": ".fp8", "swiglu_fp8": ".fp8",
     "fused_backend": ".compile_fusion",
+    "grouped_swiglu": ".grouped",
+    "swiglu_experts": ".experts", "routed_swiglu": ".experts",
+    "register_experts_implementation": ".hf_experts",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -2,4 +2,4 @@
 (``csrc/capi/fused_swiglu.h``); the loader refuses a library of another version and the build cache
 keys its libraries by it."""
 
-ABI_VERSION = 11
+ABI_VERSION = 12

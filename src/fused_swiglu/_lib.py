@@ -32,7 +32,7 @@ DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}  # fsw_dtype
 DTYPE_NAMES = {0: "bf16", 1: "fp16", 2: "e4m3"}
 E4M3_CODE = 2  # fsw_dtype of float8_e4m3fn inputs (fused_swiglu.fp8)
 Y_SCALE_STATIC, Y_SCALE_GROUP128 = 1, 2  # fsw_problem.y_scale_mode: FSW_Y_SCALE_STATIC, FSW_Y_SCALE_GROUP128
-KERNEL_NAMES = {0: "packed", 1: "dual", 2: "dswiglu"}  # fsw_kernel_kind
+KERNEL_NAMES = {0: "packed", 1: "dual", 2: "dswiglu", 3: "grouped_dual"}  # fsw_kernel_kind
 
 
 class Status(enum.IntEnum):
@@ -77,12 +77,16 @@ class Problem(ctypes.Structure):
         ("y_scale_stride_m", ctypes.c_int64),
         ("y_scale_stride_g", ctypes.c_int64),
         ("y_scale_mode", ctypes.c_int32),  # 1: static, 2: per 1 x 128 group; 0 for 16-bit y
+        ("experts", ctypes.c_int64),  # grouped: E; else 0
+        ("ldw_expert", ctypes.c_int64),  # grouped: elements between two experts' weights; else 0
+        ("tile_expert", ctypes.c_void_p),  # grouped: int32 (M / tile_n,) expert of each token tile; else NULL
     ]
 
 
 # The same layout as Problem / fsw_problem: three int64, three int32 and padding, (pointer, int64) x 4, then
-# (pointer, pointer, int64) x 2, two pointers and two int32, a pointer, two int64 and one int32.
-_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQiiQqqi4x")  # pad bytes where C aligns to 8
+# (pointer, pointer, int64) x 2, two pointers and two int32, a pointer, two int64, one int32 and padding, two
+# int64 and a pointer.
+_PROBLEM = struct.Struct("<qqqiii4xQqQqQqQqQQqQQqQQiiQqqi4xqqQ")  # pad bytes where C aligns to 8
 assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
@@ -400,19 +404,23 @@ class Library:
                w: int, ldw: int, w_up: int = 0, ldw_up: int = 0, y: int = 0, ldy: int = 0, g: int = 0, u: int = 0,
                ldgu: int = 0, dg: int = 0, du: int = 0, lddgu: int = 0, raster: int = 0, swizzle: int = 1,
                x_scale: int = 0, w_scale: int = 0, x_scale_stride: int = 0, w_scale_stride: int = 0,
-               y_scale: int = 0, y_scale_stride_m: int = 0, y_scale_stride_g: int = 0, y_scale_mode: int = 0) -> None:
+               y_scale: int = 0, y_scale_stride_m: int = 0, y_scale_stride_g: int = 0, y_scale_mode: int = 0,
+               experts: int = 0, ldw_expert: int = 0, tile_expert: int = 0) -> None:
         """:meth:`run` on raw operands: device addresses (ints, 0 for none) and row strides in elements,
         on the current stream of CUDA device ``device`` (its index; the caller makes it current).
         ``dtype`` ``torch.float8_e4m3fn`` takes the fp32 scales ``x_scale`` / ``w_scale`` (addresses)
         with strides 0 (one value) or 1 (one per token / weight row); a config with e4m3 y takes its fp32
         scales ``y_scale`` (mode 1: one static scale read; 2: one per 1 x 128 group written at
-        ``m * y_scale_stride_m + g * y_scale_stride_g``). Raises as :meth:`run`."""
+        ``m * y_scale_stride_m + g * y_scale_stride_g``). A grouped config takes ``experts`` (E), ``ldw_expert``
+        (elements between two experts' weights) and ``tile_expert`` (the address of the int32 expert of each
+        token tile; ``capi/fused_swiglu.h``, FSW_KERNEL_GROUPED_DUAL). Raises as :meth:`run`."""
         config = self.ensure(config_name)
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(
             self._problem_buf, 0, m, n, k, E4M3_CODE if dtype == torch.float8_e4m3fn else DTYPE_CODES[dtype],
             raster, swizzle, x, ldx, w, ldw, w_up, ldw_up, y, ldy, g, u, ldgu, dg, du, lddgu,
             x_scale, w_scale, x_scale_stride, w_scale_stride, y_scale, y_scale_stride_m, y_scale_stride_g, y_scale_mode,
+            experts, ldw_expert, tile_expert,
         )
         problem = self._problem_addr
         # One C call per launch: fsw_run checks the problem itself (can_implement). The workspace

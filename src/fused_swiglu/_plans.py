@@ -11,11 +11,12 @@ import sys
 from . import _lib, configs, env
 
 
-# The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the fsw_kernel_kind values, the store
-# variants of the training forward, which run as packed / dual configs that also write g and u, and the
-# e4m3 families (configs.FP8_KERNELS).
-PLAN_KINDS = {**_lib.KERNEL_NAMES, 3: "packed_store", 4: "dual_store", 5: "packed_fp8", 6: "packed_fp8_e4m3out",
-              7: "packed_fp8_block", 8: "dual_fp8"}
+# The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the first three fsw_kernel_kind values, the
+# store variants of the training forward, which run as packed / dual configs that also write g and u, the
+# e4m3 families (configs.FP8_KERNELS) and the grouped kernel (configs.GROUPED_KERNELS).
+PLAN_KINDS = {0: _lib.KERNEL_NAMES[0], 1: _lib.KERNEL_NAMES[1], 2: _lib.KERNEL_NAMES[2], 3: "packed_store",
+              4: "dual_store", 5: "packed_fp8", 6: "packed_fp8_e4m3out", 7: "packed_fp8_block", 8: "dual_fp8",
+              9: "grouped_dual"}
 
 
 def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:

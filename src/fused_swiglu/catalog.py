@@ -9,7 +9,8 @@ An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, p
 
 * kernel: ``packed`` (the packed kernel: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
   ``dual`` (the dual kernel: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
-  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes); ``*_fp8*``: their e4m3 forms.
+  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes); ``*_fp8*``: their e4m3 forms;
+  ``grouped_dual_swapab``: the dual swap-AB kernel batched over the experts of a mixture-of-experts layer.
 * schedule: ``pingpong`` (two consumer warpgroups on alternate tiles, one owning a whole tile) or
   ``cooperative`` (two warpgroups split one tile along M).
 * tile_m, tile_n, tile_k: the CTA TileShape in elements; tile_n counts gate + up accumulator
@@ -134,6 +135,15 @@ FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 )
 
 
+# The grouped kernels (fused_swiglu.grouped): the experts of a mixture-of-experts layer, tokens sorted by expert
+# and padded to whole token tiles, gate_up_proj [E, 2I, H] read in place. Built in DTYPES; chosen by
+# configs.grouped_choice, never by the dense inference choice. The decode form first: the dual swap-AB
+# kernel (128 weight rows: 64 gate, 64 up, by 16 tokens), fast accumulation.
+GROUPED_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
+)
+
+
 def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int,
             promote: int, dtype: str) -> str:
     """The library's name of one entry in ``dtype`` ("bf16", "fp16", "e4m3" or "e4m3_e4m3out"), e.g.
@@ -150,6 +160,11 @@ def names() -> list[str]:
 def training_names() -> list[str]:
     """Every compiled training config name, entry by entry, bf16 before fp16."""
     return [name_of(*entry, dtype) for entry in TRAINING_CONFIGS for dtype in DTYPES]
+
+
+def grouped_names() -> list[str]:
+    """Every compiled grouped config name, entry by entry, bf16 before fp16."""
+    return [name_of(*entry, dtype) for entry in GROUPED_CONFIGS for dtype in DTYPES]
 
 
 def fp8_names() -> list[str]:

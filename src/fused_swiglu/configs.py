@@ -526,6 +526,53 @@ def _fp8_choice(kernel: str, config: str, M: int) -> tuple[Choice, str]:
     return Choice(name), f"the {kernel} family's rule by M (fused_swiglu.fp8.choice)"
 
 
+# The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
+# token matrix (M = T_pad rows). Their configs (catalog.GROUPED_CONFIGS) are chosen by grouped_choice.
+GROUPED_KERNELS = ("grouped_dual",)
+# The one grouped config so far, by accumulation: the dual swap-AB kernel over experts (16-token tiles, the
+# decode form). Its scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
+GROUPED_CONFIG = {"fast": "grouped_dual_swapab_pingpong_128x16x64_1x1"}
+GROUPED_TOKEN_TILE = 16  # token rows per tile of every grouped config: the padding unit of fused_swiglu.grouped
+
+
+def check_grouped_config(config: str, dtype: torch.dtype) -> None:
+    """Raise ValueError unless ``config`` is ``""`` (the choice, fast accumulation; any dtype, as the CPU kernel
+    takes any floating dtype) or the name of a grouped config for ``dtype`` (:func:`catalog.grouped_names`).
+    ``"promoted"`` is refused: no grouped config accumulates that way yet."""
+    if config == "":
+        return
+    suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
+    names = catalog.grouped_names()
+    if isinstance(config, str) and config in names and config.endswith(suffix):
+        return
+    if config == "promoted":
+        raise ValueError("config='promoted': the grouped kernel has no config with promoted accumulation yet; use "
+                         "config='' (fast accumulation)")
+    mine = [n for n in names if n.endswith(suffix)]
+    hint = f" ({catalog.closest(config, mine)})" if isinstance(config, str) and mine else ""
+    raise ValueError(f"config must name a grouped kernel for {dtype} ({', '.join(mine) or 'none'}) or be '' (the "
+                     f"choice, fast accumulation); got config={config!r}{hint}")
+
+
+def grouped_choice(kernel: str, config: str, dtype: torch.dtype) -> tuple[Choice, str]:
+    """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) and why:
+    the call's config name, or for ``""`` the one fast grouped config; raster 1 (along M), swizzle 1 (the only
+    order its scheduler runs).
+
+    Raises:
+        ValueError: an unknown kernel or dtype, or a config :func:`check_grouped_config` refuses.
+    """
+    if kernel not in GROUPED_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, GROUPED_KERNELS))}; got kernel={kernel!r}")
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
+    check_grouped_config(config, dtype)
+    if config:
+        return Choice(config, 1, 1), "named by the call's config argument"
+    return (Choice(f"{GROUPED_CONFIG['fast']}_{DTYPE_SUFFIX[dtype]}", 1, 1),
+            "the grouped kernel's one config (fast accumulation, 16-token tiles)")
+
+
 def resolve(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None,
@@ -541,6 +588,8 @@ def resolve(
     """
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M)[0]
+    if kernel in GROUPED_KERNELS:
+        return grouped_choice(kernel, config, dtype)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
         return training_choice(kernel, K, dtype) if config == "" else Choice(config)
@@ -567,6 +616,8 @@ def explain(
     """
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M)
+    if kernel in GROUPED_KERNELS:
+        return grouped_choice(kernel, config, dtype)
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         choice = resolve(kernel, config, M, N, K, dtype)

@@ -47,7 +47,7 @@ def test_every_method_the_cpu_runs_agrees_with_the_fp32_reference(T):
     sets = moe.make_sets(TINY, T, torch.bfloat16, torch.device("cpu"))
     dropped = {}
     calls = moe.checked_calls(module, sets, moe.METHODS, dropped.__setitem__)
-    assert set(calls) == {"hf_eager", "hf_batched_mm", "hf_grouped_mm", "fc1_grouped_mm"}
+    assert set(calls) == {"hf_eager", "hf_batched_mm", "hf_grouped_mm", "fused", "fc1_grouped_mm", "fc1_fused"}
     assert set(dropped) == {"quack_varlen", "fc1_quack_varlen"}  # no quack-kernels here: left out, named
     assert all("quack" in why for why in dropped.values())
     for method, fns in calls.items():
@@ -58,6 +58,19 @@ def test_every_method_the_cpu_runs_agrees_with_the_fp32_reference(T):
     # the experts forward quack_varlen builds on, with the grouped_mm gate/up in quack's place
     out = moe.experts_forward(moe._gate_up_grouped_mm, module, sets[0])
     assert moe.relative_error(out, moe.reference(module, sets[0])) < 0.01
+
+
+@pytest.mark.parametrize("T", [1, 13])
+def test_the_fused_methods_sort_as_the_others_and_round_once(T):
+    """fc1_fused's rows come in the order of route() (fc1_grouped_mm's), and both fused methods are at least
+    as close to the fp32 reference as their grouped_mm counterparts (one rounding of the gate/up product)."""
+    module = moe.experts_module(TINY, torch.bfloat16, torch.device("cpu"))
+    s = moe.make_sets(TINY, T, torch.bfloat16, torch.device("cpu"))[0]
+    for fused, peer, only in (("fc1_fused", "fc1_grouped_mm", True), ("fused", "hf_grouped_mm", False)):
+        ref = moe.reference(module, s, only)
+        ours, theirs = moe.method_fn(fused)(module, s), moe.method_fn(peer)(module, s)
+        assert ours.shape == theirs.shape == ref.shape and ours.dtype == torch.bfloat16
+        assert moe.relative_error(ours, ref) <= moe.relative_error(theirs, ref) + 1e-3, fused
 
 
 def test_quack_methods_are_left_out_of_the_default_where_quack_is_missing_and_unknown_names_refused():
@@ -160,3 +173,16 @@ def test_rows_carry_the_shape_the_floor_and_the_ratio():
     assert rows[0]["floor_ms"] > rows[1]["floor_ms"]  # three matrices against two
     assert rows[1]["over_floor"] == pytest.approx(0.5 / moe.floor_ms(TINY, 4, 3.0, c, True))
     assert rows[0]["experts"] == 8 and rows[0]["top_k"] == 2 and rows[0]["tokens"] == 4
+
+
+def test_bench_moe_help_lists_every_method_and_the_fused_ones_in_the_description():
+    import argparse
+
+    from fused_swiglu import cli
+
+    commands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    page = next(a for a in commands["bench"]._actions if isinstance(a, argparse._SubParsersAction)).choices["moe"]
+    text = next(a.help for a in page._actions if "--methods" in a.option_strings)
+    assert text.startswith(f"a subset of {', '.join(moe.METHODS)},")
+    assert {"fused", "fc1_fused"} <= set(moe.METHODS) and "fc1_fused" in moe.FC1 and "fused" not in moe.FC1
+    assert "the fused experts forward (fused" in " ".join(page.description.split())

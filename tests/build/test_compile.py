@@ -305,7 +305,7 @@ def test_library_builds_from_csrc(tmp_path):
     assert [c.name for c in loaded.configs] == names  # loads each config library from the cache
     from fused_swiglu import _lib, catalog
 
-    assert {c.kernel for c in loaded.configs} == set(_lib.KERNEL_NAMES.values())  # packed, dual, dswiglu
+    assert {c.kernel for c in loaded.configs} == set(_lib.KERNEL_NAMES.values())  # packed, dual, dswiglu, grouped_dual
     stores = {n for n in catalog.training_names() if "_store_" in n}
     assert {c.name for c in loaded.configs if c.preactivations} == stores
     assert loaded.config_paths == libraries

@@ -3,6 +3,7 @@ known Hugging Face classes by class, anything else by a probe (fused_swiglu.patc
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 import types
@@ -253,25 +254,25 @@ def test_dense_hugging_face_blocks_are_patched_by_class_and_match_stock(config_c
     torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
 
 
-def _moe_warning(model):
+def _moe_warning(model, **kwargs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        names = fuse_swiglu_mlps(model)
+        names = fuse_swiglu_mlps(model, **kwargs)
     messages = [str(w.message) for w in caught if "fuse_swiglu_mlps" in str(w.message)]
     assert len(messages) == 1, messages
     return names, messages[0]
 
 
-def test_qwen2_moe_shared_experts_are_patched_and_routed_experts_named():
+def test_qwen2_moe_shared_experts_are_patched_and_routed_experts_named_with_experts_false():
     model = _model("Qwen2MoeConfig", "Qwen2MoeForCausalLM", moe_intermediate_size=32,
                    shared_expert_intermediate_size=64, num_experts=4, num_experts_per_tok=2)
     ids = torch.randint(0, 128, (2, 7))
     with torch.no_grad():
         want = model(ids).logits
-    names, message = _moe_warning(model)
+    names, message = _moe_warning(model, experts=False)
     assert names == ["model.layers.0.mlp.shared_expert", "model.layers.1.mlp.shared_expert"]
     assert "2 mixture-of-experts experts module(s) left unfused: 'model.layers.0.mlp.experts'" in message
-    assert "not fused by this version" in message
+    assert "Routed experts left unfused run the model's own experts code" in message
     with torch.no_grad():
         torch.testing.assert_close(model(ids).logits.float(), want.float(), rtol=0.05, atol=0.05)
 
@@ -279,14 +280,17 @@ def test_qwen2_moe_shared_experts_are_patched_and_routed_experts_named():
 def test_qwen3_moe_experts_and_its_dense_layer():
     model = _model("Qwen3MoeConfig", "Qwen3MoeForCausalLM", moe_intermediate_size=32, num_experts=4,
                    num_experts_per_tok=2, mlp_only_layers=[1])
-    names, message = _moe_warning(model)
+    names, message = _moe_warning(copy.deepcopy(model), experts=False)
     assert names == ["model.layers.1.mlp"]
     assert "1 mixture-of-experts experts module(s) left unfused: 'model.layers.0.mlp.experts': routed experts" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU fallback's warning
+        assert fuse_swiglu_mlps(model) == ["model.layers.0.mlp.experts", "model.layers.1.mlp"]
 
 
 def test_mixtral_experts_are_named_when_nothing_is_patched():
     model = _model("MixtralConfig", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2)
-    names, message = _moe_warning(model)
+    names, message = _moe_warning(model, experts=False)
     assert names == []
     assert message.startswith("fuse_swiglu_mlps patched 0 block(s). 2 mixture-of-experts experts module(s)")
     assert "'model.layers.0.mlp.experts', 'model.layers.1.mlp.experts': routed experts, gate_up_proj (4, " in message

@@ -35,8 +35,10 @@ BACKWARD_TOKENS = (512, 2048, 8192)
 BACKWARD_REPS = 20
 BACKWARD_WARMUP_MS = 200.0
 
-# bench moe (its shapes: fused_swiglu.bench.shapes.MOE_MODELS); hf_*: transformers' experts forwards
-MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fc1_grouped_mm", "fc1_quack_varlen")
+# bench moe (its shapes: fused_swiglu.bench.shapes.MOE_MODELS); hf_*: transformers' experts forwards; fused:
+# fused_swiglu.experts; fc1_*: the gate/up projection and SwiGLU alone, routing included
+MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fused", "fc1_grouped_mm",
+               "fc1_quack_varlen", "fc1_fused")
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 MOE_REPS = 30
 MOE_WARMUP_MS = 100.0

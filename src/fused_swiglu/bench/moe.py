@@ -1,5 +1,5 @@
-"""``fused-swiglu bench moe``: the routed experts of a mixture-of-experts layer, the ways transformers and
-quack run them, against their floor.
+"""``fused-swiglu bench moe``: the routed experts of a mixture-of-experts layer, the ways transformers, quack
+and this package run them, against their floor.
 
 For each shape (:class:`~fused_swiglu.bench.shapes.MoeShape`) the experts are transformers' own module
 (``Qwen3MoeExperts``: ``gate_up_proj`` ``(E, 2I, H)``, gate rows then up rows; ``down_proj`` ``(E, H, I)``,
@@ -14,9 +14,13 @@ k distinct experts per token, and ``top_k_weights`` ``(T, k)`` summing to 1 per 
   ``gemm_gated`` over the sorted tokens (``cu_seqlens_m``, the rows gathered by ``A_idx``), then
   ``torch._grouped_mm`` for the down projection and the weighted sum (an optional peer: where the
   ``quack-kernels`` package imports);
-* ``fc1_grouped_mm``, ``fc1_quack_varlen``: the gate/up projection and SwiGLU alone, routing included
-  (sort by expert, counts, offsets, gather), from ``torch._grouped_mm`` and ``silu(g) * u`` or from
-  quack's ``gemm_gated``: ``(T k, I)``, rows sorted by expert.
+* ``fused``: this package's experts forward, :func:`fused_swiglu.experts.swiglu_experts` on the module's
+  weights (routing, the grouped gate/up + SwiGLU kernel, ``torch._grouped_mm`` for the down projection, the
+  weighted sum);
+* ``fc1_grouped_mm``, ``fc1_quack_varlen``, ``fc1_fused``: the gate/up projection and SwiGLU alone, routing
+  included (sort by expert, counts, offsets, gather), from ``torch._grouped_mm`` and ``silu(g) * u``, from
+  quack's ``gemm_gated`` or from :func:`fused_swiglu.experts.routed_swiglu` (the grouped kernel): ``(T k, I)``,
+  rows sorted by expert (the three sort alike, stable).
 
 The floor of a cell is the longer of two times taken at rates measured in the same run: the bytes of the weights of
 the distinct experts the routing reaches at the copy bandwidth (a 1 GiB device-to-device copy, read
@@ -52,7 +56,7 @@ from .shapes import MOE_MODELS, MoeShape, find_moe
 
 __all__ = ["METHODS", "MOE_MODELS", "REPS", "TOKENS", "WARMUP_MS", "find_moe", "run_moe"]
 
-FC1 = ("fc1_grouped_mm", "fc1_quack_varlen")  # the gate/up projection alone
+FC1 = ("fc1_grouped_mm", "fc1_quack_varlen", "fc1_fused")  # the gate/up projection alone
 PEERS = ("quack_varlen", "fc1_quack_varlen")  # need quack-kernels
 EAGER_ONLY = ("hf_eager",)  # host control flow on the routing: never captured in a CUDA graph
 N_SETS = 2  # input sets per cell (x and routing; the weights are shared)
@@ -184,10 +188,29 @@ def hf_forward(name: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:
     return lambda module, s: forward(module, s.x, s.top_k_index, s.top_k_weights)
 
 
+def fused_forward(module: nn.Module, s: MoeSet) -> torch.Tensor:
+    """``fused``: :func:`fused_swiglu.experts.swiglu_experts` on the module's weights, ``(T, H)``."""
+    from ..experts import swiglu_experts
+
+    return swiglu_experts(s.x, s.top_k_index, s.top_k_weights, module.gate_up_proj, module.down_proj)
+
+
+def fused_fc1(module: nn.Module, s: MoeSet) -> torch.Tensor:
+    """``fc1_fused``: :func:`fused_swiglu.experts.routed_swiglu` (routing included), ``(T k, I)`` sorted by
+    expert."""
+    from ..experts import routed_swiglu
+
+    return routed_swiglu(s.x, s.top_k_index, module.gate_up_proj)[0]
+
+
 def method_fn(method: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:
     """The function a method calls on the experts module and one input set."""
     if method.startswith("hf_"):
         return hf_forward(method.removeprefix("hf_"))
+    if method == "fused":
+        return fused_forward
+    if method == "fc1_fused":
+        return fused_fc1
     gate_up = _gate_up_quack if "quack" in method else _gate_up_grouped_mm
     if method in FC1:
         return lambda module, s: fc1(gate_up, module, s)

@@ -67,11 +67,13 @@ def add_parsers(sub) -> None:
           d.FP8_TOKENS, d.FP8_METHODS, d.FP8_WARMUP_MS, d.FP8_REPS)
     _protocol(m)
 
-    m = modes.add_parser("moe", help="routed experts of MoE models: transformers' and quack's paths against the floor",
+    m = modes.add_parser("moe", help="routed experts of MoE models: transformers', quack's and the fused paths "
+                                     "against the floor",
                          description="The routed experts of mixture-of-experts models (transformers' experts module, "
                                      "random weights, uniform random top-k routing): transformers' eager, batched_mm "
                                      "and grouped_mm forwards, quack's varlen gemm_gated (where quack-kernels is "
-                                     "installed), and the gate/up projection alone, each against its floor (the "
+                                     "installed), the fused experts forward (fused: the grouped gate/up kernel), and "
+                                     "the gate/up projection alone (fc1_*), each against its floor (the "
                                      "longer of the weight bytes at the copy bandwidth and the FLOPs at cuBLAS's "
                                      "rate, both measured in the run). Needs transformers and a Hopper GPU; the "
                                      "sustained protocol from 1024 tokens on.", epilog=EXIT_STATUS)

@@ -138,6 +138,10 @@ def parse_configs(value: str | None) -> str | None:
     if e4m3:
         raise ValueError(f"--config: {', '.join(map(repr, e4m3))} is an e4m3 config, which --config does not take "
                          "(bench fp8 times the e4m3 kernels; tools/fp8_tile_ab.py times named e4m3 configs)")
+    grouped = [n for n in names if n in catalog.grouped_names()]
+    if grouped:
+        raise ValueError(f"--config: {', '.join(map(repr, grouped))} is a grouped config, which --config does not "
+                         "take (fused_swiglu.grouped.grouped_swiglu takes it by name)")
     unknown = [n for n in names if n not in known]
     if unknown:
         said = "; ".join(f"{n!r} is not a config of the kernel library ({catalog.closest(n, known)})" for n in unknown)

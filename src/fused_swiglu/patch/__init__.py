@@ -22,6 +22,9 @@ The package:
 * :mod:`.dense`: the 16-bit body (:class:`~.dense.FusedSwiGLUForward`), bf16 / fp16 blocks.
 * :mod:`.fp8`: the FP8 body (:class:`~.fp8.FusedFP8SwiGLUForward`), transformers' fine-grained FP8 blocks.
 * :mod:`.verify`: whether a block's own forward computes SwiGLU (by its class, else by a probe).
+
+Routed experts modules (transformers 5's mixture-of-experts experts) take the experts patch,
+:class:`fused_swiglu.hf_experts.FusedExpertsForward`, built on :class:`~.base.BlockPatch` as well.
 """
 
 from __future__ import annotations
@@ -65,8 +68,8 @@ def _grouped(entries: list[tuple[str, str]]) -> str:
     return "; ".join(parts)
 
 
-EXPERTS_NOTE = ("mixture-of-experts routed experts are not fused by this version: they run the model's own "
-                "experts code (shared experts and dense MLP layers are patched as dense blocks)")
+EXPERTS_NOTE = ("routed experts left unfused run the model's own experts code, the implementation its config "
+                "selects (shared experts and dense MLP layers are patched as dense blocks)")
 
 
 def _unfused_warning(skipped: list[tuple[str, str]], experts: list[tuple[str, str]], patched: int,
@@ -97,7 +100,7 @@ def _patch(module: nn.Module) -> BlockPatch | None:
 
 def fuse_swiglu_mlps(
     model: nn.Module, *, kernel: str = "dual", accumulation: str = "fast", backend: str = "auto",
-    recompute: bool = False,
+    recompute: bool = False, experts: bool = True,
 ) -> list[str]:
     """Run every SwiGLU MLP block of ``model`` through :func:`fused_swiglu.swiglu`, in place.
 
@@ -121,10 +124,16 @@ def fuse_swiglu_mlps(
     not caught. A patched block's call with one positional tensor runs the fused forward; any other call
     (keywords, more arguments, no tensor), and calls under ``torch.fx`` / ``torch.jit.trace`` tracing or
     under an autocast to another dtype than x's, run the block's own forward. The patched forward computes
-    ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Mixture-of-experts layers: routed
-    experts stored as 3-D tensors (transformers 5's ``gate_up_proj`` in Qwen2/3-MoE, Mixtral,
-    DeepSeek-V3) are not fused by this version and are named in the warning; shared experts and dense
-    MLP layers are patched as dense blocks. Blocks the
+    ``down_proj(swiglu(x, gate_proj.weight, up_proj.weight))``. Mixture-of-experts layers: with
+    ``experts=True`` the routed experts modules of transformers 5 (3-D ``gate_up_proj`` ``(E, 2I, H)``, gate
+    rows then up rows, and ``down_proj`` ``(E, H, I)``; Qwen2-MoE, Qwen3-MoE, Mixtral, DeepSeek-V3 ...)
+    whose layout the grouped kernel reads (no bias, SiLU, the default gate, bf16 / fp16 weights, I and H
+    multiples of 8; :func:`fused_swiglu.hf_experts.patch_reason`) are patched to run
+    :func:`fused_swiglu.experts.swiglu_experts` (:class:`fused_swiglu.hf_experts.FusedExpertsForward`:
+    inference only; a call it cannot run, one that autograd records included, runs the module's own forward,
+    whatever implementation the config selects); other experts modules (gpt-oss's, FP8 experts, experts
+    stored another way) are named in the warning with the reason and run their own code; shared experts and
+    dense MLP layers are patched as dense blocks. Blocks the
     kernels could never run as they are (weights not bf16/fp16, as in an fp32 model; I or H not a
     multiple of 8) are left unpatched; convert a model before patching it. At call time, inputs
     the kernels cannot take (x not of the weights' dtype, weights moved to another dtype or device)
@@ -169,6 +178,8 @@ def fuse_swiglu_mlps(
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu`.
         recompute: True: under autograd, store nothing extra and recompute the gate and up
             products in the backward (less memory, more time; supports ``create_graph=True``).
+        experts: True (default): patch the routed experts modules the grouped kernel can run, as above;
+            False: leave every experts module as it is (named in the warning).
 
     Returns:
         The qualified names (``model.named_modules()``) of the blocks patched by this call; the root
@@ -184,22 +195,31 @@ def fuse_swiglu_mlps(
     Raises:
         TypeError: ``model`` is not an ``nn.Module``.
         ValueError: unknown kernel, accumulation or backend.
-        TypeError: recompute is not a bool.
+        TypeError: recompute or experts is not a bool.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     v.check_bool("recompute", recompute)
+    v.check_bool("experts", experts)
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
-    patched, already, skipped, experts = [], 0, [], []
+    # the experts patch builds on this package's base (fused_swiglu.hf_experts imports patch.base, which runs
+    # this __init__ first): imported here, so that either module may be imported first
+    from ..hf_experts import fuse_experts
+
+    patched, already, skipped, left_experts = [], 0, [], []
     for name, module in model.named_modules():
         if _patch(module) is not None:
             already += 1
             continue
         what = experts_reason(module, name)
         if what is not None:
-            experts.append((name, what))
+            what = fuse_experts(module, what, accumulation, backend) if experts else what
+            if what is None:
+                patched.append(readable(name))
+            else:
+                left_experts.append((name, what))
             continue
         if not has_projections(module):
             continue
@@ -216,8 +236,8 @@ def fuse_swiglu_mlps(
             patch = kind(module, kernel, accumulation, backend, previous, recompute)
             install(module, patch)
         patched.append(readable(name))
-    if skipped or experts:
-        warnings.warn(_unfused_warning(skipped, experts, len(patched), already), UserWarning, stacklevel=2)
+    if skipped or left_experts:
+        warnings.warn(_unfused_warning(skipped, left_experts, len(patched), already), UserWarning, stacklevel=2)
     elif not patched and not already:
         warnings.warn("fuse_swiglu_mlps patched no block: no submodule has gate_proj, up_proj and down_proj "
                       "attributes (Hugging Face's Llama / Qwen2 / Mistral MLP layout)", UserWarning, stacklevel=2)

@@ -1,7 +1,7 @@
 """What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.patch.dense``,
-``fused_swiglu.patch.fp8``): recognising SiLU, the hooks a fused forward would skip, recognising
-mixture-of-experts experts (left unfused), the patched class a block takes (:func:`install`) and the
-base of both patches' forwards (:class:`BlockPatch`)."""
+``fused_swiglu.patch.fp8``) and the experts patch (``fused_swiglu.hf_experts``): recognising SiLU, the hooks
+a fused forward would skip, recognising mixture-of-experts experts, the patched class a block takes
+(:func:`install`) and the base of the patches' forwards (:class:`BlockPatch`)."""
 
 from __future__ import annotations
 
@@ -62,14 +62,20 @@ def global_hooks() -> bool:
 class BlockPatch:
     """The base of what a patched block's forward calls (:func:`install`): the 16-bit body
     (``fused_swiglu.patch.dense.FusedSwiGLUForward``) and the FP8 one (``fused_swiglu.patch.fp8.
-    FusedFP8SwiGLUForward``) keep their own arming state on top of this.
+    FusedFP8SwiGLUForward``) keep their own arming state on top of this; the experts patch
+    (``fused_swiglu.hf_experts.FusedExpertsForward``) serves calls of three arguments (``more_arguments``).
 
     Attributes:
         module: the MLP block. backend: ``"auto"``, ``"cutlass"`` or ``"torch"``.
+        more_arguments: (class attribute) whether a call with several positional arguments, the first a tensor
+            that :func:`serves` takes, runs the patch with all of them (the experts patch: ``(hidden_states,
+            top_k_index, top_k_weights)``) rather than the block's own forward. False: one tensor only.
         previous: the instance ``forward`` the block had before (None: its class's); removed from the
             block while it is patched, restored by :func:`uninstall`.
         base: the block's own class (its forward is the original one).
     """
+
+    more_arguments = False
 
     def __init__(self, module: nn.Module, backend: str, previous=None):
         self.module, self.backend, self.previous = module, backend, previous
@@ -107,7 +113,8 @@ _EXPERT_WEIGHTS = ("gate_up_proj", "gate_proj", "up_proj", "w1", "w3")
 
 def experts_reason(module: nn.Module, name: str) -> str | None:
     """What ``module`` (``name`` in its model) is, if it holds a mixture-of-experts layer's routed
-    experts that the dense patch cannot fuse; None if it does not. Recognised: a 3-D tensor attribute
+    experts that the dense patch cannot fuse (the experts patch, ``fused_swiglu.hf_experts``, may); None if
+    it does not. Recognised: a 3-D tensor attribute
     named ``gate_up_proj``, ``gate_proj``, ``up_proj``, ``w1`` or ``w3`` (the experts' stacked
     weights), or an ``nn.ModuleList`` named ``experts`` whose experts are not gate_proj / up_proj /
     down_proj blocks (e.g. ``w1`` / ``w2`` / ``w3`` experts; experts that are such blocks are patched
@@ -155,7 +162,8 @@ def _patched_forward(self, *args, **kwargs):
     # MLPs), while the block's class forward is the one it was verified against (checked on eager calls:
     # under torch.compile the check would add guards per block); any other call (keywords, more arguments,
     # no tensor, a trace, an autocast to another dtype, a forward reassigned since) runs the block's own
-    # forward, which takes or refuses it as before
+    # forward, which takes or refuses it as before; a patch with more_arguments (the experts') also serves
+    # positional calls of several arguments (read only on such calls: no guard more for an MLP's call)
     patch = self._fused_swiglu
     if not torch.compiler.is_compiling() and patch.forward_changed():
         name = patch.base.__name__
@@ -164,6 +172,8 @@ def _patched_forward(self, *args, **kwargs):
                   "the new forward, unfused; unfuse and fuse again to have it checked", stacklevel=None)
     elif len(args) == 1 and not kwargs and serves(args[0]):
         return patch(args[0])
+    elif len(args) > 1 and not kwargs and patch.more_arguments and serves(args[0]):
+        return patch(*args)
     return patch.original(*args, **kwargs)
 
 

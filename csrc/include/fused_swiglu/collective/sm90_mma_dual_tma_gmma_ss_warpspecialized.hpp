@@ -20,6 +20,13 @@
 // Both halves of the split stage are whole swizzle atoms (the half extent is a multiple of the atom's
 // rows), so each half has the smem layout of a (half, BLK_K) tile and TMA writes it directly. In a
 // cluster, each half is multicast like the operand it belongs to (sm90_tma_cluster_multicast.hpp).
+//
+// Grouped (swap-AB form only, GroupedDualACollectiveMma): the weights of E experts, W_gate and W_up
+// descriptors of (I, K, E) with the experts' stride as their batch stride (gate_up_proj [E, 2I, H] as
+// transformers stores it: W_gate = rows 0..I-1 of each expert, W_up = rows I..2I-1). Token tile t reads
+// the weights of expert tile_expert[t] (one int32 read by the producer thread per tile); X and the
+// epilogue keep the problem's own coordinates (one padded token matrix, batch 1). The tile scheduler
+// (kernel/sm90_tile_scheduler_expert_tiles.hpp) never hands out a tile whose expert is outside [0, E).
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -44,14 +51,27 @@ CUTE_HOST_RTC auto make_tma_copy_sm90(CopyOp const& op, GTensor const& gtensor, 
   else return make_tma_copy_B_sm90(op, gtensor, slayout, cta_tiler, cluster_shape);
 }
 
+// Params fields of the grouped form only (empty otherwise).
+template <bool Grouped>
+struct ExpertParams {};
+
+template <>
+struct ExpertParams<true> {
+  int32_t const* tile_expert;  // (tokens / BLK_N,): the expert of each token tile
+  int32_t experts;             // E: the weights' batch extent
+};
+
 }  // namespace detail
 
 // Base: the CUTLASS sm90 TMA GMMA SS warp-specialized CollectiveMma built for TileShape (BLK_M, BLK_N,
-// BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1).
-template <class Base, int Split>
+// BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1). Grouped: the weights batched
+// over experts, token tile t reading expert tile_expert[t] (Split = 0 only).
+template <class Base, int Split, bool Grouped = false>
 struct DualCollectiveMma : Base {
   static_assert(Split == 0 || Split == 1, "Split: 0 = W_gate/W_up in operand A, 1 = in operand B");
+  static_assert(!Grouped || Split == 0, "grouped: the swap-AB form only (weights as A, token tiles along N)");
   static constexpr bool kSplitA = Split == 0;
+  static constexpr bool kGrouped = Grouped;
   // Tokens along M (Split = 1): the last token tile is shifted inside the problem (sm90_token_tile_shift.hpp).
   // In the swap-AB form (tokens along N, decode sizes) tiles stay where the scheduler puts them.
   static constexpr bool kShiftsLastTokenTile = !kSplitA;
@@ -106,11 +126,15 @@ struct DualCollectiveMma : Base {
     ElementX const* ptr_x;     // X      (tokens, K)
     StrideX d_x;
     uint32_t mma_promotion_interval = 4;
+    // Grouped only: W_gate and W_up of E experts, (I, K, E) with d_gate's / d_up's batch stride between
+    // experts; the expert of each token tile. Ignored otherwise.
+    int32_t const* tile_expert = nullptr;
+    int32_t experts = 1;
   };
 
   // Base::Params keeps X's descriptor and the transaction byte counts that the kernel and Base::mma
   // read; its full-size descriptor of the weights' operand (built over W_gate) is never used.
-  struct Params : Base::Params {
+  struct Params : Base::Params, detail::ExpertParams<Grouped> {
     using TMA_WHalf = decltype(detail::make_tma_copy_sm90<Split>(
         GmemTiledCopyW{},
         make_tensor(static_cast<InternalElementW const*>(nullptr), repeat_like(StrideW{}, int32_t(0)), StrideW{}),
@@ -125,7 +149,7 @@ struct DualCollectiveMma : Base {
     auto problem_shape_MNKL = append<4>(problem_shape, 1);
     auto rows_W = get<Split>(problem_shape_MNKL);  // 2I
     auto K = get<2>(problem_shape_MNKL);
-    auto L = get<3>(problem_shape_MNKL);
+    auto L = weight_batches(get<3>(problem_shape_MNKL), args.experts);
     typename Base::Arguments base_args;
     if constexpr (kSplitA) {
       base_args = {args.ptr_gate, args.d_gate, args.ptr_x, args.d_x, args.mma_promotion_interval};
@@ -142,7 +166,18 @@ struct DualCollectiveMma : Base {
     };
     params.tma_load_gate = half(args.ptr_gate, args.d_gate);
     params.tma_load_up = half(args.ptr_up, args.d_up);
+    if constexpr (Grouped) {
+      params.tile_expert = args.tile_expert;
+      params.experts = args.experts;
+    }
     return params;
+  }
+
+  // The weights' batch extent: the problem's L, or E experts in the grouped form.
+  template <class L>
+  CUTLASS_HOST_DEVICE static auto weight_batches(L l, int32_t experts) {
+    if constexpr (Grouped) return experts;
+    else return l;
   }
 
   template <class ProblemShape>
@@ -152,11 +187,17 @@ struct DualCollectiveMma : Base {
     auto rows_X = get<1 - Split>(problem_shape_MNKL);
     auto K = get<2>(problem_shape_MNKL);
     auto L = get<3>(problem_shape_MNKL);
+    auto L_W = weight_batches(L, args.experts);
     constexpr int kAlign = 128 / cutlass::sizeof_bits<ElementW>::value;  // 16-byte TMA rows
     bool ok = rows_W % 2 == 0;
-    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L), args.d_gate);
-    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L), args.d_up);
+    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L_W), args.d_gate);
+    ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_W / 2, K, L_W), args.d_up);
     ok = ok && cutlass::detail::check_alignment<kAlign>(make_shape(rows_X, K, L), args.d_x);
+    if constexpr (Grouped) {
+      // every token tile names its expert; the problem itself is one batch
+      ok = ok && args.tile_expert != nullptr && args.experts >= 1 && L == 1 &&
+           rows_X % int(size<1>(TileShape{})) == 0;
+    }
     return ok;
   }
 
@@ -182,8 +223,12 @@ struct DualCollectiveMma : Base {
     auto rows_X = get<1 - Split>(problem_shape_MNKL);
     auto K = get<2>(problem_shape_MNKL);
     auto L = get<3>(problem_shape_MNKL);
-    Tensor mWg = params.tma_load_gate.get_tma_tensor(make_shape(rows_W / 2, K, L));                  // (i,k,l)
-    Tensor mWu = params.tma_load_up.get_tma_tensor(make_shape(rows_W / 2, K, L));                    // (i,k,l)
+    auto L_W = [&] {
+      if constexpr (Grouped) return params.experts;
+      else return L;
+    }();
+    Tensor mWg = params.tma_load_gate.get_tma_tensor(make_shape(rows_W / 2, K, L_W));                // (i,k,l)
+    Tensor mWu = params.tma_load_up.get_tma_tensor(make_shape(rows_W / 2, K, L_W));                  // (i,k,l)
     Tensor mX = tma_load_x(params).get_tma_tensor(make_shape(rows_X, K, L));                         // (t,k,l)
     Tensor gWg = local_tile(mWg, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
     Tensor gWu = local_tile(mWu, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
@@ -222,10 +267,16 @@ struct DualCollectiveMma : Base {
     auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
     auto const w_coord = get<Split>(cute::make_tuple(m_coord, n_coord));
     auto const x_coord = get<1 - Split>(cute::make_tuple(m_coord, n_coord));
-    Tensor gWg = get<Split>(load_inputs)(_, _, w_coord, _, l_coord);                            // (half,BLK_K,k)
-    // (BLK_X,BLK_K,k): in the (M, 2I, K) form the last token tile starts at token_tile_start
     int const x_tile = int(x_coord);
     int const l_tile = int(l_coord);
+    // The weights' batch: the problem's, or the expert of this token tile (the scheduler hands out only
+    // tiles whose expert lies in [0, E))
+    int const w_batch = [&] {
+      if constexpr (Grouped) return int(params.tile_expert[x_tile]);
+      else return l_tile;
+    }();
+    Tensor gWg = get<Split>(load_inputs)(_, _, w_coord, _, w_batch);                            // (half,BLK_K,k)
+    // (BLK_X,BLK_K,k): in the (M, 2I, K) form the last token tile starts at token_tile_start
     Tensor gX = [&] {
       if constexpr (kShiftsLastTokenTile) {
         Tensor mX = get<3>(load_inputs);                                                   // (t,k,l)
@@ -236,7 +287,7 @@ struct DualCollectiveMma : Base {
         return get<1 - Split>(load_inputs)(_, _, x_tile, _, l_tile);
       }
     }();
-    Tensor gWu = get<2>(load_inputs)(_, _, w_coord, _, l_coord);                                // (half,BLK_K,k)
+    Tensor gWu = get<2>(load_inputs)(_, _, w_coord, _, w_batch);                                // (half,BLK_K,k)
 
     Tensor tWgWg = block_tma_wg.partition_S(gWg);                                          // (TMA,TMA_W,TMA_K,k)
     Tensor tWsWg = block_tma_wg.partition_D(sWg);                                       // (TMA,TMA_W,TMA_K,PIPE)
@@ -270,5 +321,7 @@ template <class Base>
 using DualBCollectiveMma = DualCollectiveMma<Base, 1>;  // the dual kernel: X as A, W_gate | W_up as B
 template <class Base>
 using DualACollectiveMma = DualCollectiveMma<Base, 0>;  // the dual kernel in swap-AB form: W_gate | W_up as A
+template <class Base>
+using GroupedDualACollectiveMma = DualCollectiveMma<Base, 0, true>;  // the swap-AB form over E experts' weights
 
 }  // namespace fused_swiglu::collective

@@ -121,9 +121,34 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
     return fail(FSW_ERROR_INVALID_ARGUMENT, "M, 2N and K must each be < 2^31; got M=%lld N=%lld K=%lld",
                 (long long)p.m, (long long)p.n, (long long)p.k);
   }
+  // Grouped: E experts ldw_expert elements apart, and the expert of each whole token tile of x.
+  bool const grouped = info.kind == FSW_KERNEL_GROUPED_DUAL;
+  if (grouped) {
+    if (p.experts < 1 || p.experts > INT32_MAX) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s is grouped: experts must be in [1, 2^31); got %lld",
+                  info.name, (long long)p.experts);
+    }
+    if (p.ldw_expert <= 0 || p.ldw_expert % in_align != 0) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT,
+                  "config %s is grouped: ldw_expert (elements between two experts' weights) must be a positive "
+                  "multiple of %lld (16 bytes); got %lld", info.name, (long long)in_align, (long long)p.ldw_expert);
+    }
+    if (p.tile_expert == nullptr || reinterpret_cast<uintptr_t>(p.tile_expert) % 4 != 0) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s is grouped: tile_expert must be a 4-byte aligned int32 pointer",
+                  info.name);
+    }
+    if (p.m % info.tile_n != 0) {
+      return fail(FSW_ERROR_INVALID_ARGUMENT,
+                  "config %s is grouped: M (the padded token rows) must be a multiple of its token tile, %d; got M=%lld",
+                  info.name, info.tile_n, (long long)p.m);
+    }
+  } else if (p.tile_expert != nullptr || p.experts != 0 || p.ldw_expert != 0) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s is not grouped: tile_expert must be NULL, experts and "
+                "ldw_expert 0", info.name);
+  }
   // Operands by kind: x (M, K); the weights (2N or N rows of K; the dSwiGLU GEMM's W_down: K rows of N);
   // y (M, N); the pre-activations g, u (M, N) where a config writes or reads them; dg, du (M, N).
-  bool dual = info.kind == FSW_KERNEL_DUAL;
+  bool dual = info.kind == FSW_KERNEL_DUAL || grouped;
   bool dswiglu = info.kind == FSW_KERNEL_DSWIGLU;
   // align: elements per 16 bytes, which every row stride must be a multiple of
   struct Operand { const char* name; const void* ptr; int64_t ld; int64_t min_ld; int64_t align; };

@@ -1,0 +1,67 @@
+// CUDA kernel of fused_swiglu::swiglu_grouped, the dual kernel batched over the experts of a
+// mixture-of-experts layer (schema, CPU and fake kernels: src/fused_swiglu/grouped.py; the routing that
+// builds x_pad and tile_expert: fused_swiglu.grouped.grouped_layout; the problem: capi/fused_swiglu.h,
+// FSW_KERNEL_GROUPED_DUAL).
+#include <torch/csrc/stable/ops.h>
+
+#include "ops.hpp"
+
+namespace fused_swiglu::torch_ops {
+namespace {
+
+// Token rows per tile of the grouped configs (their tile_n): the padding unit of x_pad.
+constexpr int64_t kTokenTile = 16;
+
+}  // namespace
+
+Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std::string config) {
+  const char* op = "swiglu_grouped";
+  check_2d(op, "x_pad", x_pad, "(T_pad, H)");
+  FSW_CHECK(gate_up_proj.dim() == 3, "fused_swiglu::", op, ": gate_up_proj must be 3-D (E, 2I, H); got ",
+            gate_up_proj.dim(), "-D");
+  FSW_CHECK(tile_expert.dim() == 1, "fused_swiglu::", op, ": tile_expert must be 1-D (T_pad / ", kTokenTile,
+            ",); got ", tile_expert.dim(), "-D");
+  fsw_problem p{};
+  p.dtype = check_dtypes(op, {{"x_pad", &x_pad}, {"gate_up_proj", &gate_up_proj}});
+  check_dtype(op, {{"tile_expert", &tile_expert}}, code_int32(), "torch.int32");
+  int32_t device = check_devices(op, {{"x_pad", &x_pad}, {"gate_up_proj", &gate_up_proj}, {"tile_expert", &tile_expert}});
+  int64_t const rows = x_pad.size(0), k = x_pad.size(1);
+  int64_t const experts = gate_up_proj.size(0), rows_w = gate_up_proj.size(1);
+  FSW_CHECK(experts >= 1, "fused_swiglu::", op, ": gate_up_proj must hold at least one expert (E >= 1); got E=0");
+  FSW_CHECK(rows_w % 2 == 0, "fused_swiglu::", op,
+            ": gate_up_proj must have an even number of rows per expert (2I: gate rows, then up rows); got ", rows_w);
+  FSW_CHECK(gate_up_proj.size(2) == k, "fused_swiglu::", op, ": x_pad must be (T_pad, H) with H = gate_up_proj.shape[2] = ",
+            gate_up_proj.size(2), "; got H=", k);
+  int64_t const n = rows_w / 2;
+  check_tma_sizes(op, n, k);
+  FSW_CHECK(rows % kTokenTile == 0, "fused_swiglu::", op, ": x_pad must have a multiple of ", kTokenTile,
+            " rows (each expert's tokens padded to whole tiles of ", kTokenTile, "); got T_pad=", rows);
+  FSW_CHECK(tile_expert.size(0) == rows / kTokenTile, "fused_swiglu::", op, ": tile_expert must have T_pad / ",
+            kTokenTile, " = ", rows / kTokenTile, " entries, one per token tile of x_pad; got ", tile_expert.size(0));
+  // The weights are read in place (a copy per call would cost more than the kernel): TMA's rules on the
+  // (I, H, E) views of the gate and up rows.
+  int64_t const ld = gate_up_proj.stride(1);
+  int64_t const ld_expert = experts == 1 ? rows_w * ld : gate_up_proj.stride(0);
+  bool const in_place = gate_up_proj.stride(2) == 1 && ld >= k && ld % kAlign == 0 && ld_expert > 0 &&
+                        ld_expert % kAlign == 0 && reinterpret_cast<uintptr_t>(gate_up_proj.data_ptr()) % 16 == 0;
+  FSW_CHECK(in_place || gate_up_proj.numel() == 0, "fused_swiglu::", op,
+            ": gate_up_proj must be readable in place by TMA: unit stride along H, row and expert strides positive "
+            "multiples of ", kAlign, " elements (16 bytes), a 16-byte aligned start (a contiguous tensor has all "
+            "three); got strides (", gate_up_proj.stride(0), ", ", ld, ", ", gate_up_proj.stride(2), ")");
+
+  Tensor y = new_output(x_pad, rows, n);
+  if (rows == 0 || n == 0) return y;
+  Tensor experts_of_tiles = tile_expert.is_contiguous() ? tile_expert : torch::stable::contiguous(tile_expert);
+  p.y = y.data_ptr(), p.ldy = n;
+  p.w = gate_up_proj.data_ptr(), p.ldw = ld;
+  p.w_up = static_cast<const char*>(gate_up_proj.data_ptr()) + n * ld * int64_t(gate_up_proj.element_size());
+  p.ldw_up = ld;
+  p.experts = experts;
+  p.ldw_expert = ld_expert;
+  p.tile_expert = static_cast<const int32_t*>(experts_of_tiles.data_ptr());
+  p.m = rows, p.n = n, p.k = k;
+  launch(op, kPlanGroupedDual, config, device, p, x_pad, {{x_pad, p.x, p.ldx}});
+  return y;
+}
+
+}  // namespace fused_swiglu::torch_ops

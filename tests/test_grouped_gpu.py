@@ -1,0 +1,179 @@
+"""The grouped kernel on a Hopper GPU, through fused_swiglu.grouped and the operator fused_swiglu::swiglu_grouped:
+against float64 per expert at mixture-of-experts shapes (the dense tests' accuracy bar), every routed row
+written and no row past the last expert's tiles, empty experts, one expert taking every row, the checks at the
+C boundary, CUDA-graph capture replayed under new routing, and torch.compile."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from fused_swiglu import grouped, grouped_ops
+from numerics import Float64Truth
+
+pytestmark = pytest.mark.gpu
+
+# (hidden size H, intermediate size I, experts E) of the routed experts
+SHAPES = {
+    "Qwen3-30B-A3B": (2048, 768, 128),
+    "DeepSeek-V3": (7168, 2048, 256),
+    "Mixtral-8x7B": (4096, 14336, 8),
+}
+TOKENS = (1, 3, 127, 129, 4097)  # routed rows: (token, expert) pairs
+
+
+@functools.lru_cache(maxsize=1)  # one shape's weights at a time (DeepSeek-V3's take 15 GB in 16 bits)
+def _weights(shape: str, dtype: torch.dtype) -> torch.Tensor:
+    H, I, E = SHAPES[shape]
+    g = torch.Generator(device="cuda").manual_seed(1)
+    w = torch.randn(E, 2 * I, H, device="cuda", dtype=dtype, generator=g)
+    return w.mul_(H**-0.5)
+
+
+def _routing(T: int, E: int, H: int, dtype: torch.dtype, seed: int, expert: int | None = None):
+    """x_sorted (T, H) and int32 end offsets (E,): each row routed to a uniform random expert (or all to
+    ``expert``), rows sorted by expert."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    ids = (torch.randint(0, E, (T,), device="cuda", generator=g) if expert is None
+           else torch.full((T,), expert, device="cuda"))
+    ids = ids.sort().values
+    offsets = torch.cumsum(torch.bincount(ids, minlength=E), 0).to(torch.int32)
+    x = torch.randn(T, H, device="cuda", generator=g).to(dtype)
+    return x, offsets
+
+
+def _check_per_expert(y, x, w, offsets, what):
+    I = w.shape[1] // 2
+    ends = offsets.tolist()
+    start = 0
+    for e, end in enumerate(ends):
+        if end > start:
+            Float64Truth(x[start:end], w[e, :I], w[e, I:]).check(y[start:end], f"{what} expert {e} rows {start}:{end}")
+        start = end
+
+
+def _poisoned_operator(x, w, offsets):
+    """The operator on grouped_layout's layout, its fresh output most likely a block the caching allocator held
+    NaN (an element the kernel does not write stays NaN): (y_pad, layout, T_pad)."""
+    T, I = x.shape[0], w.shape[1] // 2
+    layout = grouped.grouped_layout(offsets, T)
+    x_pad = x.index_select(0, layout.source).masked_fill_(~layout.valid[:, None], 0)
+    T_pad = x_pad.shape[0]
+    grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, "")  # loads the libraries, makes the plan
+    torch.full((T_pad, I), float("nan"), device="cuda", dtype=x.dtype)
+    torch.cuda.synchronize()
+    y_pad = grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, "")
+    torch.cuda.synchronize()
+    return y_pad, layout, T_pad
+
+
+@pytest.mark.parametrize("T", TOKENS)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_matches_float64_per_expert_and_writes_every_routed_row(shape, T, seed):
+    H, I, E = SHAPES[shape]
+    w = _weights(shape, torch.bfloat16)
+    x, offsets = _routing(T, E, H, torch.bfloat16, seed)
+    what = f"{shape} T={T} seed={seed}"
+    y_pad, layout, T_pad = _poisoned_operator(x, w, offsets)
+    in_tiles = (layout.tile_expert < E).repeat_interleave(16)
+    assert not y_pad[in_tiles].isnan().any(), f"{what}: rows of an expert's tiles left unwritten"
+    # the padding rows of an expert's last tile hold zero rows of x_pad: silu(0) * 0
+    assert (y_pad[in_tiles & ~layout.valid] == 0).all(), what
+    # the tiles past the last expert's are no work: nothing written there
+    assert y_pad[~in_tiles].isnan().all(), f"{what}: a tile past the last expert's was written"
+    y = grouped.grouped_swiglu(x, w, offsets)
+    assert torch.equal(y, y_pad.index_select(0, layout.dest)), what
+    _check_per_expert(y, x, w, offsets, what)
+
+
+@pytest.mark.parametrize("T", (1, 129))
+def test_fp16(T, seed):
+    H, I, E = SHAPES["Qwen3-30B-A3B"]
+    w = _weights("Qwen3-30B-A3B", torch.float16)
+    x, offsets = _routing(T, E, H, torch.float16, seed)
+    _check_per_expert(grouped.grouped_swiglu(x, w, offsets), x, w, offsets, f"fp16 T={T} seed={seed}")
+
+
+@pytest.mark.parametrize("expert", [0, 7])
+def test_one_expert_takes_every_row(expert, seed):
+    H, I, E = SHAPES["Mixtral-8x7B"]
+    w = _weights("Mixtral-8x7B", torch.bfloat16)
+    x, offsets = _routing(4097, E, H, torch.bfloat16, seed, expert=expert)
+    y_pad, layout, _ = _poisoned_operator(x, w, offsets)
+    assert not y_pad[layout.valid].isnan().any()
+    y = grouped.grouped_swiglu(x, w, offsets)
+    _check_per_expert(y, x, w, offsets, f"every row to expert {expert} seed={seed}")
+
+
+def test_empty_experts_and_rows_past_the_last_offset(seed):
+    H, I, E = SHAPES["Qwen3-30B-A3B"]
+    w = _weights("Qwen3-30B-A3B", torch.bfloat16)
+    counts = torch.zeros(E, dtype=torch.int64)
+    counts[[0, 5, 6, 127]] = torch.tensor([17, 1, 16, 33])  # every other expert empty
+    offsets = torch.cumsum(counts, 0).to(torch.int32).cuda()
+    x = torch.randn(67 + 5, H, device="cuda").to(torch.bfloat16)  # 5 rows past the last offset
+    y = grouped.grouped_swiglu(x, w, offsets)
+    assert (y[67:] == 0).all()
+    _check_per_expert(y[:67], x[:67], w, offsets, f"empty experts seed={seed}")
+    assert grouped.grouped_swiglu(x[:0], w, torch.zeros(E, dtype=torch.int32, device="cuda")).shape == (0, I)
+
+
+def test_cuda_graph_replays_under_new_routing(seed):
+    H, I, E = SHAPES["Qwen3-30B-A3B"]
+    w = _weights("Qwen3-30B-A3B", torch.bfloat16)
+    T = 64
+    x, offsets = _routing(T, E, H, torch.bfloat16, seed)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        grouped.grouped_swiglu(x, w, offsets)  # warm-up: loads the libraries, makes the plan
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = grouped.grouped_swiglu(x, w, offsets)
+    for step, expert in enumerate((None, 3, None)):  # new rows and routing in the captured buffers
+        new_x, new_offsets = _routing(T, E, H, torch.bfloat16, seed + 1 + step, expert=expert)
+        x.copy_(new_x)
+        offsets.copy_(new_offsets)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, grouped.grouped_swiglu(x, w, offsets)), f"replay {step} seed={seed}"
+        _check_per_expert(y, x, w, offsets, f"graph replay {step} seed={seed}")
+
+
+def test_torch_compile_fullgraph(seed):
+    H, I, E = SHAPES["Qwen3-30B-A3B"]
+    w = _weights("Qwen3-30B-A3B", torch.bfloat16)
+    x, offsets = _routing(40, E, H, torch.bfloat16, seed)
+    compiled = torch.compile(grouped.grouped_swiglu, fullgraph=True)
+    assert torch.equal(compiled(x, w, offsets), grouped.grouped_swiglu(x, w, offsets))
+
+
+def test_the_c_boundary_names_the_argument_and_the_rule():
+    H, I, E = 64, 32, 4
+    x = torch.randn(32, H, device="cuda").to(torch.bfloat16)
+    w = torch.randn(E, 2 * I, H, device="cuda").to(torch.bfloat16)
+    te = torch.tensor([0, 2], dtype=torch.int32, device="cuda")
+    cases = [
+        ((x.float(), w.float(), te), "x_pad must be torch.bfloat16 or torch.float16"),
+        ((x, w.half(), te), "gate_up_proj must have x_pad's dtype"),
+        ((x, w, te.long()), "tile_expert must be torch.int32"),
+        ((x, w, te.cpu()), "tile_expert must be a CUDA tensor"),
+        ((x, w[0], te), r"gate_up_proj must be 3-D \(E, 2I, H\)"),
+        ((x[:30], w, te), "x_pad must have a multiple of 16 rows"),
+        ((x, w, te[:1]), "tile_expert must have T_pad / 16 = 2 entries"),
+        ((x, w[:, :63], te), "an even number of rows per expert"),
+        ((x, w[:, :, :32], te), r"x_pad must be \(T_pad, H\) with H = gate_up_proj.shape\[2\] = 32; got H=64"),
+        ((x, w.transpose(1, 2).contiguous().transpose(1, 2), te), "gate_up_proj must be readable in place by TMA"),
+    ]
+    for args, says in cases:
+        with pytest.raises(RuntimeError, match=says):
+            grouped_ops.swiglu_grouped(*args, "")
+    with pytest.raises(RuntimeError, match="ValueError: config='promoted'"):
+        grouped_ops.swiglu_grouped(x, w, te, "promoted")
+    # a strided view of the weights that TMA reads in place: every other expert
+    y = grouped_ops.swiglu_grouped(x, w[::2], te.clamp_max(1), "")
+    z = grouped_ops.swiglu_grouped(x, w[::2].contiguous(), te.clamp_max(1), "")
+    assert torch.equal(y, z)

@@ -393,12 +393,12 @@ BLENDS = (2.0, 4.0, 8.0, 16.0)
 
 
 # The launches ``tune --sustained`` times at the power cap: the 128-row tiles of both kernels that the
-# sweeps of perf-notes entry 81 found fastest somewhere at M >= 2048, each along M and along N with
-# swizzle 4 and 8, and the heuristic order.
+# sweeps of perf-notes entry 81 found fastest somewhere at M >= 2048, and the 256-row Cooperative tiles of
+# entry 91, each along M and along N with swizzle 4 and 8, and the heuristic order.
 SUSTAINED_CONFIGS = (
     "packed_pingpong_128x192x64_2x1", "packed_pingpong_128x192x64_1x1", "packed_pingpong_128x128x64_2x1",
     "dual_pingpong_128x128x64_2x1", "dual_pingpong_128x128x64_1x1", "dual_pingpong_128x160x64_2x1",
-    "dual_pingpong_128x160x64_1x1",
+    "dual_pingpong_128x160x64_1x1", "packed_cooperative_256x192x64_2x1", "dual_cooperative_256x128x64_2x1",
 )
 SUSTAINED_LAUNCHES = ((0, 1), (1, 4), (1, 8), (2, 4), (2, 8))
 

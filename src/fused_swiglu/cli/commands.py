@@ -63,8 +63,8 @@ def add_parsers(sub) -> None:
     t.add_argument("--sustained", action="store_true", help="instead: time the large-M launches back to back at "
                    "the power cap (after one heat soak) on --models (default: the seven Qwen2.5 shapes and eight "
                    "public ones) at --tokens (default " + " ".join(map(str, defaults.TUNE_SUSTAINED_TOKENS))
-                   + ") and write their fitted costs, which the choice ranks from M = 2048 on (about 11 min "
-                   "on an H100 or H200 with the defaults)")
+                   + ") and write their fitted costs, which the choice ranks from M = 2048 on (35 launches "
+                   "took about 11 min on an H100 or H200 with the defaults; it now times 45)")
     t.add_argument("--seconds", type=float, default=None,
                    help="with --sustained: seconds each launch runs back to back (default "
                    f"{defaults.TUNE_SUSTAINED_SECONDS})")

@@ -4,6 +4,7 @@ and the modules import one another without a cycle (imports inside functions inc
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,60 @@ def test_the_model_patch_s_other_import_paths_give_the_package_s_objects():
     assert fused_swiglu.unfuse_swiglu_mlps is modules.unfuse_swiglu_mlps is patch.unfuse_swiglu_mlps
     assert all(getattr(modules, name) is getattr(patch, name) for name in modules.__all__)
     assert all(getattr(fp8_modules, name) is getattr(fp8, name) for name in fp8_modules.__all__)
+
+
+# --- one choice: no rule outside fused_swiglu.configs picks a config by problem size ---------------------
+
+SIZE_NAMES = {"M", "N", "K", "H", "I", "T", "tokens", "hidden_size", "intermediate_size", "rows", "cols"}
+CONFIG_NAME = re.compile(r"^(packed|dual|dswiglu|grouped)\w*_(pingpong|cooperative)_\d+x\d+x\d+_\d+x\d+")
+CHOICE_PACKAGE = ("fused_swiglu.configs", "fused_swiglu.catalog")
+
+
+def _compares_a_size(node: ast.AST) -> bool:
+    """A comparison of a problem size (a name of :data:`SIZE_NAMES`, or an expression of one) with a number."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    has_size = any(isinstance(n, ast.Name) and n.id in SIZE_NAMES for s in sides for n in ast.walk(s))
+    has_number = any(isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+                     for s in sides for n in ast.walk(s))
+    return has_size and has_number
+
+
+def _names_a_config(node: ast.AST) -> bool:
+    """A call of ``name_of`` (the catalog's config names) or a string that is a config name."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (isinstance(f, ast.Name) and f.id == "name_of") or (isinstance(f, ast.Attribute) and f.attr == "name_of")
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(CONFIG_NAME.match(node.value))
+
+
+def size_rules_naming_configs(src: Path) -> list[str]:
+    """``module.function`` for every function outside the choice package that both compares a problem size with
+    a number and names a config: a rule that picks a config by size."""
+    found = []
+    for module, (f, _) in _modules(src).items():
+        if module.startswith(CHOICE_PACKAGE):
+            continue
+        for fn in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nodes = list(ast.walk(fn))
+                if any(map(_compares_a_size, nodes)) and any(map(_names_a_config, nodes)):
+                    found.append(f"{module}.{fn.name}")
+    return found
+
+
+def test_no_config_is_chosen_outside_the_choice_package():
+    assert size_rules_naming_configs(SRC) == []
+
+
+def test_the_choice_check_sees_a_rule_by_size(tmp_path):
+    pkg = tmp_path / "fused_swiglu"
+    (pkg / "configs").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    rule = ("def pick(M):\n    if M <= 16:\n        return 'packed_swapab_pingpong_128x16x64_1x1_bf16'\n"
+            "    return catalog.name_of('packed', 'pingpong', 128, 192, 64, 2, 1, 0, 'bf16')\n")
+    (pkg / "ops.py").write_text(rule)
+    (pkg / "configs" / "__init__.py").write_text(rule)  # the choice package may
+    (pkg / "timing.py").write_text("def f(M):\n    return M <= 16\n\ndef g():\n    return 'dual_pingpong_128x128x64_2x1'\n")
+    assert size_rules_naming_configs(tmp_path) == ["fused_swiglu.ops.pick"]

@@ -14,7 +14,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # The one list of configs, shared with the Python side: src/fused_swiglu/catalog.py (loaded by path,
 # so this script needs neither torch nor an installed package). Which config serves which problem:
-# src/fused_swiglu/configs.py (legality, the cost model and the tuned overrides).
+# src/fused_swiglu/configs/ (legality, the cost model and the tuned overrides).
 _spec = importlib.util.spec_from_file_location("catalog", HERE.parents[1] / "src" / "fused_swiglu" / "catalog.py")
 catalog = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(catalog)

@@ -72,7 +72,7 @@ from __future__ import annotations
 import torch
 
 from .._validate import check_choice
-from .choice import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
+from ..configs.fp8 import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic
 from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, quantize_e4m3_groups_op,

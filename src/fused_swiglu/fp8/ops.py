@@ -23,7 +23,7 @@ from .._dispatch import PLAIN, call_op, op_first
 from .._validate import check_choice, check_tensors
 from ..op_library import OPS_LIBRARY, cuda_kernels_from_library
 from ..weights import BLOCK, unpack_gate_up
-from .choice import SCALINGS, resolve
+from ..configs.fp8 import SCALINGS, resolve
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, PACKED_ROWS, m_major_scales, quantize_groups_torch,
                        reciprocal)
 

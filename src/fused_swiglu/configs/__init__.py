@@ -15,6 +15,11 @@ cost model (:mod:`fused_swiglu.cost_model`) with the GPU's SM count and its tune
 :data:`fused_swiglu.tuning.OVERRIDE_GAIN` and it stands for the problem (:func:`override_applies`).
 Where the tuned data holds launches timed at the power cap, from its ``from_m`` on the choice ranks
 those launches by their own costs instead (:func:`sustained_ranking`).
+
+This package is the one place that picks a config for any family: the 16-bit inference kernels here, the
+training kernels by hidden size (:func:`training_choice`), the e4m3 families by M
+(:mod:`fused_swiglu.configs.fp8`); every operator asks :func:`resolve` (tests read the other modules'
+sources for rules on M, N or K that name configs).
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from typing import Literal
 
 import torch
 
-from . import catalog, cost_model, env, tuning
-from ._validate import check_choice, warn_once
-from .errors import UnsupportedError
+from .. import catalog, cost_model, env, tuning
+from .._validate import check_choice, warn_once
+from ..errors import UnsupportedError
+from . import fp8 as fp8_rules
 
 KERNELS = ("packed", "dual")
 # "fast": GMMA accumulates all of K in its fp32 accumulators. "promoted": GMMA accumulates PROMOTE
@@ -423,7 +429,7 @@ def select(
     if available is not None:
         available = frozenset(available)
     else:
-        from . import _lib
+        from .. import _lib
 
         available = _lib.config_names()
     return _select(kernel, M, N, K, dtype, tuple(env.config_override()), available, accumulation, num_sms, gpu,
@@ -434,7 +440,7 @@ def _current_device() -> tuple[int, str, int | None]:
     """(SM count, name, shared memory limit) of the current CUDA device; (132, "", None) without CUDA."""
     if not torch.cuda.is_available():
         return NUM_SMS, "", None
-    from . import _lib
+    from .. import _lib
 
     return _lib.target(torch.cuda.current_device())
 
@@ -510,7 +516,7 @@ def training_choice(kernel: str, K: int, dtype: torch.dtype) -> Choice:
     return Choice(catalog.name_of(*entry, DTYPE_SUFFIX[dtype]))
 
 
-# The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.fp8.choice.resolve that
+# The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.configs.fp8.resolve that
 # names it; their configs are chosen by those rules, by M.
 FP8_KERNELS = {"packed_fp8": {}, "packed_fp8_e4m3out": {"e4m3_out": True}, "packed_fp8_block": {"block": True},
                "dual_fp8": {"dual": True}}
@@ -518,12 +524,10 @@ FP8_KERNELS = {"packed_fp8": {}, "packed_fp8_e4m3out": {"e4m3_out": True}, "pack
 
 def _fp8_choice(kernel: str, config: str, M: int) -> tuple[Choice, str]:
     """An e4m3 family's config for M tokens (:data:`FP8_KERNELS`) and why."""
-    from .fp8 import choice as fp8_choice
-
-    name = fp8_choice.resolve(config, M, **FP8_KERNELS[kernel])
+    name = fp8_rules.resolve(config, M, **FP8_KERNELS[kernel])
     if config not in ("", "fast", "promoted"):
         return Choice(name), "named by the call's config argument"
-    return Choice(name), f"the {kernel} family's rule by M (fused_swiglu.fp8.choice)"
+    return Choice(name), f"the {kernel} family's rule by M (fused_swiglu.configs.fp8)"
 
 
 # The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
@@ -630,7 +634,7 @@ def explain(
     if N == 0 or K == 0 or N % 8 or K % 8:
         raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if available is None:
-        from . import _lib
+        from .. import _lib
 
         available = _lib.config_names() if _lib.is_loaded() else frozenset(catalog.names())
     choice, why = _explain(kernel, config, M, N, K, dtype, num_sms, gpu, smem_limit, frozenset(available))
@@ -697,7 +701,7 @@ def set_config_override(names: str | None) -> None:
     """
     if names is not None and not isinstance(names, str):
         raise TypeError(f"names must be a string of comma-separated config names, or None; got {type(names).__name__}")
-    from . import _lib
+    from .. import _lib
 
     env.set_config_names(names)
     _lib.clear_plans()

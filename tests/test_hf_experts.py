@@ -16,6 +16,7 @@ import torch
 from experts_common import check_experts, decisive_prompt, forward_float64
 from fused_swiglu import fuse_swiglu_mlps, hf_experts, unfuse_swiglu_mlps
 from fused_swiglu.accuracy import ulp_at
+from fused_swiglu.patch import experts as experts_body
 
 transformers = pytest.importorskip("transformers")
 moe = pytest.importorskip("transformers.integrations.moe")
@@ -141,9 +142,10 @@ def test_greedy_tokens_match_stock_for_16_tokens(name):
 
 
 def _counting(monkeypatch) -> list:
+    """The fused calls of patched experts modules (the experts patch looks swiglu_experts up in its module)."""
     calls = []
-    real = hf_experts.swiglu_experts
-    monkeypatch.setattr(hf_experts, "swiglu_experts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = experts_body.swiglu_experts
+    monkeypatch.setattr(experts_body, "swiglu_experts", lambda *a, **k: calls.append(1) or real(*a, **k))
     return calls
 
 

@@ -14,6 +14,7 @@ import torch
 
 from experts_common import decisive_prompt
 from fused_swiglu import fuse_swiglu_mlps, hf_experts, unfuse_swiglu_mlps
+from fused_swiglu.patch import experts as experts_body
 
 pytestmark = pytest.mark.gpu
 
@@ -42,9 +43,13 @@ def _model(name: str):
 
 
 def _counting(monkeypatch) -> list:
+    """The fused calls of both ways in: the experts patch (fused_swiglu.patch.experts) and the experts
+    implementation (fused_swiglu.hf_experts), each looking swiglu_experts up in its own module."""
     calls = []
-    real = hf_experts.swiglu_experts
-    monkeypatch.setattr(hf_experts, "swiglu_experts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = experts_body.swiglu_experts
+    counted = lambda *a, **k: calls.append(1) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(experts_body, "swiglu_experts", counted)
+    monkeypatch.setattr(hf_experts, "swiglu_experts", counted)
     return calls
 
 

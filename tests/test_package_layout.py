@@ -114,17 +114,23 @@ def test_dir_lists_the_public_names_not_the_module_s_own_imports():
 
 
 def test_the_model_patch_s_other_import_paths_give_the_package_s_objects():
-    """fused_swiglu.modules and fused_swiglu.fp8.modules re-export the patch package's names."""
+    """fused_swiglu.modules and fused_swiglu.fp8.modules re-export the patch package's names, and
+    fused_swiglu.hf_experts the experts body's."""
     import fused_swiglu
     import fused_swiglu.fp8.modules as fp8_modules
+    import fused_swiglu.hf_experts as hf_experts
     import fused_swiglu.modules as modules
     from fused_swiglu import patch
-    from fused_swiglu.patch import fp8
+    from fused_swiglu.patch import experts, fp8
 
     assert fused_swiglu.fuse_swiglu_mlps is modules.fuse_swiglu_mlps is patch.fuse_swiglu_mlps
     assert fused_swiglu.unfuse_swiglu_mlps is modules.unfuse_swiglu_mlps is patch.unfuse_swiglu_mlps
     assert all(getattr(modules, name) is getattr(patch, name) for name in modules.__all__)
     assert all(getattr(fp8_modules, name) is getattr(fp8, name) for name in fp8_modules.__all__)
+    moved = ["FusedExpertsForward", "call_reason", "fuse_experts", "layout_reason", "patch_reason"]
+    assert set(moved) <= set(hf_experts.__all__) and set(moved) <= set(experts.__all__)
+    assert all(getattr(hf_experts, name) is getattr(experts, name) for name in moved)
+    assert patch.fuse_experts is experts.fuse_experts
 
 
 # --- one choice: no rule outside fused_swiglu.configs picks a config by problem size ---------------------

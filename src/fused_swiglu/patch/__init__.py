@@ -16,15 +16,15 @@ Example::
 
 The package:
 
-* :mod:`.base`: what both bodies rely on: recognising SiLU, the hooks a fused forward would skip,
+* :mod:`.base`: what the bodies rely on: recognising SiLU, the hooks a fused forward would skip,
   recognising mixture-of-experts experts, the patched class a block takes (:func:`~.base.install`) and
-  :class:`~.base.BlockPatch`, the base of both bodies.
+  :class:`~.base.BlockPatch`, the base of every body.
 * :mod:`.dense`: the 16-bit body (:class:`~.dense.FusedSwiGLUForward`), bf16 / fp16 blocks.
 * :mod:`.fp8`: the FP8 body (:class:`~.fp8.FusedFP8SwiGLUForward`), transformers' fine-grained FP8 blocks.
+* :mod:`.experts`: the experts body (:class:`~.experts.FusedExpertsForward`), transformers 5's routed experts
+  modules, and the recognisers it shares with the experts implementation ``"fused_swiglu"``
+  (:mod:`fused_swiglu.hf_experts`).
 * :mod:`.verify`: whether a block's own forward computes SwiGLU (by its class, else by a probe).
-
-Routed experts modules (transformers 5's mixture-of-experts experts) take the experts patch,
-:class:`fused_swiglu.hf_experts.FusedExpertsForward`, built on :class:`~.base.BlockPatch` as well.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from . import fp8 as fp8_body
 from . import verify
 from .base import BlockPatch, experts_reason, has_projections, install, installed, uninstall
 from .dense import FusedSwiGLUForward, ProbedSwiGLUForward, kernel_reason, skip_reason
+from .experts import fuse_experts
 from .fp8 import FusedFP8SwiGLUForward
 from .verify import by_class
 
@@ -128,8 +129,8 @@ def fuse_swiglu_mlps(
     ``experts=True`` the routed experts modules of transformers 5 (3-D ``gate_up_proj`` ``(E, 2I, H)``, gate
     rows then up rows, and ``down_proj`` ``(E, H, I)``; Qwen2-MoE, Qwen3-MoE, Mixtral, DeepSeek-V3 ...)
     whose layout the grouped kernel reads (no bias, SiLU, the default gate, bf16 / fp16 weights, I and H
-    multiples of 8; :func:`fused_swiglu.hf_experts.patch_reason`) are patched to run
-    :func:`fused_swiglu.experts.swiglu_experts` (:class:`fused_swiglu.hf_experts.FusedExpertsForward`:
+    multiples of 8; :func:`fused_swiglu.patch.experts.patch_reason`) are patched to run
+    :func:`fused_swiglu.experts.swiglu_experts` (:class:`fused_swiglu.patch.experts.FusedExpertsForward`:
     inference only; a call it cannot run, one that autograd records included, runs the module's own forward,
     whatever implementation the config selects); other experts modules (gpt-oss's, FP8 experts, experts
     stored another way) are named in the warning with the reason and run their own code; shared experts and
@@ -204,10 +205,6 @@ def fuse_swiglu_mlps(
     v.check_choice("kernel", kernel, v.KERNELS)
     v.check_choice("accumulation", accumulation, ACCUMULATIONS)
     v.check_choice("backend", backend, v.BACKENDS)
-    # the experts patch builds on this package's base (fused_swiglu.hf_experts imports patch.base, which runs
-    # this __init__ first): imported here, so that either module may be imported first
-    from ..hf_experts import fuse_experts
-
     patched, already, skipped, left_experts = [], 0, [], []
     for name, module in model.named_modules():
         if _patch(module) is not None:

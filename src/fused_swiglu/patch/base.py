@@ -1,5 +1,5 @@
 """What a patched MLP block relies on, shared by the 16-bit and the FP8 patches (``fused_swiglu.patch.dense``,
-``fused_swiglu.patch.fp8``) and the experts patch (``fused_swiglu.hf_experts``): recognising SiLU, the hooks
+``fused_swiglu.patch.fp8``) and the experts patch (``fused_swiglu.patch.experts``): recognising SiLU, the hooks
 a fused forward would skip, recognising mixture-of-experts experts, the patched class a block takes
 (:func:`install`) and the base of the patches' forwards (:class:`BlockPatch`)."""
 
@@ -63,7 +63,7 @@ class BlockPatch:
     """The base of what a patched block's forward calls (:func:`install`): the 16-bit body
     (``fused_swiglu.patch.dense.FusedSwiGLUForward``) and the FP8 one (``fused_swiglu.patch.fp8.
     FusedFP8SwiGLUForward``) keep their own arming state on top of this; the experts patch
-    (``fused_swiglu.hf_experts.FusedExpertsForward``) serves calls of three arguments (``more_arguments``).
+    (``fused_swiglu.patch.experts.FusedExpertsForward``) serves calls of three arguments (``more_arguments``).
 
     Attributes:
         module: the MLP block. backend: ``"auto"``, ``"cutlass"`` or ``"torch"``.
@@ -113,7 +113,7 @@ _EXPERT_WEIGHTS = ("gate_up_proj", "gate_proj", "up_proj", "w1", "w3")
 
 def experts_reason(module: nn.Module, name: str) -> str | None:
     """What ``module`` (``name`` in its model) is, if it holds a mixture-of-experts layer's routed
-    experts that the dense patch cannot fuse (the experts patch, ``fused_swiglu.hf_experts``, may); None if
+    experts that the dense patch cannot fuse (the experts patch, ``fused_swiglu.patch.experts``, may); None if
     it does not. Recognised: a 3-D tensor attribute
     named ``gate_up_proj``, ``gate_proj``, ``up_proj``, ``w1`` or ``w3`` (the experts' stacked
     weights), or an ``nn.ModuleList`` named ``experts`` whose experts are not gate_proj / up_proj /

@@ -51,13 +51,18 @@ def private_imports(src: Path) -> list[str]:
 
 
 def import_cycles(src: Path) -> list[str]:
+    """Cycles among the modules' imports. Importing ``a.b.c`` (``import a.b.c``, ``from a.b import c``) runs
+    the ``__init__`` of each package above it first, so it counts as importing ``a.b`` and ``a`` too; a
+    module's own packages are left out (their ``__init__`` is already running when it is imported)."""
     modules = _modules(src)
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for m, target, _ in _imports(modules):
         while target and target not in modules:  # an attribute path: its module
             target = target.rpartition(".")[0]
-        if target and target != m and not m.startswith(target + "."):  # a submodule reads its package's __init__
-            edges[m].add(target)
+        while target:  # the module, then each package above it
+            if target in modules and target != m and not m.startswith(target + "."):
+                edges[m].add(target)
+            target = target.rpartition(".")[0]
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     cycles: list[str] = []
 
@@ -93,6 +98,23 @@ def test_the_checks_see_a_private_import_and_a_cycle(tmp_path):
     (pkg / "b.py").write_text("from . import a\n_hidden = 1\n")
     assert private_imports(tmp_path) == ["fused_swiglu.a imports _hidden from fused_swiglu.b"]
     assert import_cycles(tmp_path) == ["fused_swiglu.a -> fused_swiglu.b -> fused_swiglu.a"]
+
+
+def test_the_cycle_check_sees_a_package_s_init_run_by_importing_its_submodule(tmp_path):
+    """A module importing ``patch.base`` runs ``patch/__init__.py`` first, so a package whose ``__init__``
+    imports that module back (inside a function) makes a cycle, as the experts patch did when it lived in
+    ``hf_experts.py``; with the experts body inside the package, importing it from outside is no cycle."""
+    pkg = tmp_path / "fused_swiglu"
+    (pkg / "patch").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "patch" / "base.py").write_text("BlockPatch = object\n")
+    (pkg / "patch" / "__init__.py").write_text("def fuse_swiglu_mlps():\n    from ..hf_experts import fuse_experts\n")
+    (pkg / "hf_experts.py").write_text("from .patch.base import BlockPatch\n\ndef fuse_experts():\n    pass\n")
+    assert import_cycles(tmp_path) == ["fused_swiglu.hf_experts -> fused_swiglu.patch -> fused_swiglu.hf_experts"]
+    (pkg / "patch" / "experts.py").write_text("from .base import BlockPatch\n\ndef fuse_experts():\n    pass\n")
+    (pkg / "patch" / "__init__.py").write_text("from .experts import fuse_experts\n")
+    (pkg / "hf_experts.py").write_text("from .patch.experts import fuse_experts\n")
+    assert import_cycles(tmp_path) == []
 
 
 def test_the_package_declares_its_license_and_ships_its_types():

@@ -510,3 +510,24 @@ def test_set_config_override_takes_a_string_or_none():
         with pytest.raises(TypeError, match="names must be a string of comma-separated config names, or None"):
             configs.set_config_override(bad)
     assert env.config_override_origin() == "FUSED_SWIGLU_CONFIG"  # nothing was set
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"gpu": 5}, TypeError, "gpu must be a str"),
+    ({"gpu": b"NVIDIA H200"}, TypeError, "gpu must be a str"),
+    ({"smem_limit": "big"}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": True}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": 1.5}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": -5}, ValueError, "smem_limit must be >= 0"),
+    ({"available": "packed_swapab_pingpong_128x16x64_1x1_bf16"}, TypeError, "not one name"),
+    ({"available": [3]}, TypeError, "available must be None or a collection of config names"),
+])
+def test_explain_names_a_bad_device_argument(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, **kwargs)
+
+
+def test_explain_takes_a_collection_of_names():
+    names = ["packed_pingpong_64x128x64_1x1_bf16"]
+    choice, _ = configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, available=names)
+    assert choice.name == names[0]

@@ -531,3 +531,15 @@ def test_explain_takes_a_collection_of_names():
     names = ["packed_pingpong_64x128x64_1x1_bf16"]
     choice, _ = configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, available=names)
     assert choice.name == names[0]
+
+
+def test_a_config_without_a_recorded_shared_memory_size_fits_only_the_sm90_maximum():
+    """The H200's data records no size for a config added after it was tuned: such a config serves a device
+    with the full sm_90 shared memory, not one that reports less (a size it cannot check)."""
+    data = tuning.load(H200, "bf16")
+    config = configs.BY_BASE_NAME["packed_cooperative_256x192x64_2x1"]
+    assert config.base_name not in data.smem_bytes
+    assert configs.legal(config, 8192, 18944, configs.SM90_SMEM_MAX, data.smem_bytes)
+    assert not configs.legal(config, 8192, 18944, 200_000, data.smem_bytes)
+    known = configs.BY_BASE_NAME["packed_pingpong_64x128x64_1x1"]
+    assert configs.legal(known, 8192, 18944, data.smem_bytes[known.base_name], data.smem_bytes)

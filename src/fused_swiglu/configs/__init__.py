@@ -150,15 +150,22 @@ def swizzle_padding(config: KernelConfig, M: int, N: int) -> float:
     return cost_model.scheduled_tiles(config, M, N, config.swizzle) / plain if plain else 1.0
 
 
+# Shared memory a Hopper (sm_90) block may opt in to, bytes: no compiled config uses more.
+SM90_SMEM_MAX = 232448
+
+
 def legal(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
           smem_bytes: dict[str, int] | None = None) -> bool:
     """Whether ``config`` may serve M tokens and N = I: its tiles fill whole clusters
     (:func:`token_tiles_fill_clusters`), its swizzle pads at most :data:`SWIZZLE_PADDING_MAX`, and its
-    shared memory (``smem_bytes[config.base_name]``, where known) fits ``smem_limit`` bytes."""
+    shared memory (``smem_bytes[config.base_name]``; where the data does not record it,
+    :data:`SM90_SMEM_MAX`) fits ``smem_limit`` bytes."""
     if not token_tiles_fill_clusters(config, M, N) or swizzle_padding(config, M, N) > SWIZZLE_PADDING_MAX:
         return False
-    if smem_limit is not None and smem_bytes and smem_bytes.get(config.base_name, 0) > smem_limit:
-        return False
+    if smem_limit is not None and smem_bytes:
+        # a config whose size the data does not record fits only a limit every sm_90 kernel fits
+        if smem_bytes.get(config.base_name, SM90_SMEM_MAX) > smem_limit:
+            return False
     return True
 
 

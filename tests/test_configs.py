@@ -510,3 +510,36 @@ def test_set_config_override_takes_a_string_or_none():
         with pytest.raises(TypeError, match="names must be a string of comma-separated config names, or None"):
             configs.set_config_override(bad)
     assert env.config_override_origin() == "FUSED_SWIGLU_CONFIG"  # nothing was set
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"gpu": 5}, TypeError, "gpu must be a str"),
+    ({"gpu": b"NVIDIA H200"}, TypeError, "gpu must be a str"),
+    ({"smem_limit": "big"}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": True}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": 1.5}, TypeError, "smem_limit must be None or an int"),
+    ({"smem_limit": -5}, ValueError, "smem_limit must be >= 0"),
+    ({"available": "packed_swapab_pingpong_128x16x64_1x1_bf16"}, TypeError, "not one name"),
+    ({"available": [3]}, TypeError, "available must be None or a collection of config names"),
+])
+def test_explain_names_a_bad_device_argument(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, **kwargs)
+
+
+def test_explain_takes_a_collection_of_names():
+    names = ["packed_pingpong_64x128x64_1x1_bf16"]
+    choice, _ = configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, available=names)
+    assert choice.name == names[0]
+
+
+def test_a_config_without_a_recorded_shared_memory_size_fits_only_the_sm90_maximum():
+    """The H200's data records no size for a config added after it was tuned: such a config serves a device
+    with the full sm_90 shared memory, not one that reports less (a size it cannot check)."""
+    data = tuning.load(H200, "bf16")
+    config = configs.BY_BASE_NAME["packed_cooperative_256x192x64_2x1"]
+    assert config.base_name not in data.smem_bytes
+    assert configs.legal(config, 8192, 18944, configs.SM90_SMEM_MAX, data.smem_bytes)
+    assert not configs.legal(config, 8192, 18944, 200_000, data.smem_bytes)
+    known = configs.BY_BASE_NAME["packed_pingpong_64x128x64_1x1"]
+    assert configs.legal(known, 8192, 18944, data.smem_bytes[known.base_name], data.smem_bytes)

@@ -213,7 +213,7 @@ def test_modes_and_settings_are_checked():
     (["--e2e-modes", "prefill"], "--e2e-modes applies to bench e2e only"),
     (["e2e", "--modes", "prefill,bogus"], "--modes: unknown mode 'bogus'"),
     (["--quick"], "unrecognized arguments: --quick"),
-    (["--e2e", "--out", "e2e.csv"], "--out names the JSON file"),
+    (["--e2e", "--out", "e2e.png"], "--out names the JSON file (its plot goes beside it as .png)"),
 ])
 def test_bad_e2e_options_exit_1(argv, message, capsys):
     assert cli.main(["bench", *argv]) == cli.EXIT_BAD_OPTION

@@ -125,8 +125,9 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
     return meta
 
 
-def check_out_path(path: str | Path, option: str = "--out") -> Path:
-    """Check, before a run, that results can be written to ``path`` (JSON) and beside it (CSV).
+def check_out_path(path: str | Path, option: str = "--out", beside: str = ".csv") -> Path:
+    """Check, before a run, that results can be written to ``path`` (JSON) and beside it (the ``beside``
+    file: ``.csv``, or ``.png`` for a mode that writes a plot there).
     Creates no folder (the folder is made when the results are written); to prove that the nearest
     existing folder takes new files, one empty probe file is created there and removed at once.
 
@@ -134,14 +135,15 @@ def check_out_path(path: str | Path, option: str = "--out") -> Path:
         ``path`` as a Path.
 
     Raises:
-        ValueError: ``path`` ends in ``.csv`` (the CSV would overwrite the JSON), names a directory
+        ValueError: ``path`` ends in ``beside`` (that file would overwrite the JSON), names a directory
             (or ends in a path separator), or its folder cannot be created or written; the message
             names ``option``.
     """
     text = str(path)
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        raise ValueError(f"{option} names the JSON file (its CSV goes beside it as .csv); got {path}")
+    if path.suffix.lower() == beside:
+        what = "plot" if beside == ".png" else beside.lstrip(".").upper()
+        raise ValueError(f"{option} names the JSON file (its {what} goes beside it as {beside}); got {path}")
     if path.is_dir() or text.endswith(("/", os.sep)):
         raise ValueError(f"{option} must be a file path, not a directory; got {text!r}")
     existing = path.parent.absolute()

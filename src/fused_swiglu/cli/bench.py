@@ -439,7 +439,7 @@ def _e2e(args, console) -> int:
         modes = check_modes(split(args.e2e_modes, "--modes")) if args.e2e_modes else None
     except ValueError as e:
         raise ValueError(f"--modes: {e}") from None
-    out = check_out_path(args.out) if args.out is not None else None
+    out = check_out_path(args.out, beside=".png") if args.out is not None else None
     try:
         import transformers  # noqa: F401
     except ImportError as e:

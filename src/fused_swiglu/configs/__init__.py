@@ -150,15 +150,22 @@ def swizzle_padding(config: KernelConfig, M: int, N: int) -> float:
     return cost_model.scheduled_tiles(config, M, N, config.swizzle) / plain if plain else 1.0
 
 
+# Shared memory a Hopper (sm_90) block may opt in to, bytes: no compiled config uses more.
+SM90_SMEM_MAX = 232448
+
+
 def legal(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
           smem_bytes: dict[str, int] | None = None) -> bool:
     """Whether ``config`` may serve M tokens and N = I: its tiles fill whole clusters
     (:func:`token_tiles_fill_clusters`), its swizzle pads at most :data:`SWIZZLE_PADDING_MAX`, and its
-    shared memory (``smem_bytes[config.base_name]``, where known) fits ``smem_limit`` bytes."""
+    shared memory (``smem_bytes[config.base_name]``; where the data does not record it,
+    :data:`SM90_SMEM_MAX`) fits ``smem_limit`` bytes."""
     if not token_tiles_fill_clusters(config, M, N) or swizzle_padding(config, M, N) > SWIZZLE_PADDING_MAX:
         return False
-    if smem_limit is not None and smem_bytes and smem_bytes.get(config.base_name, 0) > smem_limit:
-        return False
+    if smem_limit is not None and smem_bytes:
+        # a config whose size the data does not record fits only a limit every sm_90 kernel fits
+        if smem_bytes.get(config.base_name, SM90_SMEM_MAX) > smem_limit:
+            return False
     return True
 
 
@@ -603,6 +610,26 @@ def resolve(
     return Choice(config)
 
 
+def _check_device_arguments(gpu: object, smem_limit: object, available: object) -> None:
+    """:func:`explain`'s description of the device: ``gpu`` a str, ``smem_limit`` None or an int >= 0 (bytes),
+    ``available`` None or a collection of config names (not one name).
+
+    Raises:
+        TypeError: an argument of another type, naming it.
+        ValueError: a negative ``smem_limit``.
+    """
+    if not isinstance(gpu, str):
+        raise TypeError(f"gpu must be a str (the device name CUDA reports, or ''); got {gpu!r}")
+    if smem_limit is not None:
+        if not isinstance(smem_limit, int) or isinstance(smem_limit, bool):
+            raise TypeError(f"smem_limit must be None or an int (bytes of shared memory per block); got {smem_limit!r}")
+        if smem_limit < 0:
+            raise ValueError(f"smem_limit must be >= 0 bytes; got {smem_limit}")
+    if available is not None and (isinstance(available, (str, bytes))
+                                  or not all(isinstance(n, str) for n in available)):
+        raise TypeError(f"available must be None or a collection of config names (str), not one name; got {available!r}")
+
+
 def explain(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None, available: frozenset[str] | None = None,
@@ -616,7 +643,9 @@ def explain(
 
     Raises:
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
-        TMA rows: no launch could serve the problem).
+        TMA rows: no launch could serve the problem) or a negative ``smem_limit``; TypeError for a ``gpu``
+        that is not a str, an ``smem_limit`` that is not None or an int, or an ``available`` that is not a
+        collection of config names.
     """
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M)
@@ -631,6 +660,7 @@ def explain(
                         f"{TRAINING_WIDE_H})")
     check_config(kernel, config, dtype)
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
+    _check_device_arguments(gpu, smem_limit, available)
     if N == 0 or K == 0 or N % 8 or K % 8:
         raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if available is None:

@@ -543,3 +543,8 @@ def test_a_config_without_a_recorded_shared_memory_size_fits_only_the_sm90_maxim
     assert not configs.legal(config, 8192, 18944, 200_000, data.smem_bytes)
     known = configs.BY_BASE_NAME["packed_pingpong_64x128x64_1x1"]
     assert configs.legal(known, 8192, 18944, data.smem_bytes[known.base_name], data.smem_bytes)
+
+
+def test_explain_names_the_shared_memory_limit_that_leaves_no_config():
+    with pytest.raises(ValueError, match="is legal for M=64 N=4096 K=4096 within smem_limit=100000 bytes"):
+        configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, gpu=H200, smem_limit=100_000)

@@ -318,7 +318,8 @@ def model_config(kernel: str, M: int, N: int, K: int, accumulation: str, num_sms
     for config in candidates(kernel, accumulation):
         if legal(config, M, N, smem_limit, data.smem_bytes):
             return config
-    raise ValueError(f"no {kernel} config with accumulation={accumulation!r} is legal for M={M} N={N} K={K}")
+    within = f" within smem_limit={smem_limit} bytes of shared memory" if smem_limit is not None else ""
+    raise ValueError(f"no {kernel} config with accumulation={accumulation!r} is legal for M={M} N={N} K={K}{within}")
 
 
 def choose_config(
@@ -705,7 +706,11 @@ def _explain(
         what += (f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it "
                  f"(tuned data is named by the device name CUDA reports, e.g. {tuning.REFERENCE[0]!r})")
     if not ranked:
-        return choice, "the first legal config in catalog order (no tuned costs for this kernel)"
+        why = ("no config with tuned costs is legal for this problem" if data.costs or data.sustained
+               else "no tuned costs for this kernel")
+        if smem_limit is not None:
+            why += f" within smem_limit = {smem_limit} bytes"
+        return choice, f"the first legal config in catalog order ({why})"
     best = ranked[0][0]
     others = [(t, c) for t, c in ranked if (c.base_name, c.raster, c.swizzle) != (picked.base_name, picked.raster,
                                                                                    picked.swizzle)]

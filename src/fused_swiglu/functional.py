@@ -12,7 +12,7 @@ import torch
 
 from . import ops
 from ._dispatch import (AUTO, autocast_cast, below_unfused_check, call_op, check_dual_args, check_packed_args,
-                        fast_config, fast_path, op_first, plan, plan_key, run_2d, run_op, unfused_predicted_faster)
+                        fast_config, fast_path, plan, plan_key, run_2d, run_op, unfused_predicted_faster)
 from .configs import ACCUMULATIONS
 from .reference import swiglu_eager, swiglu_fp32_one_rounding
 from .weights import LAYOUTS, pack_gate_up, unpack_gate_up
@@ -25,9 +25,8 @@ _FAST_PACKED = {(lay, b, a): AUTO[a] for lay in LAYOUTS for b in ("auto", "cutla
 
 
 def _run_concatenated(x: torch.Tensor, w_packed: torch.Tensor, config: str) -> torch.Tensor:
-    """The dual operator on the row halves of a concatenated ``w_packed`` (views), sliced inside the call that
-    :func:`~fused_swiglu._dispatch.op_first` checks, so that a ``w_packed`` that cannot be sliced reaches the
-    checks too."""
+    """The dual operator on the row halves of a concatenated ``w_packed`` (views), sliced inside the checked
+    call, so that a ``w_packed`` that cannot be sliced reaches the checks too."""
     I = w_packed.shape[0] // 2
     return run_op(ops.swiglu_dual, x, w_packed[:I], w_packed[I:], config)
 
@@ -92,10 +91,12 @@ def swiglu(
     x, w_gate, w_up = autocast_cast(x, w_gate, w_up)
     config = fast_config(_FAST_DUAL, kernel, backend, accumulation)
     if config is not None and fast_path(x) and (backend != "auto" or below_unfused_check(x)):
-        def checks() -> None:  # where the operator raises: the full checks, for their typed error
-            plan(None, backend, lambda: check_dual_args(x, w_gate, w_up, kernel, backend, accumulation))
-
-        return op_first(checks, run_op, ops.swiglu_dual, x, w_gate, w_up, config)
+        # _dispatch.op_first's rule, written inline: no closure or extra frame on the per-call path
+        try:
+            return run_op(ops.swiglu_dual, x, w_gate, w_up, config)
+        except Exception:
+            plan(None, backend, lambda: check_dual_args(x, w_gate, w_up, kernel, backend, accumulation))  # typed error
+            raise
 
     def validate() -> tuple[int, int, torch.device]:
         return check_dual_args(x, w_gate, w_up, kernel, backend, accumulation)
@@ -150,12 +151,14 @@ def swiglu_packed(
     x, w_packed = autocast_cast(x, w_packed)
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
     if config is not None and fast_path(x) and (layout == "interleaved" or backend != "auto" or below_unfused_check(x)):
-        def checks() -> None:  # where the operator raises: the full checks, for their typed error
-            plan(None, backend, lambda: check_packed_args(x, w_packed, layout, backend, accumulation))
-
-        if layout == "interleaved":
-            return op_first(checks, run_op, ops.swiglu_packed, x, w_packed, config)
-        return op_first(checks, _run_concatenated, x, w_packed, config)
+        # _dispatch.op_first's rule, written inline: no closure or extra frame on the per-call path
+        try:
+            if layout == "interleaved":
+                return run_op(ops.swiglu_packed, x, w_packed, config)
+            return _run_concatenated(x, w_packed, config)
+        except Exception:
+            plan(None, backend, lambda: check_packed_args(x, w_packed, layout, backend, accumulation))  # typed error
+            raise
 
     def validate() -> tuple[int, int, torch.device]:
         return check_packed_args(x, w_packed, layout, backend, accumulation)

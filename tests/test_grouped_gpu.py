@@ -10,7 +10,7 @@ import functools
 import pytest
 import torch
 
-from fused_swiglu import grouped, grouped_ops
+from fused_swiglu import catalog, configs, grouped, grouped_ops
 from numerics import Float64Truth
 
 pytestmark = pytest.mark.gpu
@@ -54,19 +54,30 @@ def _check_per_expert(y, x, w, offsets, what):
         start = end
 
 
-def _poisoned_operator(x, w, offsets):
-    """The operator on grouped_layout's layout, its fresh output most likely a block the caching allocator held
-    NaN (an element the kernel does not write stays NaN): (y_pad, layout, T_pad)."""
+def _poisoned_operator(x, w, offsets, config=""):
+    """The operator on grouped_layout's layout (the token tile of ``config``, or the choice's), its fresh output
+    most likely a block the caching allocator held NaN (an element the kernel does not write stays NaN):
+    (y_pad, layout, tile)."""
     T, I = x.shape[0], w.shape[1] // 2
-    layout = grouped.grouped_layout(offsets, T)
+    tile = grouped.layout_tile(T, w.shape[0], config)
+    layout = grouped.grouped_layout(offsets, T, tile)
     x_pad = x.index_select(0, layout.source).masked_fill_(~layout.valid[:, None], 0)
     T_pad = x_pad.shape[0]
-    grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, "")  # loads the libraries, makes the plan
+    grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, config)  # loads the libraries, makes the plan
     torch.full((T_pad, I), float("nan"), device="cuda", dtype=x.dtype)
     torch.cuda.synchronize()
-    y_pad = grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, "")
+    y_pad = grouped_ops.swiglu_grouped(x_pad, w, layout.tile_expert, config)
     torch.cuda.synchronize()
-    return y_pad, layout, T_pad
+    return y_pad, layout, tile
+
+
+def _check_layout_rows(y_pad, layout, tile, E, what):
+    in_tiles = (layout.tile_expert < E).repeat_interleave(tile)
+    assert not y_pad[in_tiles].isnan().any(), f"{what}: rows of an expert's tiles left unwritten"
+    # the padding rows of an expert's last tile hold zero rows of x_pad: silu(0) * 0
+    assert (y_pad[in_tiles & ~layout.valid] == 0).all(), what
+    # the tiles past the last expert's are no work: nothing written there
+    assert y_pad[~in_tiles].isnan().all(), f"{what}: a tile past the last expert's was written"
 
 
 @pytest.mark.parametrize("T", TOKENS)
@@ -75,20 +86,35 @@ def test_matches_float64_per_expert_and_writes_every_routed_row(shape, T, seed):
     H, I, E = SHAPES[shape]
     w = _weights(shape, torch.bfloat16)
     x, offsets = _routing(T, E, H, torch.bfloat16, seed)
-    what = f"{shape} T={T} seed={seed}"
-    y_pad, layout, T_pad = _poisoned_operator(x, w, offsets)
-    in_tiles = (layout.tile_expert < E).repeat_interleave(16)
-    assert not y_pad[in_tiles].isnan().any(), f"{what}: rows of an expert's tiles left unwritten"
-    # the padding rows of an expert's last tile hold zero rows of x_pad: silu(0) * 0
-    assert (y_pad[in_tiles & ~layout.valid] == 0).all(), what
-    # the tiles past the last expert's are no work: nothing written there
-    assert y_pad[~in_tiles].isnan().all(), f"{what}: a tile past the last expert's was written"
+    y_pad, layout, tile = _poisoned_operator(x, w, offsets)
+    what = f"{shape} T={T} {tile}-row tiles seed={seed}"
+    _check_layout_rows(y_pad, layout, tile, E, what)
     y = grouped.grouped_swiglu(x, w, offsets)
     assert torch.equal(y, y_pad.index_select(0, layout.dest)), what
     _check_per_expert(y, x, w, offsets, what)
 
 
-@pytest.mark.parametrize("T", (1, 129))
+def test_the_shapes_reach_every_token_tile():
+    tiles = {grouped.layout_tile(T, E) for _, _, E in SHAPES.values() for T in TOKENS}
+    assert tiles == set(configs.GROUPED_TOKEN_TILES)
+
+
+@pytest.mark.parametrize("config", [n for n in catalog.grouped_names() if n.endswith("_bf16")])
+def test_every_grouped_config_at_one_routing(config, seed):
+    """Each config by name over a layout of its tile: 4097 rows over Qwen3-30B-A3B's 128 experts (32 per
+    expert on average: several 16-row tiles per expert, one 64- or 128-row tile, partly padding)."""
+    H, I, E = SHAPES["Qwen3-30B-A3B"]
+    w = _weights("Qwen3-30B-A3B", torch.bfloat16)
+    x, offsets = _routing(4097, E, H, torch.bfloat16, seed)
+    y_pad, layout, tile = _poisoned_operator(x, w, offsets, config)
+    what = f"{config} seed={seed}"
+    _check_layout_rows(y_pad, layout, tile, E, what)
+    y = grouped.grouped_swiglu(x, w, offsets, config=config)
+    assert torch.equal(y, y_pad.index_select(0, layout.dest)), what
+    _check_per_expert(y, x, w, offsets, what)
+
+
+@pytest.mark.parametrize("T", (1, 129, 4097))
 def test_fp16(T, seed):
     H, I, E = SHAPES["Qwen3-30B-A3B"]
     w = _weights("Qwen3-30B-A3B", torch.float16)
@@ -162,8 +188,8 @@ def test_the_c_boundary_names_the_argument_and_the_rule():
         ((x, w, te.long()), "tile_expert must be torch.int32"),
         ((x, w, te.cpu()), "tile_expert must be a CUDA tensor"),
         ((x, w[0], te), r"gate_up_proj must be 3-D \(E, 2I, H\)"),
-        ((x[:30], w, te), "x_pad must have a multiple of 16 rows"),
-        ((x, w, te[:1]), "tile_expert must have T_pad / 16 = 2 entries"),
+        ((x[:30], w, te), r"ValueError: the layout's token tile must be one of \(16, 64, 128\) rows"),
+        ((x, w, te.repeat(2)[:3]), "tile_expert must have one entry per token tile of x_pad"),
         ((x, w[:, :63], te), "an even number of rows per expert"),
         ((x, w[:, :, :32], te), r"x_pad must be \(T_pad, H\) with H = gate_up_proj.shape\[2\] = 32; got H=64"),
         ((x, w.transpose(1, 2).contiguous().transpose(1, 2), te), "gate_up_proj must be readable in place by TMA"),
@@ -173,6 +199,9 @@ def test_the_c_boundary_names_the_argument_and_the_rule():
             grouped_ops.swiglu_grouped(*args, "")
     with pytest.raises(RuntimeError, match="ValueError: config='promoted'"):
         grouped_ops.swiglu_grouped(x, w, te, "promoted")
+    # a named config of another tile than the layout's (16 rows: 32 rows, 2 entries)
+    with pytest.raises(RuntimeError, match="has 64-row token tiles, but the layout's tiles hold 16 rows"):
+        torch.ops.fused_swiglu.swiglu_grouped.default(x, w, te, "grouped_dual_swapab_pingpong_128x64x64_1x1_bf16")
     # a strided view of the weights that TMA reads in place: every other expert
     y = grouped_ops.swiglu_grouped(x, w[::2], te.clamp_max(1), "")
     z = grouped_ops.swiglu_grouped(x, w[::2].contiguous(), te.clamp_max(1), "")

@@ -75,8 +75,10 @@ def _bad_cases():
         ((x, w[:0], te), ValueError, r"at least one expert \(E >= 1\)"),
         ((x, w[:, :47], te), ValueError, "an even number of rows per expert"),
         ((x[:, :16], w, te), ValueError, r"H = gate_up_proj.shape\[2\] = 32 columns; got H=16"),
-        ((x[:63], w, te), ValueError, "a multiple of 16 rows .*got T_pad=63"),
-        ((x, w, te[:3]), ValueError, "tile_expert must have T_pad / 16 = 4 entries, one per token tile of x_pad; got 3"),
+        ((x[:63], w, te), ValueError, "one entry per token tile of x_pad .*got 4 entries for T_pad=63"),
+        ((x, w, te[:3]), ValueError, "one entry per token tile of x_pad .*got 3 entries for T_pad=64"),
+        ((x, w, te[:2]), ValueError, r"token tile must be one of \(16, 64, 128\) rows .*got 32"),
+        ((x, w, te[:0]), ValueError, "one entry per token tile of x_pad .*got 0 entries for T_pad=64"),
         ((x, w.to("meta"), te), ValueError, "gate_up_proj must be on x_pad's device cpu; got gate_up_proj on meta"),
     ]
 
@@ -109,6 +111,9 @@ def test_the_config_argument():
     x, w, te = _operands()
     name = "grouped_dual_swapab_pingpong_128x16x64_1x1_bf16"
     assert torch.equal(grouped_ops.swiglu_grouped(x, w, te, name), grouped_ops.swiglu_grouped(x, w, te, ""))
+    # a config whose token tile is not the layout's (16 rows here) would cover several experts' tiles
+    with pytest.raises(ValueError, match="has 64-row token tiles, but the layout's tiles hold 16 rows"):
+        grouped_ops.swiglu_grouped(x, w, te, "grouped_dual_swapab_pingpong_128x64x64_1x1_bf16")
     for config, says in (("promoted", "no config with promoted accumulation yet"),
                          ("grouped_dual_swapab_pingpong_128x16x64_1x1_fp16", "must name a grouped kernel for "
                                                                              "torch.bfloat16"),
@@ -119,12 +124,16 @@ def test_the_config_argument():
 
 
 def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
-    chosen = {configs.resolve("grouped_dual", "", M, 768, 2048, dtype)
-              for M in (16, 4096) for dtype in (torch.bfloat16, torch.float16)}
+    chosen = {configs.resolve("grouped_dual", "", 4096, 768, 2048, dtype, token_tile=tile)
+              for tile in configs.GROUPED_TOKEN_TILES for dtype in (torch.bfloat16, torch.float16)}
     assert {c.name for c in chosen} == set(catalog.grouped_names())
     assert {(c.raster, c.swizzle) for c in chosen} == {(1, 1)}
-    choice, why = configs.explain("grouped_dual", "", 16, 768, 2048, torch.float16)
-    assert choice.name.endswith("_fp16") and "one config" in why
+    for tile in configs.GROUPED_TOKEN_TILES:
+        choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)
+        assert choice.name.endswith("_fp16") and f"{tile}-row token tiles" in why
+        assert configs.grouped_config_tile(choice.name) == tile
+    with pytest.raises(ValueError, match=r"token tile must be one of \(16, 64, 128\) rows"):
+        configs.resolve("grouped_dual", "", 4096, 768, 2048, torch.bfloat16, token_tile=32)
     name = catalog.grouped_names()[0]
     assert configs.explain("grouped_dual", name, 16, 768, 2048, torch.bfloat16) == (
         configs.Choice(name, 1, 1), "named by the call's config argument")
@@ -133,3 +142,31 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     # the dense choice never returns a grouped config, nor takes one by name
     with pytest.raises(ValueError, match="config must name a dual kernel"):
         configs.check_config("dual", name, torch.bfloat16)
+
+
+@pytest.mark.parametrize("tile", [64, 128])
+def test_wider_token_tiles_are_read_from_tile_expert(tile):
+    """The layout's tile is T_pad / len(tile_expert): each tile of ``tile`` rows is its expert's."""
+    g = torch.Generator().manual_seed(1)
+    experts = (2, 0, 1)
+    x_pad = torch.randn(len(experts) * tile, 32, generator=g).to(torch.bfloat16)
+    w = (torch.randn(3, 48, 32, generator=g) * 32**-0.5).to(torch.bfloat16)
+    y = grouped_ops.swiglu_grouped(x_pad, w, torch.tensor(experts, dtype=torch.int32))
+    for t, e in enumerate(experts):
+        rows = slice(t * tile, (t + 1) * tile)
+        ref64 = swiglu_float64(x_pad[rows], w[e, :24], w[e, 24:])
+        assert ((y[rows].double() - ref64).abs() <= ulp_at(ref64, torch.bfloat16)).all(), (t, e)
+
+
+def test_the_layout_tile_follows_the_routed_rows_per_expert():
+    """configs.grouped_token_tile: the smallest tile while the mean rows per expert is at most its bound, a
+    wider one past it; sizes only."""
+    bounds = configs.GROUPED_TILE_BY_MEAN_ROWS
+    assert configs.grouped_token_tile(0, 8)[0] == configs.GROUPED_TOKEN_TILE
+    for bound, tile in bounds:
+        assert configs.grouped_token_tile(bound * 128, 128)[0] == tile
+    assert configs.grouped_token_tile((bounds[-1][0] + 1) * 8, 8)[0] == configs.GROUPED_WIDEST_TILE
+    assert [configs.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7)] == sorted(
+        configs.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7))  # never narrower with more rows
+    with pytest.raises(ValueError, match="experts >= 1"):
+        configs.grouped_token_tile(8, 0)

@@ -36,11 +36,11 @@ def stub_library(monkeypatch):
     _StubLibrary.loaded.clear()
 
 
-def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int, device: int = 0):
+def _plan(kind: int, config: bytes, m: int, n: int, k: int, dtype: int, device: int = 0, tile: int = 0):
     index, raster, swizzle = ctypes.c_int32(-1), ctypes.c_int32(-1), ctypes.c_int32(-1)
     message = ctypes.create_string_buffer(256)
-    rc = _plans.plan_callback(kind, config, m, n, k, dtype, device, ctypes.pointer(index), ctypes.pointer(raster),
-                             ctypes.pointer(swizzle), ctypes.addressof(message), len(message))
+    rc = _plans.plan_callback(kind, config, m, n, k, tile, dtype, device, ctypes.pointer(index),
+                              ctypes.pointer(raster), ctypes.pointer(swizzle), ctypes.addressof(message), len(message))
     return rc, index.value, raster.value, swizzle.value, message.value.decode()
 
 
@@ -80,10 +80,27 @@ def test_plan_callback_reports_errors_as_text(stub_library):
     assert "got config='dual_pingpong_64x64x64_9x9_bf16' (closest: " in message
 
 
+def test_plan_callback_gives_a_grouped_problem_the_config_of_its_token_tile(stub_library, monkeypatch, capsys):
+    names = catalog.grouped_names()
+    monkeypatch.setattr(_StubLibrary, "index", {name: i for i, name in enumerate(names)})
+    for tile in configs.GROUPED_TOKEN_TILES:
+        rc, index, raster, swizzle, message = _plan(9, b"", 4096, 768, 2048, 0, tile=tile)
+        assert rc == 0, message
+        assert (names[index], raster, swizzle) == (f"{configs.GROUPED_CONFIGS[tile]}_bf16", 1, 1)
+    monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
+    capsys.readouterr()
+    _plan(9, b"", 4096, 768, 2048, 1, tile=64)
+    assert "grouped_dual M=4096 token tile 64 I=768 H=2048 fp16" in capsys.readouterr().err
+    rc, *_, message = _plan(9, b"", 4096, 768, 2048, 0, tile=32)
+    assert rc == 1 and "token tile must be one of (16, 64, 128) rows" in message
+    rc, *_, message = _plan(9, names[0].encode(), 4096, 768, 2048, 0, tile=128)
+    assert rc == 1 and "has 16-row token tiles, but the layout's tiles hold 128 rows" in message
+
+
 def test_plan_callback_message_is_cut_to_the_buffer(stub_library):
     index = raster = swizzle = ctypes.pointer(ctypes.c_int32())
     message = ctypes.create_string_buffer(b"#" * 16)
-    rc = _plans.plan_callback(1, b"nonsense", 1, 16, 64, 0, 0, index, raster, swizzle, ctypes.addressof(message), 8)
+    rc = _plans.plan_callback(1, b"nonsense", 1, 16, 64, 0, 0, 0, index, raster, swizzle, ctypes.addressof(message), 8)
     assert rc == 1 and len(message.value) == 7 and message.raw[8:16] == b"#" * 8  # NUL-terminated inside 8 bytes
 
 

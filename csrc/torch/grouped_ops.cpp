@@ -7,20 +7,14 @@
 #include "ops.hpp"
 
 namespace fused_swiglu::torch_ops {
-namespace {
-
-// Token rows per tile of the grouped configs (their tile_n): the padding unit of x_pad.
-constexpr int64_t kTokenTile = 16;
-
-}  // namespace
 
 Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std::string config) {
   const char* op = "swiglu_grouped";
   check_2d(op, "x_pad", x_pad, "(T_pad, H)");
   FSW_CHECK(gate_up_proj.dim() == 3, "fused_swiglu::", op, ": gate_up_proj must be 3-D (E, 2I, H); got ",
             gate_up_proj.dim(), "-D");
-  FSW_CHECK(tile_expert.dim() == 1, "fused_swiglu::", op, ": tile_expert must be 1-D (T_pad / ", kTokenTile,
-            ",); got ", tile_expert.dim(), "-D");
+  FSW_CHECK(tile_expert.dim() == 1, "fused_swiglu::", op, ": tile_expert must be 1-D (T_pad / token tile,); got ",
+            tile_expert.dim(), "-D");
   fsw_problem p{};
   p.dtype = check_dtypes(op, {{"x_pad", &x_pad}, {"gate_up_proj", &gate_up_proj}});
   check_dtype(op, {{"tile_expert", &tile_expert}}, code_int32(), "torch.int32");
@@ -34,10 +28,12 @@ Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std
             gate_up_proj.size(2), "; got H=", k);
   int64_t const n = rows_w / 2;
   check_tma_sizes(op, n, k);
-  FSW_CHECK(rows % kTokenTile == 0, "fused_swiglu::", op, ": x_pad must have a multiple of ", kTokenTile,
-            " rows (each expert's tokens padded to whole tiles of ", kTokenTile, "); got T_pad=", rows);
-  FSW_CHECK(tile_expert.size(0) == rows / kTokenTile, "fused_swiglu::", op, ": tile_expert must have T_pad / ",
-            kTokenTile, " = ", rows / kTokenTile, " entries, one per token tile of x_pad; got ", tile_expert.size(0));
+  // The layout's token tile, T_pad / tile_expert's entries: the plan's config must have it (the choice checks).
+  int64_t const tiles = tile_expert.size(0);
+  FSW_CHECK((rows == 0 && tiles == 0) || (tiles > 0 && rows % tiles == 0), "fused_swiglu::", op,
+            ": tile_expert must have one entry per token tile of x_pad (T_pad / token tile, T_pad a whole number of "
+            "tiles); got ", tiles, " entries for T_pad=", rows);
+  int64_t const token_tile = tiles > 0 ? rows / tiles : 0;
   // The weights are read in place (a copy per call would cost more than the kernel): TMA's rules on the
   // (I, H, E) views of the gate and up rows.
   int64_t const ld = gate_up_proj.stride(1);
@@ -60,7 +56,7 @@ Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std
   p.ldw_expert = ld_expert;
   p.tile_expert = static_cast<const int32_t*>(experts_of_tiles.data_ptr());
   p.m = rows, p.n = n, p.k = k;
-  launch(op, kPlanGroupedDual, config, device, p, x_pad, {{x_pad, p.x, p.ldx}});
+  launch(op, kPlanGroupedDual, config, device, p, x_pad, {{x_pad, p.x, p.ldx}}, token_tile);
   return y;
 }
 

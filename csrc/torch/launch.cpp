@@ -29,9 +29,10 @@ constexpr size_t kMaxPlans = 4096;
 using RunFn = fsw_status (*)(int, const fsw_problem*, void*, size_t, void*);
 using WorkspaceFn = fsw_status (*)(int, const fsw_problem*, size_t*);
 using LastErrorFn = const char* (*)();
-// kind, config, m, n, k, dtype, device -> config index, raster, swizzle; returns 0 or writes a message.
-using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t*, int32_t*,
-                       int32_t*, char*, size_t);
+// kind, config, m, n, k, token tile, dtype, device -> config index, raster, swizzle; returns 0 or writes a
+// message.
+using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t*,
+                       int32_t*, int32_t*, char*, size_t);
 using StreamFn = AOTITorchError (*)(int32_t, void**);
 using QuantizeFn = fsw_status (*)(int32_t, int64_t, int64_t, const void*, int64_t, void*, int64_t, float*, int64_t,
                                   int64_t, int64_t, void*);
@@ -48,17 +49,17 @@ std::atomic<Binding const*> g_binding{nullptr};
 
 struct PlanKey {
   int32_t kind, dtype, device;
-  int64_t m, n, k;
+  int64_t m, n, k, tile;
   std::string config;
   bool operator==(PlanKey const& o) const {
     return kind == o.kind && dtype == o.dtype && device == o.device && m == o.m && n == o.n && k == o.k &&
-           config == o.config;
+           tile == o.tile && config == o.config;
   }
 };
 struct PlanKeyHash {
   size_t operator()(PlanKey const& p) const {
     size_t h = std::hash<int64_t>()(p.m);
-    for (int64_t v : {int64_t(p.kind), int64_t(p.dtype), int64_t(p.device), p.n, p.k}) {
+    for (int64_t v : {int64_t(p.kind), int64_t(p.dtype), int64_t(p.device), p.n, p.k, p.tile}) {
       h = h * 0x100000001b3ULL ^ std::hash<int64_t>()(v);
     }
     return p.config.empty() ? h : h ^ std::hash<std::string>()(p.config);
@@ -179,7 +180,7 @@ Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
   Binding const& b = binding();
   Plan plan{};
   char message[1024] = {0};
-  int rc = b.plan(key.kind, key.config.c_str(), key.m, key.n, key.k, key.dtype, key.device, &plan.config,
+  int rc = b.plan(key.kind, key.config.c_str(), key.m, key.n, key.k, key.tile, key.dtype, key.device, &plan.config,
                   &plan.raster, &plan.swizzle, message, sizeof(message));
   FSW_CHECK(rc == 0, message);
   fsw_problem sized = problem;
@@ -196,7 +197,7 @@ Plan lookup_plan(PlanKey const& key, fsw_problem const& problem) {
 }  // namespace
 
 void launch(const char* op, PlanKind kind, std::string const& config, int32_t device, fsw_problem& problem,
-            Tensor const& like, std::initializer_list<Operand> inputs) {
+            Tensor const& like, std::initializer_list<Operand> inputs, int64_t token_tile) {
   std::array<std::optional<Tensor>, 4> ready;  // copies made for TMA live until the launch is queued
   FSW_CHECK(inputs.size() <= ready.size(), "fused_swiglu::", op, ": too many operands");
   size_t i = 0;
@@ -207,7 +208,7 @@ void launch(const char* op, PlanKind kind, std::string const& config, int32_t de
   }
   Binding const& b = binding();
   OnDevice on(device);  // the workspace query reads the device's SM count, the launch its stream
-  PlanKey key{int32_t(kind), problem.dtype, device, problem.m, problem.n, problem.k, config};
+  PlanKey key{int32_t(kind), problem.dtype, device, problem.m, problem.n, problem.k, token_tile, config};
   Plan plan = lookup_plan(key, problem);
   problem.raster = plan.raster;
   problem.swizzle = plan.swizzle;

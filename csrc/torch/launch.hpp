@@ -3,9 +3,10 @@
 // stream of the operands' device. Written against PyTorch's stable C ABI (torch/csrc/stable), so one
 // binary serves every PyTorch release from the targeted one on (TORCH_TARGET_VERSION, set by the build).
 //
-// A plan is chosen once per problem (plan kind, config argument, dtype, M, N, K, device) by the Python
-// config choice (a callback bound at load time, src/fused_swiglu/_plans.py), together with the workspace
-// size the library asks for; fsw_torch_clear_plans drops them (fused_swiglu.configs.set_config_override does).
+// A plan is chosen once per problem (plan kind, config argument, dtype, M, N, K, a grouped problem's token
+// tile, device) by the Python config choice (a callback bound at load time, src/fused_swiglu/_plans.py),
+// together with the workspace size the library asks for; fsw_torch_clear_plans drops them
+// (fused_swiglu.configs.set_config_override does).
 #pragma once
 
 #include <torch/csrc/stable/tensor.h>
@@ -117,8 +118,9 @@ struct Operand {
 
 // Launches `problem` (sizes and outputs filled in) on the current stream of `device` with the plan of
 // (kind, config), after making each input operand TMA-ready and writing its pointer and row stride into
-// `problem` (copies live until the launch is queued). `op` names the operator in errors.
+// `problem` (copies live until the launch is queued). `op` names the operator in errors. `token_tile`: the
+// token rows per tile of a grouped problem's layout (the plan's config must have that tile), 0 otherwise.
 void launch(const char* op, PlanKind kind, std::string const& config, int32_t device, fsw_problem& problem,
-            Tensor const& like, std::initializer_list<Operand> inputs);
+            Tensor const& like, std::initializer_list<Operand> inputs, int64_t token_tile = 0);
 
 }  // namespace fused_swiglu::torch_ops

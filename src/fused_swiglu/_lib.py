@@ -475,7 +475,8 @@ _torch_ops: ctypes.CDLL | None = None
 
 TORCH_DTYPES = {**{code: dtype for dtype, code in DTYPE_CODES.items()}, E4M3_CODE: torch.float8_e4m3fn}
 PLAN_FN = ctypes.CFUNCTYPE(  # the operator library's plan callback (fsw_torch_bind)
-    ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+    ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+    ctypes.c_int32,
     ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
     ctypes.c_void_p, ctypes.c_size_t,
 )

@@ -19,21 +19,24 @@ PLAN_KINDS = {0: _lib.KERNEL_NAMES[0], 1: _lib.KERNEL_NAMES[1], 2: _lib.KERNEL_N
               9: "grouped_dual"}
 
 
-def plan_callback(kind, config, m, n, k, dtype, device, index, raster, swizzle, message, size) -> int:
+def plan_callback(kind, config, m, n, k, tile, dtype, device, index, raster, swizzle, message, size) -> int:
     """The plan for one problem (kind: a key of :data:`PLAN_KINDS`; config: the ops' ``config`` argument; n = I,
-    k = H; dtype: fsw_dtype; device: the CUDA device index, whose :func:`fused_swiglu._lib.target`
-    the choice takes), written to ``index``, ``raster`` and ``swizzle``. Returns 0, or 1 with the
-    exception's type and text written into ``message`` (``size`` bytes, NUL-terminated)."""
+    k = H; tile: a grouped problem's token tile, 0 otherwise; dtype: fsw_dtype; device: the CUDA device index,
+    whose :func:`fused_swiglu._lib.target` the choice takes), written to ``index``, ``raster`` and ``swizzle``.
+    Returns 0, or 1 with the exception's type and text written into ``message`` (``size`` bytes,
+    NUL-terminated)."""
     try:
         num_sms, gpu, smem_limit = _lib.target(device)
         kernel, torch_dtype, config = PLAN_KINDS[kind], _lib.TORCH_DTYPES[dtype], config.decode()
-        choice = configs.resolve(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+        choice = configs.resolve(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit, token_tile=tile)
         if env.log_plans():
             try:
-                _, why = configs.explain(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit)
+                _, why = configs.explain(kernel, config, m, n, k, torch_dtype, num_sms, gpu, smem_limit,
+                                         token_tile=tile)
             except Exception as e:  # noqa: BLE001 (the log line never fails a launch)
                 why = f"no reason given ({type(e).__name__}: {e})"
-            print(f"fused_swiglu plan: {kernel} M={m} I={n} H={k} {_lib.DTYPE_NAMES[dtype]} on {gpu or 'a GPU'} "
+            tiled = f" token tile {tile}" if tile else ""
+            print(f"fused_swiglu plan: {kernel} M={m}{tiled} I={n} H={k} {_lib.DTYPE_NAMES[dtype]} on {gpu or 'a GPU'} "
                   f"({num_sms} SMs): {choice.name} raster {choice.raster} swizzle {choice.swizzle}; {why}",
                   file=sys.stderr, flush=True)
         index[0], raster[0], swizzle[0] = _lib.library().ensure(choice.name), choice.raster, choice.swizzle

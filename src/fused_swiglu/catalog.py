@@ -137,10 +137,14 @@ FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 
 # The grouped kernels (fused_swiglu.grouped): the experts of a mixture-of-experts layer, tokens sorted by expert
 # and padded to whole token tiles, gate_up_proj [E, 2I, H] read in place. Built in DTYPES; chosen by
-# configs.grouped_choice, never by the dense inference choice. The decode form first: the dual swap-AB
-# kernel (128 weight rows: 64 gate, 64 up, by 16 tokens), fast accumulation.
+# configs.grouped_choice, never by the dense inference choice, whose token tile (tile_n) follows the routed
+# rows per expert. The dual swap-AB kernel (128 weight rows: 64 gate, 64 up), fast accumulation, by 16, 64
+# and 128 tokens: a token tile reads its expert's weights once, so fewer, wider tiles read them fewer times
+# once the experts hold more rows.
 GROUPED_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
+    ("grouped_dual_swapab", "pingpong", 128, 64, 64, 1, 1, 0),
+    ("grouped_dual_swapab", "pingpong", 128, 128, 64, 1, 1, 0),
 )
 
 

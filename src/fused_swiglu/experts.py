@@ -15,7 +15,8 @@ under new routing, and ``torch.compile(fullgraph=True)`` traces it.
 
 How (:func:`swiglu_experts`): the T k (token, expert) pairs are sorted by expert (:func:`route_experts`: one
 stable sort, end offsets by one ``searchsorted``), gathered once into the grouped kernel's padded layout
-(:func:`fused_swiglu.grouped.grouped_layout`: each expert's rows in whole 16-row tiles), run through
+(:func:`fused_swiglu.grouped.grouped_layout`: each expert's rows in whole token tiles of 16, 64 or
+128 rows, by the routed rows per expert), run through
 ``fused_swiglu::swiglu_grouped`` (gate, up and SwiGLU in one kernel, fp32 accumulation, one rounding), then the
 down projection over the same padded rows (``torch._grouped_mm`` with the padded end offsets, or one product
 per token tile in float64), and the T k rows gathered back in (token, slot) order, weighted and summed over
@@ -34,7 +35,7 @@ from torch import Tensor
 
 from . import _validate as v
 from . import grouped_ops
-from .grouped import TOKEN_TILE, GroupedLayout, grouped_layout
+from .grouped import GroupedLayout, grouped_layout, layout_tile
 
 __all__ = ["ExpertsRouting", "INDEX_DTYPES", "route_experts", "routed_swiglu", "swiglu_experts"]
 
@@ -152,7 +153,8 @@ def _padded_swiglu(hidden_states: Tensor, routing: ExpertsRouting, gate_up_proj:
     """The grouped kernel over the sorted pairs in its padded layout, the hidden states gathered once:
     ``(y_pad (T_pad, I), layout)``. The padding rows of an expert's last tile copy a routed row (they are
     computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
-    layout = grouped_layout(routing.expert_offsets, routing.order.shape[0])
+    rows, experts = routing.order.shape[0], routing.expert_offsets.shape[0]
+    layout = grouped_layout(routing.expert_offsets, rows, layout_tile(rows, experts, config))
     x_pad = hidden_states.index_select(0, routing.token.index_select(0, layout.source))
     return grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config), layout
 
@@ -218,15 +220,16 @@ def experts_down(y_pad: Tensor, down_proj: Tensor, padded_offsets: Tensor, tile_
     """The down projection of the padded rows for the dtypes torch.compile's ``torch._grouped_mm`` refuses:
     ``(T_pad, H)``, row r of expert e's tiles ``y_pad[r] @ down_proj[e]^T``; the rows past
     ``padded_offsets[-1]`` hold anything. fp16, fp32: ``torch._grouped_mm`` (fp16 on CUDA: ATen's per-expert
-    loop, which reads the offsets on the host); float64: one product per token tile of
-    :data:`~fused_swiglu.grouped.TOKEN_TILE` rows (``tile_expert``, the tiles past the last expert's on the
+    loop, which reads the offsets on the host); float64: one product per token tile of the layout
+    (``T_pad / len(tile_expert)`` rows, the expert ``tile_expert`` names; the tiles past the last expert's on the
     last expert). Arguments as :func:`fused_swiglu.grouped.grouped_layout` and :func:`swiglu_experts` make
     them (not checked here)."""
     if y_pad.dtype in _GROUPED_MM_DTYPES:
         return torch._grouped_mm(y_pad, down_proj.transpose(1, 2), offs=padded_offsets)
     E, H, I = down_proj.shape
     w = down_proj.index_select(0, tile_expert.clamp_max(E - 1).long())  # (T_pad / 16, H, I)
-    return torch.bmm(y_pad.view(-1, TOKEN_TILE, I), w.transpose(1, 2)).view(y_pad.shape[0], H)
+    tile = y_pad.shape[0] // max(tile_expert.shape[0], 1)
+    return torch.bmm(y_pad.view(-1, tile, I), w.transpose(1, 2)).view(y_pad.shape[0], H)
 
 
 @experts_down.register_fake
@@ -247,7 +250,7 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
 
     Gate, up and SwiGLU run in the grouped kernel (fp32 accumulation, one rounding to hidden_states' dtype);
     the down projection is ``torch._grouped_mm`` (bf16 and fp16; on the CPU fp32 too; float64 on the CPU: one
-    product per 16-row token tile); each pair's row is multiplied by its weight and the k rows of a token
+    product per token tile); each pair's row is multiplied by its weight and the k rows of a token
     summed, in the dtype the product of hidden_states' dtype and top_k_weights' promotes to (fp32 for fp32
     weights, as transformers' ``grouped_mm`` forward), then rounded to hidden_states' dtype. No host
     synchronisation (CUDA-graph capturable under new routing) and ``torch.compile(fullgraph=True)``

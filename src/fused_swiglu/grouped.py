@@ -4,8 +4,9 @@ SwiGLU in one grouped kernel, for serving engines and transformers' experts.
 :func:`grouped_swiglu` takes the routed tokens sorted by expert with the ``torch._grouped_mm`` convention
 (int32 end offsets per expert) and the experts' weights as transformers stores them (``gate_up_proj``
 ``(E, 2I, H)``, read in place). It lays the rows out for the kernel (:func:`grouped_layout`: each expert's rows
-padded to whole tiles of 16 tokens, the expert of every tile), runs the operator
-``fused_swiglu::swiglu_grouped`` (:mod:`fused_swiglu.grouped_ops`) and takes the padding out again. Every step
+padded to whole token tiles of 16, 64 or 128 rows, chosen by the routed rows per expert; the expert of every
+tile), runs the operator ``fused_swiglu::swiglu_grouped`` (:mod:`fused_swiglu.grouped_ops`) and takes the
+padding out again. Every step
 runs on the tensors' device with torch operations of sizes fixed by ``T`` and ``E``: nothing waits for the
 GPU, so a CUDA graph captures the call and replays it under new routing, and ``torch.compile(fullgraph=True)``
 traces it.
@@ -18,10 +19,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from . import grouped_ops
+from . import configs, grouped_ops
 from .grouped_ops import TOKEN_TILE
 
-__all__ = ["GroupedLayout", "TOKEN_TILE", "grouped_layout", "grouped_swiglu", "padded_rows"]
+__all__ = ["GroupedLayout", "TOKEN_TILE", "grouped_layout", "grouped_swiglu", "layout_tile", "padded_rows"]
 
 
 def padded_rows(tokens: int, experts: int, tile: int = TOKEN_TILE) -> int:
@@ -68,7 +69,8 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
         expert_offsets: ``(E,)`` int32 or int64, non-decreasing, ``expert_offsets[-1] <= tokens``. Other
             values give a wrong layout, never an index out of bounds.
         tokens: T, the routed rows (>= 0).
-        tile: rows per tile (16: the grouped kernels' token tile).
+        tile: rows per tile: a grouped config's token tile (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`;
+            :func:`layout_tile` gives the one the choice runs) for the kernel; any tile >= 1 for other uses.
 
     Raises:
         TypeError: expert_offsets is not an integer tensor.
@@ -105,6 +107,15 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
     e = routed_expert.clamp_max(E - 1)
     dest = torch.where(routed, padded_starts[e] + routed_rows - starts[e], 0).clamp(0, max(T_pad - 1, 0))
     return GroupedLayout(source, valid, tile_expert.to(torch.int32), dest, routed, padded_ends.to(torch.int32))
+
+
+def layout_tile(rows: int, experts: int, config: str = "") -> int:
+    """The token tile of the padded layout for ``rows`` routed rows over ``experts`` experts: a named grouped
+    config's tile, or for ``""`` the choice's by the mean rows per expert
+    (:func:`fused_swiglu.configs.grouped_token_tile`)."""
+    if config:
+        return configs.grouped_config_tile(config)
+    return configs.grouped_token_tile(rows, experts)[0]
 
 
 def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tensor, *, config: str = "") -> Tensor:
@@ -155,7 +166,7 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
         raise ValueError(f"grouped_swiglu: expert_offsets must be on x_sorted's device {x_sorted.device}; got "
                          f"expert_offsets on {expert_offsets.device}")
     T = x_sorted.shape[0]
-    layout = grouped_layout(expert_offsets, T)
+    layout = grouped_layout(expert_offsets, T, layout_tile(T, E, config))
     x_pad = x_sorted.index_select(0, layout.source)
     x_pad.masked_fill_(~layout.valid[:, None], 0)
     y_pad = grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config)

@@ -4,9 +4,10 @@ layout that :func:`fused_swiglu.grouped.grouped_layout` builds (the public entry
 
 ``fused_swiglu::swiglu_grouped(x_pad, gate_up_proj, tile_expert, config="") -> y_pad``
     x_pad ``(T_pad, H)``: the routed tokens sorted by expert, each expert's rows padded to whole token
-    tiles of :data:`TOKEN_TILE` = 16 rows (T_pad a multiple of 16). gate_up_proj ``(E, 2I, H)`` of x_pad's
-    dtype, as transformers stores the experts: ``W_gate[e] = gate_up_proj[e, :I]``, ``W_up[e] =
-    gate_up_proj[e, I:]``. tile_expert ``(T_pad / 16,)`` int32: the expert of each token tile, in
+    tiles of a grouped config's tile (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`: 16, 64 or 128 rows).
+    gate_up_proj ``(E, 2I, H)`` of x_pad's dtype, as transformers stores the experts: ``W_gate[e] =
+    gate_up_proj[e, :I]``, ``W_up[e] = gate_up_proj[e, I:]``. tile_expert ``(T_pad / tile,)`` int32 (its
+    length gives the layout's token tile, ``T_pad / len(tile_expert)``): the expert of each token tile, in
     non-decreasing order, and a value outside ``[0, E)`` (E itself from the layout helper) for every tile
     past the last expert's. Returns y_pad ``(T_pad, I)``, new and contiguous, of x_pad's dtype: for each row
     r of a tile t with ``e = tile_expert[t]`` in ``[0, E)``, ``silu(x_pad[r] W_gate[e]^T) * (x_pad[r]
@@ -18,9 +19,10 @@ The CPU kernel writes zeros there. A tile_expert that puts such a value before a
 the layout's rule: the CUDA kernel may then leave the later valid tiles unwritten too (it never reads out of
 bounds); the CPU kernel computes every tile of a valid expert.
 
-``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped_choice`: the one fast config) or the name
-of a grouped config for x_pad's dtype (:func:`fused_swiglu.catalog.grouped_names`); ``"promoted"`` is refused
-(no grouped config accumulates that way yet).
+``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped_choice`: the fast config of the layout's
+token tile) or the name of a grouped config for x_pad's dtype with that tile
+(:func:`fused_swiglu.catalog.grouped_names`); ``"promoted"`` is refused (no grouped config accumulates that way
+yet).
 
 CUDA kernel: C++ (``csrc/torch/grouped_ops.cpp``) on the one launch path (the plan callback, the plan cache,
 one ``fsw_run``): bf16 / fp16, one CUDA device, H and I multiples of 8, gate_up_proj readable in place by TMA
@@ -38,7 +40,7 @@ import torch
 from torch import Tensor
 
 from .configs import GROUPED_TOKEN_TILE as TOKEN_TILE
-from .configs import check_grouped_config
+from .configs import check_grouped_config, check_grouped_tile
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 from .reference import swiglu_float64, swiglu_fp32_one_rounding
 
@@ -107,27 +109,43 @@ def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, con
 
     Raises:
         TypeError: as :func:`check_weights`; tile_expert not an int32 dense tensor.
-        ValueError: as :func:`check_weights`; tile_expert not 1-D of T_pad / 16 entries on x_pad's device,
-            T_pad not a multiple of 16.
+        ValueError: as :func:`check_weights`; tile_expert not 1-D on x_pad's device with T_pad / tile entries
+            for the token tile of a grouped config (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`), or a named
+            config of another tile.
     """
     if not isinstance(tile_expert, Tensor) or tile_expert.layout != torch.strided or tile_expert.is_nested:
         raise TypeError(f"{OP}: tile_expert must be a dense (strided) torch.Tensor; got {type(tile_expert).__name__}")
     if tile_expert.dim() != 1:
-        raise ValueError(f"{OP}: tile_expert must be 1-D (T_pad / {TOKEN_TILE},); got shape {tuple(tile_expert.shape)}")
+        raise ValueError(f"{OP}: tile_expert must be 1-D (T_pad / token tile,); got shape {tuple(tile_expert.shape)}")
     result = check_weights(x_pad, gate_up_proj, config)
     if tile_expert.dtype != torch.int32:
         raise TypeError(f"{OP}: tile_expert must be torch.int32; got tile_expert.dtype={tile_expert.dtype}")
     if tile_expert.device != x_pad.device:
         raise ValueError(f"{OP}: tile_expert must be on x_pad's device {x_pad.device}; got tile_expert on "
                          f"{tile_expert.device}")
-    T_pad = x_pad.shape[0]
-    if T_pad % TOKEN_TILE:
-        raise ValueError(f"{OP}: x_pad must have a multiple of {TOKEN_TILE} rows (each expert's tokens padded to whole "
-                         f"tiles of {TOKEN_TILE}); got T_pad={T_pad}")
-    if tile_expert.shape[0] != T_pad // TOKEN_TILE:
-        raise ValueError(f"{OP}: tile_expert must have T_pad / {TOKEN_TILE} = {T_pad // TOKEN_TILE} entries, one per "
-                         f"token tile of x_pad; got {tile_expert.shape[0]}")
+    if not (isinstance(x_pad.shape[0], int) and isinstance(tile_expert.shape[0], int)):
+        return result  # symbolic sizes (torch.compile's tracing): the CUDA kernel checks the tile at run time
+    if token_tile(x_pad, tile_expert) is None:
+        raise ValueError(f"{OP}: tile_expert must have one entry per token tile of x_pad (T_pad / token tile, T_pad a "
+                         f"whole number of tiles); got {tile_expert.shape[0]} entries for T_pad={x_pad.shape[0]}")
+    tile = token_tile(x_pad, tile_expert)
+    if tile:
+        try:
+            check_grouped_tile(config, tile)
+        except ValueError as e:
+            raise ValueError(f"{OP}: {e}") from None
     return result
+
+
+def token_tile(x_pad: Tensor, tile_expert: Tensor) -> int | None:
+    """The layout's token tile, ``T_pad / len(tile_expert)``: 0 for an empty layout, None when tile_expert's
+    entries do not divide T_pad (or there are none for a non-empty x_pad)."""
+    rows, tiles = x_pad.shape[0], tile_expert.shape[0]
+    if rows == 0 and tiles == 0:
+        return 0
+    if tiles == 0 or rows % tiles:
+        return None
+    return rows // tiles
 
 
 @torch.library.register_fake(OP)
@@ -138,6 +156,7 @@ def _swiglu_grouped_fake(x_pad, gate_up_proj, tile_expert, config=""):
 
 def _swiglu_grouped_cpu(x_pad, gate_up_proj, tile_expert, config=""):
     E, I, _ = check_operands(x_pad, gate_up_proj, tile_expert, config)
+    tile = token_tile(x_pad, tile_expert)
     reference = swiglu_float64 if x_pad.dtype == torch.float64 else swiglu_fp32_one_rounding
     y = x_pad.new_zeros((x_pad.shape[0], I))
     experts = tile_expert.tolist()
@@ -147,7 +166,7 @@ def _swiglu_grouped_cpu(x_pad, gate_up_proj, tile_expert, config=""):
         while end < len(experts) and experts[end] == e:
             end += 1
         if 0 <= e < E:
-            rows = slice(t * TOKEN_TILE, end * TOKEN_TILE)
+            rows = slice(t * tile, end * tile)
             y[rows] = reference(x_pad[rows], gate_up_proj[e, :I], gate_up_proj[e, I:]).to(y.dtype)
         t = end
     return y

@@ -539,12 +539,39 @@ def _fp8_choice(kernel: str, config: str, M: int) -> tuple[Choice, str]:
 
 
 # The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
-# token matrix (M = T_pad rows). Their configs (catalog.GROUPED_CONFIGS) are chosen by grouped_choice.
+# token matrix (M = T_pad rows) whose token tiles each belong to one expert. Their configs
+# (catalog.GROUPED_CONFIGS) are chosen by grouped_choice, by the layout's token tile; the layout's tile is
+# chosen by grouped_token_tile, from the routed rows per expert.
 GROUPED_KERNELS = ("grouped_dual",)
-# The one grouped config so far, by accumulation: the dual swap-AB kernel over experts (16-token tiles, the
-# decode form). Its scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
-GROUPED_CONFIG = {"fast": "grouped_dual_swapab_pingpong_128x16x64_1x1"}
-GROUPED_TOKEN_TILE = 16  # token rows per tile of every grouped config: the padding unit of fused_swiglu.grouped
+# The grouped configs by token tile (tile_n; fast accumulation): the dual swap-AB kernel over experts. Its
+# scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
+GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS}
+GROUPED_TOKEN_TILES = tuple(sorted(GROUPED_CONFIGS))
+_GROUPED_TILE_OF = {f"{name}_{suffix}": tile for tile, name in GROUPED_CONFIGS.items() for suffix in
+                    DTYPE_SUFFIX.values()}
+GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and the CPU kernel's default
+# The layout's token tile by the mean routed rows per expert, ceil(T k / E): the first tile whose bound the
+# mean does not pass. A token tile reads its expert's weights once, so wider tiles read them fewer times
+# when an expert holds more rows, at the cost of padding rows computed for nothing (each expert's last tile).
+GROUPED_TILE_BY_MEAN_ROWS = ((16, 16), (64, 64))
+GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
+
+
+def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
+    """The token tile (rows per tile of the padded layout, :data:`GROUPED_TOKEN_TILES`) for ``rows`` routed rows
+    (T k: every token's k experts) over ``experts`` experts, and why: by the mean rows per expert
+    (:data:`GROUPED_TILE_BY_MEAN_ROWS`). Sizes only, never the routing: no host synchronisation.
+
+    Raises:
+        ValueError: rows < 0 or experts < 1.
+    """
+    if rows < 0 or experts < 1:
+        raise ValueError(f"rows must be >= 0 and experts >= 1; got rows={rows}, experts={experts}")
+    mean = -(-rows // experts)
+    for bound, tile in GROUPED_TILE_BY_MEAN_ROWS:
+        if mean <= bound:
+            return tile, f"{mean} routed rows per expert on average <= {bound}"
+    return GROUPED_WIDEST_TILE, f"{mean} routed rows per expert on average > {GROUPED_TILE_BY_MEAN_ROWS[-1][0]}"
 
 
 def check_grouped_config(config: str, dtype: torch.dtype) -> None:
@@ -566,28 +593,54 @@ def check_grouped_config(config: str, dtype: torch.dtype) -> None:
                      f"choice, fast accumulation); got config={config!r}{hint}")
 
 
-def grouped_choice(kernel: str, config: str, dtype: torch.dtype) -> tuple[Choice, str]:
-    """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) and why:
-    the call's config name, or for ``""`` the one fast grouped config; raster 1 (along M), swizzle 1 (the only
-    order its scheduler runs).
+def grouped_config_tile(config: str) -> int:
+    """The token tile (tile_n) of grouped config ``config`` (a name of :func:`catalog.grouped_names`).
 
     Raises:
-        ValueError: an unknown kernel or dtype, or a config :func:`check_grouped_config` refuses.
+        KeyError: not a grouped config's name.
+    """
+    return _GROUPED_TILE_OF[config]
+
+
+def check_grouped_tile(config: str, token_tile: int) -> None:
+    """Raise ValueError unless ``token_tile`` is a grouped config's tile (:data:`GROUPED_TOKEN_TILES`) and a named
+    ``config`` (one :func:`check_grouped_config` accepts) has that tile: a kernel tile must cover exactly one
+    layout tile, one expert's rows."""
+    if token_tile not in GROUPED_CONFIGS:
+        raise ValueError(f"the layout's token tile must be one of {GROUPED_TOKEN_TILES} rows (a grouped config's); "
+                         f"got {token_tile} (T_pad / tile_expert's entries)")
+    if config and grouped_config_tile(config) != token_tile:
+        raise ValueError(f"config {config!r} has {grouped_config_tile(config)}-row token tiles, but the layout's tiles "
+                         f"hold {token_tile} rows (T_pad / tile_expert's entries); build the layout with its tile "
+                         f"(fused_swiglu.grouped.grouped_layout(..., tile={grouped_config_tile(config)})) or pass a "
+                         f"config of {token_tile}-row tiles")
+
+
+def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
+                   token_tile: int = GROUPED_TOKEN_TILE) -> tuple[Choice, str]:
+    """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
+    layout of ``token_tile``-row tiles, and why: the call's config name, or for ``""`` the fast grouped config of
+    that tile (:data:`GROUPED_CONFIGS`); raster 1 (along M), swizzle 1 (the only order its scheduler runs).
+
+    Raises:
+        ValueError: an unknown kernel or dtype, a config :func:`check_grouped_config` refuses, a token tile
+            no grouped config has or a named config of another tile (:func:`check_grouped_tile`).
     """
     if kernel not in GROUPED_KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, GROUPED_KERNELS))}; got kernel={kernel!r}")
     if dtype not in DTYPE_SUFFIX:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
     check_grouped_config(config, dtype)
+    check_grouped_tile(config, token_tile)
     if config:
         return Choice(config, 1, 1), "named by the call's config argument"
-    return (Choice(f"{GROUPED_CONFIG['fast']}_{DTYPE_SUFFIX[dtype]}", 1, 1),
-            "the grouped kernel's one config (fast accumulation, 16-token tiles)")
+    return (Choice(f"{GROUPED_CONFIGS[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, 1),
+            f"the grouped config of the layout's {token_tile}-row token tiles (fast accumulation)")
 
 
 def resolve(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
-    smem_limit: int | None = None,
+    smem_limit: int | None = None, token_tile: int = GROUPED_TOKEN_TILE,
 ) -> Choice:
     """The ops' ``config`` argument to a launch on GPU ``gpu`` (device name) of ``num_sms`` SMs:
     ``""`` = :func:`select`'s choice with fast accumulation, ``"promoted"`` = its choice with
@@ -601,7 +654,7 @@ def resolve(
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M)[0]
     if kernel in GROUPED_KERNELS:
-        return grouped_choice(kernel, config, dtype)[0]
+        return grouped_choice(kernel, config, dtype, token_tile)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
         return training_choice(kernel, K, dtype) if config == "" else Choice(config)
@@ -633,7 +686,7 @@ def _check_device_arguments(gpu: object, smem_limit: object, available: object) 
 
 def explain(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
-    smem_limit: int | None = None, available: frozenset[str] | None = None,
+    smem_limit: int | None = None, available: frozenset[str] | None = None, token_tile: int = GROUPED_TOKEN_TILE,
 ) -> tuple[Choice, str]:
     """:func:`resolve`'s choice for one launch (M tokens, N = I, K = H) and why, in words: the call named
     the config; ``FUSED_SWIGLU_CONFIG`` named it; the choice's config is not in the kernel library (the
@@ -651,7 +704,7 @@ def explain(
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M)
     if kernel in GROUPED_KERNELS:
-        return grouped_choice(kernel, config, dtype)
+        return grouped_choice(kernel, config, dtype, token_tile)
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         choice = resolve(kernel, config, M, N, K, dtype)

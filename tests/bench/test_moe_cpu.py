@@ -186,3 +186,16 @@ def test_bench_moe_help_lists_every_method_and_the_fused_ones_in_the_description
     assert text.startswith(f"a subset of {', '.join(moe.METHODS)},")
     assert {"fused", "fc1_fused"} <= set(moe.METHODS) and "fc1_fused" in moe.FC1 and "fused" not in moe.FC1
     assert "the fused experts forward (fused" in " ".join(page.description.split())
+
+
+def test_the_pinned_methods_name_each_grouped_token_tile_s_config():
+    from fused_swiglu import configs
+    from fused_swiglu.bench import moe
+
+    tiles = sorted({int(m.rsplit("_t", 1)[1]) for m in moe.TILE_METHODS})
+    assert tiles == list(configs.GROUPED_TOKEN_TILES)
+    moe.check_methods(["fused_t64", "fc1_fused_t128"])
+    assert "fc1_fused_t16" in moe.FC1 and "fused_t16" not in moe.FC1
+    assert moe.tile_config("fc1_fused_t64", torch.float16) == "grouped_dual_swapab_pingpong_128x64x64_1x1_fp16"
+    with pytest.raises(ValueError, match="unknown method 'fused_t32'"):
+        moe.check_methods(["fused_t32"])

@@ -19,7 +19,7 @@ __all__ = [
     "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_AB_COMPILED_MODES",
     "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
     "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
-    "MOE_METHODS", "MOE_REPS", "MOE_TOKENS", "MOE_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
+    "MOE_METHODS", "MOE_REPS", "MOE_TILE_METHODS", "MOE_TOKENS", "MOE_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
     "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS",
 ]
 
@@ -39,6 +39,9 @@ BACKWARD_WARMUP_MS = 200.0
 # fused_swiglu.experts; fc1_*: the gate/up projection and SwiGLU alone, routing included
 MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fused", "fc1_grouped_mm",
                "fc1_quack_varlen", "fc1_fused")
+# the fused methods with the grouped config of one token tile (fused_swiglu.configs.GROUPED_TOKEN_TILES), named
+# only: fused_t16, fc1_fused_t64, ...
+MOE_TILE_METHODS = tuple(f"{method}_t{tile}" for method in ("fused", "fc1_fused") for tile in (16, 64, 128))
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 MOE_REPS = 30
 MOE_WARMUP_MS = 100.0

@@ -51,12 +51,12 @@ from torch import nn
 
 from . import report, timing
 from .defaults import MOE_METHODS as METHODS, MOE_REPS as REPS, MOE_TOKENS as TOKENS
-from .defaults import MOE_WARMUP_MS as WARMUP_MS
+from .defaults import MOE_TILE_METHODS as TILE_METHODS, MOE_WARMUP_MS as WARMUP_MS
 from .shapes import MOE_MODELS, MoeShape, find_moe
 
 __all__ = ["METHODS", "MOE_MODELS", "REPS", "TOKENS", "WARMUP_MS", "find_moe", "run_moe"]
 
-FC1 = ("fc1_grouped_mm", "fc1_quack_varlen", "fc1_fused")  # the gate/up projection alone
+FC1 = ("fc1_grouped_mm", "fc1_quack_varlen", "fc1_fused") + tuple(m for m in TILE_METHODS if m.startswith("fc1_"))
 PEERS = ("quack_varlen", "fc1_quack_varlen")  # need quack-kernels
 EAGER_ONLY = ("hf_eager",)  # host control flow on the routing: never captured in a CUDA graph
 N_SETS = 2  # input sets per cell (x and routing; the weights are shared)
@@ -64,10 +64,11 @@ CHECK_TOLERANCE = 0.02  # mean error / RMS of the reference
 
 
 def check_methods(methods: Sequence[str]) -> None:
-    """Raises ValueError naming the first of ``methods`` that is not one of :data:`METHODS`."""
+    """Raises ValueError naming the first of ``methods`` that is not one of :data:`METHODS` or
+    :data:`TILE_METHODS`."""
     for method in methods:
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+        if method not in METHODS and method not in TILE_METHODS:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS + TILE_METHODS)}")
 
 
 def peer_problem(method: str) -> str | None:
@@ -203,8 +204,24 @@ def fused_fc1(module: nn.Module, s: MoeSet) -> torch.Tensor:
     return routed_swiglu(s.x, s.top_k_index, module.gate_up_proj)[0]
 
 
+def tile_config(method: str, dtype: torch.dtype) -> str:
+    """The grouped config a :data:`TILE_METHODS` method names (``fused_t64``: the 64-row token tile's)."""
+    from .. import configs
+
+    tile = int(method.rsplit("_t", 1)[1])
+    return f"{configs.GROUPED_CONFIGS[tile]}_{configs.DTYPE_SUFFIX[dtype]}"
+
+
 def method_fn(method: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:
     """The function a method calls on the experts module and one input set."""
+    if method in TILE_METHODS:
+        from ..experts import routed_swiglu, swiglu_experts
+
+        if method.startswith("fc1_"):
+            return lambda module, s: routed_swiglu(s.x, s.top_k_index, module.gate_up_proj,
+                                                   config=tile_config(method, s.x.dtype))[0]
+        return lambda module, s: swiglu_experts(s.x, s.top_k_index, s.top_k_weights, module.gate_up_proj,
+                                                module.down_proj, config=tile_config(method, s.x.dtype))
     if method.startswith("hf_"):
         return hf_forward(method.removeprefix("hf_"))
     if method == "fused":

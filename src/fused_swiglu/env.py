@@ -98,6 +98,11 @@ def verbose() -> bool:
     return _flag("VERBOSE")
 
 
+def lineinfo() -> bool:
+    """Whether ``FUSED_SWIGLU_LINEINFO`` asks the kernel build for line tables (nvcc ``-lineinfo``)."""
+    return _flag("LINEINFO")
+
+
 def log_plans() -> bool:
     """Whether ``FUSED_SWIGLU_LOG_PLANS`` asks for one line per launch plan."""
     return _flag("LOG_PLANS")

@@ -145,11 +145,20 @@ def test_commands_carry_the_required_flags(tmp_path):
     inc = nvcc_compile.include_flags(tmp_path / "csrc", [Path("/cutlass/include")], tc)
     assert inc[:2] == [f"-I{tmp_path}/csrc/include", f"-I{tmp_path}/csrc/capi"] and "-I/cutlass/include" in inc
     cmd = nvcc_compile.build_command(tc, inc, [Path("a.cu"), Path("b.cu")], Path("liba.so"))
-    for flag in ("-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v,--warn-on-spills", "-lineinfo",
+    for flag in ("-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v,--warn-on-spills",
                  "-Xcompiler=-fPIC,-fvisibility=hidden", "--expt-relaxed-constexpr", "--expt-extended-lambda",
                  "-shared", "-Xlinker=--no-undefined"):
         assert flag in cmd
     assert cmd[-4:] == ["a.cu", "b.cu", "-o", "liba.so"]
+
+
+def test_line_tables_only_when_asked(tmp_path, monkeypatch):
+    tc = _fake_tc(tmp_path / "nvcc")
+    monkeypatch.delenv("FUSED_SWIGLU_LINEINFO", raising=False)
+    assert "-lineinfo" not in nvcc_compile.build_command(tc, [], [Path("a.cu")], Path("liba.so"))
+    monkeypatch.setenv("FUSED_SWIGLU_LINEINFO", "1")
+    assert "-lineinfo" in nvcc_compile.build_command(tc, [], [Path("a.cu")], Path("liba.so"))
+    assert "-lineinfo" in nvcc_compile.nvcc_flags()  # and so in every unit's cache key
 
 
 def test_parse_version():

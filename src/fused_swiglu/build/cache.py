@@ -82,7 +82,7 @@ class Inputs:
         self.toolchain = toolchain.find_nvcc()
         self.cutlass_version = cutlass.version()
         self.root = env.cache_dir()
-        self.flags = (*nvcc_compile.NVCC_FLAGS, *nvcc_compile.LINK_FLAGS)
+        self.flags = (*nvcc_compile.nvcc_flags(), *nvcc_compile.LINK_FLAGS)
 
     def plan(self, unit: units.Unit) -> "Planned":
         files = [(rel, (self.csrc / rel).read_bytes()) for rel in units.dependencies(self.csrc, unit)]

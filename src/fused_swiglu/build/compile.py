@@ -35,9 +35,11 @@ NVCC_FLAGS: tuple[str, ...] = (
     "--expt-relaxed-constexpr",
     "--expt-extended-lambda",
     "-Xcompiler=-fPIC,-fvisibility=hidden",
-    "-lineinfo",
     "-Xptxas=-v,--warn-on-spills",
 )
+# Line tables for Nsight Compute's source view, with FUSED_SWIGLU_LINEINFO=1 (part of the key): the same
+# machine code, about 6 s more of cicc per config (docs/perf-notes.md, entry 85).
+LINEINFO_FLAGS: tuple[str, ...] = ("-lineinfo",)
 LINK_FLAGS: tuple[str, ...] = ("-Xlinker=--no-undefined", "-Xlinker=--strip-all")
 LOG_TAIL_LINES = 40
 
@@ -158,6 +160,13 @@ def include_flags(csrc: Path, cutlass_includes: Sequence[Path], toolchain: Toolc
     return [f"-I{d}" for d in dirs]
 
 
+def nvcc_flags() -> tuple[str, ...]:
+    """:data:`NVCC_FLAGS`, and :data:`LINEINFO_FLAGS` where ``FUSED_SWIGLU_LINEINFO`` asks for them."""
+    from .. import env
+
+    return (*NVCC_FLAGS, *LINEINFO_FLAGS) if env.lineinfo() else NVCC_FLAGS
+
+
 def build_command(
     toolchain: Toolchain, includes: Sequence[str], srcs: Sequence[Path], out: Path, extra: Sequence[str] = ()
 ) -> list[str]:
@@ -166,7 +175,7 @@ def build_command(
     lib_dirs = [f"-L{d}" for d in toolchain.lib_dirs]
     # --no-undefined: a missing definition fails the link, not the load; --strip-all drops the static
     # symbol table (the exported entry points are dynamic symbols and stay)
-    return [str(toolchain.nvcc), *NVCC_FLAGS, *extra, *includes, "-shared", *LINK_FLAGS, *lib_dirs,
+    return [str(toolchain.nvcc), *nvcc_flags(), *extra, *includes, "-shared", *LINK_FLAGS, *lib_dirs,
             *map(str, srcs), "-o", str(out)]
 
 

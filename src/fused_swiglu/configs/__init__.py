@@ -551,9 +551,11 @@ _GROUPED_TILE_OF = {f"{name}_{suffix}": tile for tile, name in GROUPED_CONFIGS.i
                     DTYPE_SUFFIX.values()}
 GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and the CPU kernel's default
 # The layout's token tile by the mean routed rows per expert, ceil(T k / E): the first tile whose bound the
-# mean does not pass. A token tile reads its expert's weights once, so wider tiles read them fewer times
-# when an expert holds more rows, at the cost of padding rows computed for nothing (each expert's last tile).
-GROUPED_TILE_BY_MEAN_ROWS = ((16, 16), (64, 64))
+# mean does not pass, else the widest. A token tile reads its expert's weights once, so wider tiles read them
+# fewer times when an expert holds more rows, at the cost of padding rows computed for nothing (each expert's
+# last tile). Bounds from the fastest pinned tile per cell of bench moe on an H100 (docs/results/h100/moe.json,
+# four MoE shapes, 1 to 4096 tokens; in sample).
+GROUPED_TILE_BY_MEAN_ROWS = ((8, 16), (32, 64))
 GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
 
 

@@ -518,7 +518,7 @@ def fuse_graph(gm: fx.GraphModule, *, force: bool = False, accumulation: str = "
         One record per candidate product, replaced (``reason`` None) or not.
 
     Raises:
-        TypeError: gm is not a ``torch.fx.GraphModule``; force is not a bool.
+        TypeError: gm is not a ``torch.fx.GraphModule``; force is not a bool; accumulation not a str.
         ValueError: unknown accumulation.
     """
     if not isinstance(gm, fx.GraphModule):

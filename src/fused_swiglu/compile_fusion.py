@@ -658,7 +658,7 @@ def fused_backend(inner="inductor", *, force: bool = False, accumulation: str = 
         A :class:`FusedSwiGLUBackend`; its ``fused`` and ``unfused`` lists record each product found.
 
     Raises:
-        TypeError: force is not a bool; inner is neither a string nor callable.
+        TypeError: force is not a bool; inner is neither a string nor callable; accumulation not a str.
         ValueError: unknown accumulation, or no backend registered under the name ``inner``.
     """
     v.check_bool("force", force)

@@ -278,10 +278,13 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
     configs.check_config("packed", "packed_pingpong_64x128x64_1x1_bf16", torch.bfloat16)
     configs.check_config("dual", "", torch.float16)
     for kernel, name, dtype in [("dual", "packed_pingpong_64x128x64_1x1_bf16", torch.bfloat16),
-                                ("packed", "packed_pingpong_64x128x64_1x1_fp16", torch.bfloat16),
-                                ("packed", 3, torch.bfloat16)]:
+                                ("packed", "packed_pingpong_64x128x64_1x1_fp16", torch.bfloat16)]:
         with pytest.raises(ValueError, match="config must name"):
             configs.check_config(kernel, name, dtype)
+    with pytest.raises(TypeError, match="config must be a str"):
+        configs.check_config("packed", 3, torch.bfloat16)
+    with pytest.raises(TypeError, match="config must be a str"):
+        configs.check_grouped_config(None, torch.bfloat16)
 
 
 def test_an_interleaved_override_stands_where_its_tile_order_re_reads_nothing():
@@ -485,12 +488,13 @@ def test_explain_names_the_gpu_whose_data_a_matching_gpu_takes(monkeypatch):
 def test_clearing_the_tuned_data_clears_the_choices_made_from_it(monkeypatch):
     """A choice made before the data changed is not reused after tuning.clear() (a new file, a GPU's reports)."""
     h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16")
-    before = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")  # the H200's data
+    problem = (2048, 14336, 4096)  # where the two GPUs' data pick different launches
+    before = configs.choose_config("packed", *problem, "fast", 132, "NVIDIA H800")  # the H200's data
     monkeypatch.setattr(tuning, "reported", lambda gpu: h100.reports if gpu == "NVIDIA H800" else None)
     tuning.clear()
-    after = configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H800")
-    assert after == configs.choose_config("packed", 8192, 18944, 3584, "fast", 132, "NVIDIA H100 80GB HBM3")
-    choice, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
+    after = configs.choose_config("packed", *problem, "fast", 132, "NVIDIA H800")
+    assert after == configs.choose_config("packed", *problem, "fast", 132, "NVIDIA H100 80GB HBM3")
+    choice, why = configs.explain("packed", "", *problem, torch.bfloat16, 132, "NVIDIA H800", available=ALL)
     assert choice.name == after.name(torch.bfloat16) and (choice.raster, choice.swizzle) == (after.raster, after.swizzle)
     assert before != after  # the two GPUs' data pick different launches here
 

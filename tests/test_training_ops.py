@@ -124,8 +124,11 @@ def test_no_module_outside_the_choice_names_a_training_config():
 @pytest.mark.parametrize("args, message", [
     (("quad", "", 1, 64, 64, torch.bfloat16), "kernel must be one of .*got kernel='quad'"),
     (("packed", "", 1, 64, 64, torch.float32), "dtype must be torch.bfloat16 or torch.float16; got dtype=torch.float32"),
-    (("packed", None, 1, 64, 64, torch.bfloat16), r"'' \(the choice, fast accumulation\) or 'promoted'; got config=None"),
+    (("packed", "nonsense", 1, 64, 64, torch.bfloat16),
+     r"'' \(the choice, fast accumulation\) or 'promoted'; got config='nonsense'"),
 ])
 def test_explain_names_the_argument_at_fault(args, message):
     with pytest.raises(ValueError, match=message):
         configs.explain(*args)
+    with pytest.raises(TypeError, match="config must be a str .*got config=None"):
+        configs.explain("packed", None, 1, 64, 64, torch.bfloat16)

@@ -198,13 +198,15 @@ def test_choices():
         swiglu_packed(x, torch.cat([wg, wu]))
     np = pytest.importorskip("numpy")
 
-    with pytest.raises(ValueError, match=r"kernel must be one of .*got kernel=array"):
+    with pytest.raises(TypeError, match=r"kernel must be a str, one of .*got kernel=array"):
         swiglu(x, wg, wu, kernel=np.array(["dual", "x"]))
-    with pytest.raises(ValueError, match=r"layout must be one of .*got layout=array"):
+    with pytest.raises(TypeError, match=r"layout must be a str, one of .*got layout=array"):
         swiglu_packed(x, torch.cat([wg, wu]), layout=np.array(["interleaved"]))
+    with pytest.raises(TypeError, match=r"accumulation must be a str, one of 'fast', 'promoted'; got accumulation=5"):
+        swiglu(x, wg, wu, accumulation=5)
     with pytest.raises(ValueError, match=r"accumulation must be one of 'fast', 'promoted'; got accumulation='exact'"):
         swiglu(x, wg, wu, accumulation="exact")
-    with pytest.raises(ValueError, match=r"accumulation must be one of .*got accumulation=\['fast'\]"):
+    with pytest.raises(TypeError, match=r"accumulation must be a str, one of .*got accumulation=\['fast'\]"):
         swiglu_packed(x, torch.cat([wg, wu]), layout="concatenated", accumulation=["fast"])
 
 

@@ -77,7 +77,7 @@ def test_mismatched_arguments_are_named():
 def test_unpack_requires_the_layout():
     with pytest.raises(TypeError, match="layout"):
         unpack_gate_up(torch.zeros(16, 8))  # no guessed default
-    with pytest.raises(ValueError, match="layout must be one of 'interleaved', 'concatenated'"):
+    with pytest.raises(TypeError, match="layout must be a str, one of 'interleaved', 'concatenated'"):
         unpack_gate_up(torch.zeros(16, 8), layout=["interleaved"])  # no `in` on a list or array
     with pytest.raises(TypeError, match="w_gate must be a dense"):
         pack_gate_up(torch.zeros(8, 8).to_sparse(), torch.zeros(8, 8))

@@ -19,7 +19,10 @@ _warned: set[str] = set()
 
 
 def check_choice(arg: str, value: object, allowed: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in allowed:  # no `in` on arrays, tensors, ...
+    """TypeError for a value that is not a str, ValueError for a str not in ``allowed``, naming ``arg``."""
+    if not isinstance(value, str):  # no `in` on arrays, tensors, ...
+        raise TypeError(f"{arg} must be a str, one of {', '.join(map(repr, allowed))}; got {arg}={value!r}")
+    if value not in allowed:
         raise ValueError(f"{arg} must be one of {', '.join(map(repr, allowed))}; got {arg}={value!r}")
 
 

@@ -518,7 +518,7 @@ def fuse_graph(gm: fx.GraphModule, *, force: bool = False, accumulation: str = "
         One record per candidate product, replaced (``reason`` None) or not.
 
     Raises:
-        TypeError: gm is not a ``torch.fx.GraphModule``; force is not a bool.
+        TypeError: gm is not a ``torch.fx.GraphModule``; force is not a bool; accumulation not a str.
         ValueError: unknown accumulation.
     """
     if not isinstance(gm, fx.GraphModule):
@@ -658,7 +658,7 @@ def fused_backend(inner="inductor", *, force: bool = False, accumulation: str = 
         A :class:`FusedSwiGLUBackend`; its ``fused`` and ``unfused`` lists record each product found.
 
     Raises:
-        TypeError: force is not a bool; inner is neither a string nor callable.
+        TypeError: force is not a bool; inner is neither a string nor callable; accumulation not a str.
         ValueError: unknown accumulation, or no backend registered under the name ``inner``.
     """
     v.check_bool("force", force)

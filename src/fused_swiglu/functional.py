@@ -80,7 +80,7 @@ def swiglu(
 
     Raises:
         TypeError: an argument is not a dense (strided) tensor; a dtype is not bf16/fp16 or the
-            dtypes differ.
+            dtypes differ; backend, kernel or accumulation not a str.
         ValueError: w_gate/w_up not 2-D or of different shapes; ``x.shape[-1] != H``; tensors on
             different devices; unknown backend, kernel or accumulation; with the CUDA kernels, H or
             I not a multiple of 8 (16-byte TMA rows) or H = 0.
@@ -141,8 +141,8 @@ def swiglu_packed(
         to x and w_packed, as in :func:`swiglu` (the interleaved layout's gradient is interleaved).
 
     Raises:
-        TypeError: layout missing; an argument is not a dense (strided) tensor; a dtype is not
-            bf16/fp16 or the dtypes differ.
+        TypeError: layout missing or not a str; an argument is not a dense (strided) tensor; a dtype is
+            not bf16/fp16 or the dtypes differ; backend or accumulation not a str.
         ValueError: unknown layout, backend or accumulation; w_packed not 2-D or with an odd row count;
             ``x.shape[-1] != H``; different devices; with the CUDA kernels, H or I not a multiple
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.

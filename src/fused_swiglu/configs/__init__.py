@@ -256,7 +256,8 @@ def _sustained_launches(kernel: str, M: int, accumulation: str, data: tuning.Tun
         base = BY_BASE_NAME.get(name)
         if base is None or base.kernel != kernel or base.accumulation != accumulation:
             continue
-        if smem_limit is not None and data.smem_bytes.get(name, 0) > smem_limit:
+        # as legal(): a config whose size the data does not record fits only a limit every sm_90 kernel fits
+        if smem_limit is not None and data.smem_bytes.get(name, SM90_SMEM_MAX) > smem_limit:
             continue
         yield key, costs, dataclasses.replace(base, raster=raster, swizzle=swizzle)
 
@@ -579,7 +580,10 @@ def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
 def check_grouped_config(config: str, dtype: torch.dtype) -> None:
     """Raise ValueError unless ``config`` is ``""`` (the choice, fast accumulation; any dtype, as the CPU kernel
     takes any floating dtype) or the name of a grouped config for ``dtype`` (:func:`catalog.grouped_names`).
-    ``"promoted"`` is refused: no grouped config accumulates that way yet."""
+    ``"promoted"`` is refused: no grouped config accumulates that way yet. TypeError for a config that is not a
+    str."""
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a str (a grouped config name, or '' for the choice); got config={config!r}")
     if config == "":
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
@@ -819,10 +823,12 @@ def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:
 
 
 def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
-    """Raise ValueError unless ``config`` is ``""``, ``"promoted"`` (not for a training kernel,
+    """Raise TypeError unless ``config`` is a str, ValueError unless it is ``""``, ``"promoted"`` (not for a training kernel,
     :data:`TRAINING_KERNELS`) or a name of a ``kernel`` config for ``dtype`` (the ops' ``config``
     argument; see :func:`resolve`). A training kernel's ``""`` passes with any dtype (its CPU kernels
     take any floating dtype)."""
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a str (a config name, or '' for the choice); got config={config!r}")
     training = kernel in TRAINING_KERNELS
     if config == "" or (not training and config in AUTO_CONFIG):
         return

@@ -194,7 +194,7 @@ def fuse_swiglu_mlps(
         and no submodule has those attributes, that it found no such block.
 
     Raises:
-        TypeError: ``model`` is not an ``nn.Module``.
+        TypeError: ``model`` is not an ``nn.Module``; kernel, accumulation or backend not a str.
         ValueError: unknown kernel, accumulation or backend.
         TypeError: recompute or experts is not a bool.
     """

@@ -183,3 +183,11 @@ def test_slugs_follow_github():
     assert slug("11. M ≥ 512: tile counts") == "11-m--512-tile-counts"
     assert slug("A **bold** and [linked](x.md) `code`") == "a-bold-and-linked-code"
     assert anchors("# Same\n## Same\n```\n# not a heading\n```") == {"same", "same-1"}
+
+
+def test_the_readme_counts_the_configs_the_build_compiles():
+    from fused_swiglu.build import sources, units
+
+    n = len(units.config_names(sources.csrc_dir()))
+    text = (ROOT / "README.md").read_text()
+    assert f"all {n} ahead" in text and f"every config ({n} of them" in text, n

@@ -242,8 +242,8 @@ def experts_down(y_pad: Tensor, down_proj: Tensor, padded_offsets: Tensor, tile_
     if y_pad.dtype in _GROUPED_MM_DTYPES:
         return torch._grouped_mm(y_pad, down_proj.transpose(1, 2), offs=padded_offsets)
     E, H, I = down_proj.shape
-    w = down_proj.index_select(0, tile_expert.clamp_max(E - 1).long())  # (T_pad / 16, H, I)
-    tile = y_pad.shape[0] // max(tile_expert.shape[0], 1)
+    w = down_proj.index_select(0, tile_expert.clamp_max(E - 1).long())  # (T_pad / tile, H, I)
+    tile = grouped_ops.token_tile(y_pad, tile_expert)
     return torch.bmm(y_pad.view(-1, tile, I), w.transpose(1, 2)).view(y_pad.shape[0], H)
 
 

@@ -125,10 +125,10 @@ def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, con
                          f"{tile_expert.device}")
     if not (isinstance(x_pad.shape[0], int) and isinstance(tile_expert.shape[0], int)):
         return result  # symbolic sizes (torch.compile's tracing): the CUDA kernel checks the tile at run time
-    if token_tile(x_pad, tile_expert) is None:
+    tile = token_tile(x_pad, tile_expert)
+    if tile is None:
         raise ValueError(f"{OP}: tile_expert must have one entry per token tile of x_pad (T_pad / token tile, T_pad a "
                          f"whole number of tiles); got {tile_expert.shape[0]} entries for T_pad={x_pad.shape[0]}")
-    tile = token_tile(x_pad, tile_expert)
     if tile:
         try:
             check_grouped_tile(config, tile)

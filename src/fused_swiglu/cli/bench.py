@@ -80,10 +80,8 @@ def add_parsers(sub) -> None:
     _shapes(m, f"MoE shapes: {', '.join(s.model for s in MOE_MODELS)}, case-insensitive, or HxIxExK (hidden, expert "
                "intermediate size, experts, top-k); several as a b or a,b (default: all)")
     _tokens(m, d.MOE_TOKENS)
-    m.add_argument("--methods", nargs="+", help=f"a subset of {', '.join(d.MOE_METHODS)}, or the fused methods "
-                   f"pinned to the grouped config of one token tile ({', '.join(d.MOE_TILE_METHODS)}), as a b or a,b "
-                   "(default: all but the pinned ones; the quack methods only where the quack-kernels package is "
-                   "installed)")
+    _methods(m, d.MOE_METHODS + d.MOE_TILE_METHODS, "all but the fused methods pinned to one token tile's grouped "
+             "config, *_t16 / *_t64 / *_t128; the quack methods only where the quack-kernels package is installed")
     _out(m, "write results as JSON here, and as CSV beside it")
     _timing(m, d.MOE_WARMUP_MS, d.MOE_REPS)
     m.add_argument("--eager", action="store_true",

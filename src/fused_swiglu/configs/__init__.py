@@ -154,19 +154,23 @@ def swizzle_padding(config: KernelConfig, M: int, N: int) -> float:
 SM90_SMEM_MAX = 232448
 
 
+def fits_shared_memory(base_name: str, smem_limit: int | None, smem_bytes: dict[str, int] | None) -> bool:
+    """Whether config ``base_name`` fits ``smem_limit`` bytes of shared memory by ``smem_bytes`` (the tuned data's
+    sizes): always without a limit or without sizes; a config whose size the data does not record fits only a
+    limit every sm_90 kernel fits (:data:`SM90_SMEM_MAX`)."""
+    if smem_limit is None or not smem_bytes:
+        return True
+    return smem_bytes.get(base_name, SM90_SMEM_MAX) <= smem_limit
+
+
 def legal(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
           smem_bytes: dict[str, int] | None = None) -> bool:
     """Whether ``config`` may serve M tokens and N = I: its tiles fill whole clusters
     (:func:`token_tiles_fill_clusters`), its swizzle pads at most :data:`SWIZZLE_PADDING_MAX`, and its
-    shared memory (``smem_bytes[config.base_name]``; where the data does not record it,
-    :data:`SM90_SMEM_MAX`) fits ``smem_limit`` bytes."""
+    shared memory fits ``smem_limit`` bytes (:func:`fits_shared_memory`)."""
     if not token_tiles_fill_clusters(config, M, N) or swizzle_padding(config, M, N) > SWIZZLE_PADDING_MAX:
         return False
-    if smem_limit is not None and smem_bytes:
-        # a config whose size the data does not record fits only a limit every sm_90 kernel fits
-        if smem_bytes.get(config.base_name, SM90_SMEM_MAX) > smem_limit:
-            return False
-    return True
+    return fits_shared_memory(config.base_name, smem_limit, smem_bytes)
 
 
 def _check_sizes(**sizes: int) -> None:
@@ -256,8 +260,7 @@ def _sustained_launches(kernel: str, M: int, accumulation: str, data: tuning.Tun
         base = BY_BASE_NAME.get(name)
         if base is None or base.kernel != kernel or base.accumulation != accumulation:
             continue
-        # as legal(): a config whose size the data does not record fits only a limit every sm_90 kernel fits
-        if smem_limit is not None and data.smem_bytes.get(name, SM90_SMEM_MAX) > smem_limit:
+        if not fits_shared_memory(name, smem_limit, data.smem_bytes):
             continue
         yield key, costs, dataclasses.replace(base, raster=raster, swizzle=swizzle)
 

@@ -55,6 +55,8 @@ def test_edge_routings(seed):
         "ids below 0 and past the last expert": (torch.randint(-3, 12, (1000, 4), device="cuda", generator=g), 8),
         "one expert": (torch.zeros(77, 1, dtype=torch.int64, device="cuda"), 1),
         "no tokens": (torch.zeros(0, 8, dtype=torch.int64, device="cuda"), 128),
+        "4085 experts (the last below the 48 KiB default)": (torch.randint(0, 4085, (512, 8), device="cuda", generator=g), 4085),
+        "4086 experts (the first past it)": (torch.randint(0, 4086, (512, 8), device="cuda", generator=g), 4086),
         "4096 experts": (torch.randint(0, 4096, (512, 8), device="cuda", generator=g), 4096),
         "8192 experts (shared memory past 48 KB)": (torch.randint(0, 8192, (300, 8), device="cuda", generator=g), 8192),
     }

@@ -31,6 +31,10 @@ __device__ __forceinline__ int32_t expert_of(Index const* idx, int64_t i, int64_
   return id < experts ? static_cast<int32_t>(id) : experts;
 }
 
+// The kernel's shared memory in bytes: the warp sums and three counters per expert. Past the 48 KiB a launch
+// gets by default (from 4,086 experts) the kernel opts in to more.
+inline size_t shared_bytes(int32_t experts) { return sizeof(int32_t) * (kWarps + 3 * size_t(experts)); }
+
 __device__ __forceinline__ int32_t padded(int32_t count, int32_t tile) { return (count + tile - 1) / tile * tile; }
 
 template <class Index>
@@ -38,11 +42,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile,
                   int64_t padded_rows, int64_t* __restrict__ source, int32_t* __restrict__ tile_expert,
                   int64_t* __restrict__ pair_row, int32_t* __restrict__ padded_offsets) {
-  extern __shared__ int32_t smem[];
-  int32_t* const count = smem;                 // (E,) pairs of each expert
-  int32_t* const start = smem + experts;       // (E,) first row of each expert
-  int32_t* const cursor = smem + 2 * experts;  // (E,) pairs of each expert placed so far
-  __shared__ int32_t warp_total[kWarps];
+  extern __shared__ int32_t smem[];             // all shared memory is dynamic: its size is shared_bytes(E)
+  int32_t* const warp_total = smem;              // (kWarps,) the scan's per-warp sums
+  int32_t* const count = smem + kWarps;          // (E,) pairs of each expert
+  int32_t* const start = count + experts;        // (E,) first row of each expert
+  int32_t* const cursor = count + 2 * experts;   // (E,) pairs of each expert placed so far
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   // 1. counts
@@ -130,7 +134,7 @@ template <class Index>
 cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile, int64_t padded_rows,
                    int64_t* source, int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets,
                    cudaStream_t stream) {
-  size_t const smem = 3 * sizeof(int32_t) * size_t(experts);
+  size_t const smem = shared_bytes(experts);
   auto kernel = moe_layout_kernel<Index>;
   if (smem > 48 * 1024) {
     cudaError_t const e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));

@@ -36,7 +36,7 @@ from torch import Tensor
 from . import _validate as v
 from . import grouped_ops
 from .grouped import layout_tile, padded_rows
-from .routing_ops import MAX_EXPERTS, layout_by_sorting, moe_layout
+from .routing_ops import MAX_EXPERTS, layout_by_sorting, moe_layout, sort_pairs
 
 __all__ = ["ExpertsRouting", "INDEX_DTYPES", "route_experts", "routed_swiglu", "swiglu_experts"]
 
@@ -90,8 +90,8 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
     Args:
         top_k_index: ``(T, k)`` torch.int64 or torch.int32, the experts of each token (``top_k_index[t, j]``
             in ``[0, experts)``). Not checked (it would wait for the GPU): an id >= ``experts`` sorts past
-            ``expert_offsets[-1]`` and belongs to no expert; a negative id sorts first and is counted as
-            expert 0's.
+            ``expert_offsets[-1]`` and belongs to no expert; a negative id is counted as expert 0's, in pair
+            order among its other pairs.
         experts: E, the experts (>= 1).
 
     Returns:
@@ -110,9 +110,7 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
 
 
 def _route(top_k_index: Tensor, experts: int, k: int) -> ExpertsRouting:
-    sorted_ids, order = torch.sort(top_k_index.reshape(-1), stable=True)
-    ids = torch.arange(experts, device=sorted_ids.device, dtype=sorted_ids.dtype)
-    offsets = torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)  # pairs with an id <= e
+    order, offsets = sort_pairs(top_k_index, experts)
     return ExpertsRouting(order, order.div(k, rounding_mode="floor"), offsets)
 
 

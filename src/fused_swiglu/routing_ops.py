@@ -85,15 +85,23 @@ def _moe_layout_cpu(top_k_index, experts, tile, padded_rows):
     return layout_by_sorting(top_k_index, experts, tile)
 
 
+def sort_pairs(top_k_index: Tensor, experts: int) -> tuple[Tensor, Tensor]:
+    """The pairs of a ``(T, k)`` routing sorted by expert, on its device: ``(order, offsets)``, order ``(T k,)``
+    int64 the flat pair indices ``t k + j`` in expert order (a stable sort: one expert's pairs in pair order),
+    offsets ``(experts,)`` int32 the end of each expert's pairs in that order. An id below 0 counts as expert
+    0's, in pair order among its other pairs (as the CUDA kernel places it); an id from ``experts`` on sorts
+    past ``offsets[-1]`` (no expert). Arguments not checked."""
+    sorted_ids, order = torch.sort(top_k_index.reshape(-1).clamp_min(0), stable=True)
+    ids = torch.arange(experts, device=sorted_ids.device, dtype=sorted_ids.dtype)
+    return order, torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)  # pairs with an id <= e
+
+
 def layout_by_sorting(top_k_index: Tensor, experts: int, tile: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The operator's outputs from PyTorch operations on top_k_index's device (a stable sort, searches and
+    """The operator's outputs from PyTorch operations on top_k_index's device (:func:`sort_pairs`, searches and
     gathers; any number of experts): the CPU kernel, and the layout of more experts than the CUDA kernel takes.
     Arguments not checked."""
     T, k = top_k_index.shape
-    # ids below 0 are expert 0's, in pair order among its other pairs, as the CUDA kernel places them
-    sorted_ids, order = torch.sort(top_k_index.reshape(-1).clamp_min(0), stable=True)
-    ids = torch.arange(experts, device=sorted_ids.device, dtype=sorted_ids.dtype)
-    offsets = torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)
+    order, offsets = sort_pairs(top_k_index, experts)
     layout = grouped_layout(offsets, T * k, tile)
     token = order.div(k, rounding_mode="floor")
     source = torch.where(layout.valid, token[layout.source], 0)

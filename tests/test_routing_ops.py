@@ -101,3 +101,21 @@ def test_bad_arguments_name_the_argument_and_the_rule():
     for args, error, says in cases:
         with pytest.raises(error, match=says):
             routing_ops.moe_layout(*args)
+
+
+@pytest.mark.parametrize(("device", "pairs", "experts", "kernel"), [
+    ("cuda", 1, 1, True),
+    ("cuda", routing_ops.KERNEL_MAX_PAIRS, routing_ops.MAX_EXPERTS, True),
+    ("cuda", routing_ops.KERNEL_MAX_PAIRS + 1, 128, False),
+    ("cuda", 8, routing_ops.MAX_EXPERTS + 1, False),
+    ("cpu", 8, 8, False),
+])
+def test_the_experts_forward_takes_the_kernel_within_its_bounds(device, pairs, experts, kernel):
+    assert routing_ops.uses_kernel(torch.device(device), pairs, experts) is kernel
+
+
+def test_the_layout_past_the_kernel_s_bounds_is_the_sort_s():
+    index = torch.randint(0, 8, (routing_ops.KERNEL_MAX_PAIRS // 4 + 1, 4))
+    for a, b in zip(routing_ops.layout(index, 8, 64), routing_ops.moe_layout(index, 8, 64, grouped.padded_rows(
+            index.numel(), 8, 64))):
+        assert torch.equal(a, b)

@@ -13,8 +13,9 @@ Every step runs on the tensors' device with torch operations whose sizes follow 
 host synchronisation and no host decision on the routing, so a CUDA graph captures a call and replays it
 under new routing, and ``torch.compile(fullgraph=True)`` traces it.
 
-How (:func:`swiglu_experts`): one routing operator (``fused_swiglu::moe_layout``, :mod:`fused_swiglu.routing_ops`;
-one kernel launch on CUDA) sorts the T k (token, expert) pairs by expert into the grouped kernel's padded layout
+How (:func:`swiglu_experts`): the routing (:func:`fused_swiglu.routing_ops.layout`: on CUDA one launch of the
+``fused_swiglu::moe_layout`` kernel up to 16,384 pairs and 8,192 experts, else a stable sort, searches and gathers)
+sorts the T k (token, expert) pairs by expert into the grouped kernel's padded layout
 (each expert's rows in whole token tiles of 16, 64 or 128 rows, by the routed rows per expert, in pair order
 within an expert), the hidden states are gathered into it once, run through
 ``fused_swiglu::swiglu_grouped`` (gate, up and SwiGLU in one kernel, fp32 accumulation, one rounding), then the
@@ -34,9 +35,9 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from . import grouped_ops
-from .grouped import layout_tile, padded_rows
-from .routing_ops import MAX_EXPERTS, layout_by_sorting, moe_layout, sort_pairs
+from . import grouped_ops, routing_ops
+from .grouped import layout_tile
+from .routing_ops import sort_pairs
 
 __all__ = ["ExpertsRouting", "INDEX_DTYPES", "route_experts", "routed_swiglu", "swiglu_experts"]
 
@@ -163,10 +164,7 @@ def _padded_swiglu(hidden_states: Tensor, top_k_index: Tensor, experts: int, gat
     are computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
     pairs = top_k_index.numel()
     tile = layout_tile(pairs, experts, config)
-    if experts <= MAX_EXPERTS:
-        layout = _Layout(*moe_layout(top_k_index, experts, tile, padded_rows(pairs, experts, tile)))
-    else:  # more experts than the routing kernel's shared memory holds
-        layout = _Layout(*layout_by_sorting(top_k_index, experts, tile))
+    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile))
     x_pad = hidden_states.index_select(0, layout.source)
     return grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config), layout
 

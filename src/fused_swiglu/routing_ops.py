@@ -37,6 +37,11 @@ OP = "fused_swiglu::moe_layout"
 NAMES = ("moe_layout",)  # operators whose CUDA kernels are C++
 MAX_EXPERTS = 8192  # the CUDA kernel's (capi/moe_layout.h, FSW_MOE_LAYOUT_MAX_EXPERTS)
 MAX_TILE = 1024
+# The experts forward builds its layout with the CUDA kernel up to this many (token, expert) pairs, with
+# layout_by_sorting past it: the kernel is one block, its pairs placed 1,024 at a time with 32 block barriers
+# each, and from about 32,768 pairs that serial walk takes longer than the sort's ~40 kernels over the whole GPU
+# (docs/perf-notes.md, entry 96; the bound lies between the cells measured there).
+KERNEL_MAX_PAIRS = 16384
 INDEX_DTYPES = (torch.int64, torch.int32)
 OPS_LIBRARY.define("moe_layout(Tensor top_k_index, int experts, int tile, int padded_rows) -> "
                    "(Tensor, Tensor, Tensor, Tensor)")
@@ -82,6 +87,21 @@ def _moe_layout_fake(top_k_index, experts, tile, padded_rows):
 
 def _moe_layout_cpu(top_k_index, experts, tile, padded_rows):
     check_arguments(top_k_index, experts, tile, padded_rows)
+    return layout_by_sorting(top_k_index, experts, tile)
+
+
+def uses_kernel(device: torch.device, pairs: int, experts: int) -> bool:
+    """Whether the experts forward takes its layout from the CUDA kernel: a CUDA device, at most
+    :data:`MAX_EXPERTS` experts and :data:`KERNEL_MAX_PAIRS` pairs; else from :func:`layout_by_sorting`."""
+    return device.type == "cuda" and experts <= MAX_EXPERTS and pairs <= KERNEL_MAX_PAIRS
+
+
+def layout(top_k_index: Tensor, experts: int, tile: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The operator's four outputs for the experts forward, from the CUDA kernel or the sort as
+    :func:`uses_kernel` says (the same values either way). Arguments not checked."""
+    pairs = top_k_index.numel()
+    if uses_kernel(top_k_index.device, pairs, experts):
+        return moe_layout(top_k_index, experts, tile, padded_rows(pairs, experts, tile))
     return layout_by_sorting(top_k_index, experts, tile)
 
 

@@ -60,6 +60,12 @@ def test_ids_past_the_last_expert_belong_to_none():
     assert r.expert_offsets.tolist() == [2, 2, 3] and r.order.tolist() == [0, 3, 2, 1]
 
 
+def test_ids_below_0_are_expert_0_s_in_pair_order():
+    index = torch.tensor([[0, 2], [-4, 1], [0, -1]])  # pairs 2 and 5 below 0: expert 0's, after pair 0
+    r = experts.route_experts(index, 3)
+    assert r.expert_offsets.tolist() == [4, 5, 6] and r.order.tolist() == [0, 2, 4, 5, 3, 1]
+
+
 def test_the_routing_names_the_argument_and_the_rule():
     index = torch.zeros(3, 2, dtype=torch.int64)
     cases = [

@@ -1,9 +1,13 @@
-// CUDA kernel of fused_swiglu::swiglu_grouped, the dual kernel batched over the experts of a
-// mixture-of-experts layer (schema, CPU and fake kernels: src/fused_swiglu/grouped.py; the routing that
-// builds x_pad and tile_expert: fused_swiglu.grouped.grouped_layout; the problem: capi/fused_swiglu.h,
-// FSW_KERNEL_GROUPED_DUAL).
+// CUDA kernels of fused_swiglu::swiglu_grouped, the dual kernel batched over the experts of a
+// mixture-of-experts layer (schema, CPU and fake kernels: src/fused_swiglu/grouped_ops.py; the problem:
+// capi/fused_swiglu.h, FSW_KERNEL_GROUPED_DUAL), and of fused_swiglu::moe_layout, the padded layout of a top-k
+// routing that it reads (schema, CPU and fake kernels: src/fused_swiglu/routing_ops.py; the kernel:
+// capi/moe_layout.h).
 #include <torch/csrc/stable/ops.h>
 
+#include <algorithm>
+
+#include "../capi/moe_layout.h"
 #include "ops.hpp"
 
 namespace fused_swiglu::torch_ops {
@@ -58,6 +62,36 @@ Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std
   p.m = rows, p.n = n, p.k = k;
   launch(op, kPlanGroupedDual, config, device, p, x_pad, {{x_pad, p.x, p.ldx}}, token_tile);
   return y;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts, int64_t tile,
+                                                      int64_t padded_rows) {
+  const char* op = "moe_layout";
+  check_2d(op, "top_k_index", top_k_index, "(T, k)");
+  int32_t const code = dtype_code(top_k_index);
+  FSW_CHECK(code == code_int64() || code == code_int32(), "fused_swiglu::", op,
+            ": top_k_index must be torch.int64 or torch.int32");
+  int32_t device = check_devices(op, {{"top_k_index", &top_k_index}});
+  int64_t const tokens = top_k_index.size(0), k = top_k_index.size(1);
+  FSW_CHECK(k >= 1 && k <= INT32_MAX, "fused_swiglu::", op, ": top_k_index must be (T, k) with k >= 1; got k=", k);
+  FSW_CHECK(experts >= 1 && experts <= FSW_MOE_LAYOUT_MAX_EXPERTS, "fused_swiglu::", op, ": experts must be in [1, ",
+            FSW_MOE_LAYOUT_MAX_EXPERTS, "]; got ", experts);
+  FSW_CHECK(tile >= 1 && tile <= 1024, "fused_swiglu::", op, ": tile must be in [1, 1024]; got ", tile);
+  int64_t const pairs = tokens * k;
+  int64_t const worst = (pairs + (tile - 1) * std::min(pairs, experts) + tile - 1) / tile * tile;
+  FSW_CHECK(padded_rows == worst, "fused_swiglu::", op, ": padded_rows must be fused_swiglu.grouped.padded_rows(",
+            pairs, ", ", experts, ", ", tile, ") = ", worst, "; got ", padded_rows);
+  FSW_CHECK(worst <= INT32_MAX, "fused_swiglu::", op, ": the layout's rows must be < 2^31; got ", worst);
+  Tensor ids = top_k_index.is_contiguous() ? top_k_index : torch::stable::contiguous(top_k_index);
+  Tensor source = new_vector(ids, worst, code_int64());
+  Tensor tile_expert = new_vector(ids, worst / tile, code_int32());
+  Tensor pair_row = new_vector(ids, pairs, code_int64());
+  Tensor padded_offsets = new_vector(ids, experts, code_int32());
+  run_moe_layout(op, device, ids.data_ptr(), code == code_int64() ? 64 : 32, pairs, int32_t(k), int32_t(experts),
+                 int32_t(tile), worst, static_cast<int64_t*>(source.data_ptr()),
+                 static_cast<int32_t*>(tile_expert.data_ptr()), static_cast<int64_t*>(pair_row.data_ptr()),
+                 static_cast<int32_t*>(padded_offsets.data_ptr()));
+  return {source, tile_expert, pair_row, padded_offsets};
 }
 
 }  // namespace fused_swiglu::torch_ops

@@ -36,6 +36,8 @@ using PlanFn = int (*)(int32_t, const char*, int64_t, int64_t, int64_t, int64_t,
 using StreamFn = AOTITorchError (*)(int32_t, void**);
 using QuantizeFn = fsw_status (*)(int32_t, int64_t, int64_t, const void*, int64_t, void*, int64_t, float*, int64_t,
                                   int64_t, int64_t, void*);
+using MoeLayoutFn = fsw_status (*)(const void*, int32_t, int64_t, int32_t, int32_t, int32_t, int64_t, int64_t*, int32_t*,
+                                   int64_t*, int32_t*, void*);
 
 struct Binding {
   RunFn run = nullptr;
@@ -44,6 +46,7 @@ struct Binding {
   PlanFn plan = nullptr;
   StreamFn current_stream = nullptr;
   QuantizeFn quantize_e4m3_groups = nullptr;
+  MoeLayoutFn moe_layout = nullptr;
 };
 std::atomic<Binding const*> g_binding{nullptr};
 
@@ -94,6 +97,7 @@ int32_t code_fp16() { return aoti_torch_dtype_float16(); }
 int32_t code_fp32() { return aoti_torch_dtype_float32(); }
 int32_t code_e4m3() { return aoti_torch_dtype_float8_e4m3fn(); }
 int32_t code_int32() { return aoti_torch_dtype_int32(); }
+int32_t code_int64() { return aoti_torch_dtype_int64(); }
 
 void check_dtype(const char* op, Named named, int32_t dtype, const char* rule) {
   for (auto const& [arg, t] : named) {
@@ -148,6 +152,16 @@ Tensor tma_ready(Tensor const& t) {
 }
 
 Tensor new_output(Tensor const& like, int64_t m, int64_t n) { return new_output(like, m, n, dtype_code(like)); }
+
+Tensor new_vector(Tensor const& like, int64_t n, int32_t dtype) {
+  std::array<int64_t, 1> sizes{n}, strides{1};
+  int32_t device_type = 0;
+  FSW_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  AtenTensorHandle handle = nullptr;
+  FSW_SHIM_CHECK(aoti_torch_empty_strided(1, sizes.data(), strides.data(), dtype, device_type,
+                                          like.get_device_index(), &handle));
+  return Tensor(handle);
+}
 
 Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
   std::array<int64_t, 2> sizes{m, n}, strides{n, 1};
@@ -240,6 +254,16 @@ void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_quantize_e4m3_groups failed: ", b.last_error());
 }
 
+void run_moe_layout(const char* op, int32_t device, const void* top_k_index, int32_t index_bits, int64_t pairs,
+                    int32_t k, int32_t experts, int32_t tile, int64_t padded_rows, int64_t* source,
+                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets) {
+  Binding const& b = binding();
+  OnDevice on(device);
+  fsw_status s = b.moe_layout(top_k_index, index_bits, pairs, k, experts, tile, padded_rows, source, tile_expert,
+                              pair_row, padded_offsets, current_stream(device));
+  FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_moe_layout failed: ", b.last_error());
+}
+
 namespace {
 
 // aoti_torch_get_current_cuda_stream lives in libtorch_cuda, which a CPU build of PyTorch lacks: looked
@@ -256,17 +280,18 @@ StreamFn find_current_stream() {
 
 #define FSW_TORCH_API extern "C" __attribute__((visibility("default")))
 
-// Binds the operators to a loaded kernel library (its fsw_run, fsw_workspace_size, fsw_last_error and
-// fsw_quantize_e4m3_groups) and the plan callback; returns 0, or 1 when this PyTorch has no CUDA (then
-// the operators stay unbound). Rebinding drops the cached plans.
-FSW_TORCH_API int fsw_torch_bind(void* run, void* workspace_size, void* last_error, void* plan, void* quantize) {
+// Binds the operators to a loaded kernel library (its fsw_run, fsw_workspace_size, fsw_last_error,
+// fsw_quantize_e4m3_groups and fsw_moe_layout) and the plan callback; returns 0, or 1 when this PyTorch has no
+// CUDA (then the operators stay unbound). Rebinding drops the cached plans.
+FSW_TORCH_API int fsw_torch_bind(void* run, void* workspace_size, void* last_error, void* plan, void* quantize,
+                                 void* moe_layout) {
   using namespace fused_swiglu::torch_ops;
   StreamFn stream = find_current_stream();
   if (stream == nullptr) return 1;
   // never freed: a call on another thread may still read the previous binding
   Binding* b = new Binding{reinterpret_cast<RunFn>(run), reinterpret_cast<WorkspaceFn>(workspace_size),
                            reinterpret_cast<LastErrorFn>(last_error), reinterpret_cast<PlanFn>(plan), stream,
-                           reinterpret_cast<QuantizeFn>(quantize)};
+                           reinterpret_cast<QuantizeFn>(quantize), reinterpret_cast<MoeLayoutFn>(moe_layout)};
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     g_plans.clear();

@@ -93,6 +93,7 @@ int32_t code_fp16();
 int32_t code_fp32();
 int32_t code_e4m3();
 int32_t code_int32();
+int32_t code_int64();
 
 // t (rows, cols) as TMA reads it: unit column stride, a row stride of whole 16-byte units and at least
 // cols, 16-byte aligned start; else a contiguous copy.
@@ -100,6 +101,8 @@ Tensor tma_ready(Tensor const& t);
 // A new contiguous (m, n) tensor of like's dtype (or of aoti dtype code `dtype`) on like's device.
 Tensor new_output(Tensor const& like, int64_t m, int64_t n);
 Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype);
+// A new contiguous 1-D (n,) tensor of aoti dtype code `dtype` on like's device.
+Tensor new_vector(Tensor const& like, int64_t n, int32_t dtype);
 
 // The current CUDA stream of `device`.
 void* current_stream(int32_t device);
@@ -108,6 +111,10 @@ void* current_stream(int32_t device);
 void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
                               int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
                               int64_t scale_stride_g, int64_t scale_rows);
+// fsw_moe_layout (capi/moe_layout.h) of the bound kernel library on the current stream of `device`.
+void run_moe_layout(const char* op, int32_t device, const void* top_k_index, int32_t index_bits, int64_t pairs,
+                    int32_t k, int32_t experts, int32_t tile, int64_t padded_rows, int64_t* source,
+                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets);
 
 // Where one input goes in an fsw_problem: its pointer and leading dimension.
 struct Operand {

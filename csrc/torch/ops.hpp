@@ -44,12 +44,18 @@ std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::opt
 Tensor swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, Tensor up_scale,
                        std::string config);
 // Grouped (grouped_ops.cpp): the experts of a mixture-of-experts layer.
-// y_pad (T_pad, I) = silu(x_pad W_gate[e]^T) * (x_pad W_up[e]^T) per token tile of 16 rows, e its expert:
-// x_pad (T_pad, H) bf16 / fp16, the routed tokens sorted by expert, each expert's rows padded to whole
-// tiles; gate_up_proj (E, 2I, H) of x_pad's dtype, W_gate = rows [0, I) and W_up = rows [I, 2I) of each
-// expert, read in place; tile_expert (T_pad / 16,) int32, the expert of each tile, a value outside [0, E)
-// for the tiles past the last expert, whose rows of y_pad are not written (fused_swiglu.grouped).
+// y_pad (T_pad, I) = silu(x_pad W_gate[e]^T) * (x_pad W_up[e]^T) per token tile, e its expert: x_pad
+// (T_pad, H) bf16 / fp16, the routed tokens sorted by expert, each expert's rows padded to whole tiles;
+// gate_up_proj (E, 2I, H) of x_pad's dtype, W_gate = rows [0, I) and W_up = rows [I, 2I) of each expert, read
+// in place; tile_expert (T_pad / tile,) int32, the expert of each tile (the tile: T_pad / its entries), a
+// value outside [0, E) for the tiles past the last expert, whose rows of y_pad are not written
+// (fused_swiglu.grouped).
 Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std::string config);
+// The padded layout of a top-k routing top_k_index (T, k) int64 / int32 over `experts` experts in token
+// tiles of `tile` rows, T_pad = padded_rows rows (capi/moe_layout.h): (source (T_pad,) int64, tile_expert
+// (T_pad / tile,) int32, pair_row (T k,) int64, padded_offsets (experts,) int32).
+std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts, int64_t tile,
+                                                      int64_t padded_rows);
 
 // t (rows, cols) bf16 / fp16 quantized per 1 x 128 group of each row: (q (rows, cols) e4m3, scale (rows,
 // ceil(cols / 128)) fp32), scale row-major, or of strides (1, ld) with ld = rows rounded up to 4 (the

@@ -16,4 +16,5 @@ STABLE_TORCH_LIBRARY_IMPL(fused_swiglu, CUDA, m) {
   m.impl("swiglu_dual_fp8", TORCH_BOX(&swiglu_dual_fp8));
   m.impl("quantize_e4m3_groups", TORCH_BOX(&quantize_e4m3_groups));
   m.impl("swiglu_grouped", TORCH_BOX(&swiglu_grouped));
+  m.impl("moe_layout", TORCH_BOX(&moe_layout));
 }

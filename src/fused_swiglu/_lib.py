@@ -167,6 +167,9 @@ _SIGNATURES = {
     "fsw_quantize_e4m3_groups": ([ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                   ctypes.c_int64, ctypes.c_void_p], ctypes.c_int),
+    "fsw_moe_layout": ([ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                        ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                        ctypes.c_void_p], ctypes.c_int),
 }
 
 
@@ -516,14 +519,14 @@ def load_torch_ops(plan_fn, before_load=None) -> None:
             dll = ctypes.CDLL(str(path))
         except OSError as e:
             raise BuildError(f"cannot load the operator library {path}: {e}") from e
-        dll.fsw_torch_bind.argtypes = [ctypes.c_void_p] * 5
+        dll.fsw_torch_bind.argtypes = [ctypes.c_void_p] * 6
         dll.fsw_torch_bind.restype = ctypes.c_int
         dll.fsw_torch_clear_plans.restype = None
         dll.fsw_torch_num_plans.restype = ctypes.c_int64
         addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
         status = dll.fsw_torch_bind(
             addr(lib._dll.fsw_run), addr(lib._dll.fsw_workspace_size), addr(lib._dll.fsw_last_error), addr(plan_fn),
-            addr(lib._dll.fsw_quantize_e4m3_groups),
+            addr(lib._dll.fsw_quantize_e4m3_groups), addr(lib._dll.fsw_moe_layout),
         )
         if status != 0:
             raise BuildError(f"the operator library {path} found no CUDA in this PyTorch ({torch.__version__})")

@@ -13,10 +13,11 @@ Every step runs on the tensors' device with torch operations whose sizes follow 
 host synchronisation and no host decision on the routing, so a CUDA graph captures a call and replays it
 under new routing, and ``torch.compile(fullgraph=True)`` traces it.
 
-How (:func:`swiglu_experts`): the T k (token, expert) pairs are sorted by expert (:func:`route_experts`: one
-stable sort, end offsets by one ``searchsorted``), gathered once into the grouped kernel's padded layout
-(:func:`fused_swiglu.grouped.grouped_layout`: each expert's rows in whole token tiles of 16, 64 or
-128 rows, by the routed rows per expert), run through
+How (:func:`swiglu_experts`): the routing (:func:`fused_swiglu.routing_ops.layout`: on CUDA one launch of the
+``fused_swiglu::moe_layout`` kernel up to 16,384 pairs and 8,192 experts, else a stable sort, searches and gathers)
+sorts the T k (token, expert) pairs by expert into the grouped kernel's padded layout
+(each expert's rows in whole token tiles of 16, 64 or 128 rows, by the routed rows per expert, in pair order
+within an expert), the hidden states are gathered into it once, run through
 ``fused_swiglu::swiglu_grouped`` (gate, up and SwiGLU in one kernel, fp32 accumulation, one rounding), then the
 down projection over the same padded rows (``torch._grouped_mm`` with the padded end offsets, or one product
 per token tile in float64), and the T k rows gathered back in (token, slot) order, weighted and summed over
@@ -34,8 +35,9 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from . import grouped_ops
-from .grouped import GroupedLayout, grouped_layout, layout_tile
+from . import grouped_ops, routing_ops
+from .grouped import layout_tile
+from .routing_ops import sort_pairs
 
 __all__ = ["ExpertsRouting", "INDEX_DTYPES", "route_experts", "routed_swiglu", "swiglu_experts"]
 
@@ -89,8 +91,8 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
     Args:
         top_k_index: ``(T, k)`` torch.int64 or torch.int32, the experts of each token (``top_k_index[t, j]``
             in ``[0, experts)``). Not checked (it would wait for the GPU): an id >= ``experts`` sorts past
-            ``expert_offsets[-1]`` and belongs to no expert; a negative id sorts first and is counted as
-            expert 0's.
+            ``expert_offsets[-1]`` and belongs to no expert; a negative id is counted as expert 0's, in pair
+            order among its other pairs.
         experts: E, the experts (>= 1).
 
     Returns:
@@ -109,9 +111,7 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
 
 
 def _route(top_k_index: Tensor, experts: int, k: int) -> ExpertsRouting:
-    sorted_ids, order = torch.sort(top_k_index.reshape(-1), stable=True)
-    ids = torch.arange(experts, device=sorted_ids.device, dtype=sorted_ids.dtype)
-    offsets = torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)  # pairs with an id <= e
+    order, offsets = sort_pairs(top_k_index, experts)
     return ExpertsRouting(order, order.div(k, rounding_mode="floor"), offsets)
 
 
@@ -148,14 +148,24 @@ def _no_autograd(op: str, **named: Tensor) -> None:
                 "transformers model trains through its own experts path)")
 
 
-def _padded_swiglu(hidden_states: Tensor, routing: ExpertsRouting, gate_up_proj: Tensor,
-                   config: str) -> tuple[Tensor, GroupedLayout]:
-    """The grouped kernel over the sorted pairs in its padded layout, the hidden states gathered once:
-    ``(y_pad (T_pad, I), layout)``. The padding rows of an expert's last tile copy a routed row (they are
-    computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
-    rows, experts = routing.order.shape[0], routing.expert_offsets.shape[0]
-    layout = grouped_layout(routing.expert_offsets, rows, layout_tile(rows, experts, config))
-    x_pad = hidden_states.index_select(0, routing.token.index_select(0, layout.source))
+class _Layout(NamedTuple):
+    """:func:`fused_swiglu.routing_ops.moe_layout`'s outputs."""
+
+    source: Tensor
+    tile_expert: Tensor
+    pair_row: Tensor
+    padded_offsets: Tensor
+
+
+def _padded_swiglu(hidden_states: Tensor, top_k_index: Tensor, experts: int, gate_up_proj: Tensor,
+                   config: str) -> tuple[Tensor, _Layout]:
+    """The grouped kernel over the routed pairs in its padded layout (one routing operator, the hidden states
+    gathered once): ``(y_pad (T_pad, I), layout)``. The padding rows of an expert's last tile read token 0 (they
+    are computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
+    pairs = top_k_index.numel()
+    tile = layout_tile(pairs, experts, config)
+    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile))
+    x_pad = hidden_states.index_select(0, layout.source)
     return grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config), layout
 
 
@@ -201,11 +211,12 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
     routing = _route(top_k_index, E, k)
     if T == 0:
         return hidden_states.new_empty((0, gate_up_proj.shape[1] // 2)), routing
-    y_pad, layout = _padded_swiglu(hidden_states, routing, gate_up_proj, config)
-    return y_pad.index_select(0, layout.dest), routing
+    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config)
+    # the layout keeps each expert's pairs in pair order, as the routing's stable sort does
+    return y_pad.index_select(0, layout.pair_row.index_select(0, routing.order)), routing
 
 
-def _down_projection(y_pad: Tensor, down_proj: Tensor, layout: GroupedLayout) -> Tensor:
+def _down_projection(y_pad: Tensor, down_proj: Tensor, layout: _Layout) -> Tensor:
     """``(T_pad, H)``: each padded row's product with its expert's ``down_proj``, up to
     ``layout.padded_offsets[-1]`` (the rows past it, of no expert, hold anything). bf16: ``torch._grouped_mm``
     (traced by torch.compile); other dtypes: :func:`experts_down`, opaque to torch.compile (whose
@@ -320,10 +331,7 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
                  down_proj=down_proj)
     if T == 0:
         return hidden_states.new_zeros((0, H))
-    routing = _route(top_k_index, E, k)
-    y_pad, layout = _padded_swiglu(hidden_states, routing, gate_up_proj, config)
+    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config)
     out_pad = _down_projection(y_pad, down_proj, layout)
-    # the padded row of each pair, in (token, slot) order
-    rows = torch.empty_like(routing.order).index_copy_(0, routing.order, layout.dest)
-    out = out_pad.index_select(0, rows).view(T, k, H)
+    out = out_pad.index_select(0, layout.pair_row).view(T, k, H)  # each pair's row, in (token, slot) order
     return (out * top_k_weights.unsqueeze(-1)).sum(dim=1).to(hidden_states.dtype)

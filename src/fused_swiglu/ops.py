@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from . import autograd, grouped_ops, training_ops
+from . import autograd, grouped_ops, routing_ops, training_ops
 from .fp8 import ops as fp8_ops
 from . import _validate as v
 from .configs import check_config
@@ -111,7 +111,8 @@ OPS_LIBRARY.impl("swiglu_dual", _swiglu_dual_cpu, "CPU")
 
 
 # every operator whose CUDA kernel the operator library registers (csrc/torch/register.cpp)
-CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES, *fp8_ops.NAMES, *grouped_ops.NAMES)
+CUDA_OPERATORS = ("swiglu_packed", "swiglu_dual", *training_ops.NAMES, *fp8_ops.NAMES, *grouped_ops.NAMES,
+                  *routing_ops.NAMES)
 cuda_kernels_from_library("swiglu_packed", "swiglu_dual")
 
 

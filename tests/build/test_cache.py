@@ -51,6 +51,7 @@ def fake_build(tmp_path, monkeypatch, write_tree):
         "capi/fused_swiglu.h": "// header\n",
         "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n',
         "capi/quantize_e4m3.cu": "// quantize\n",
+        "capi/moe_layout.cu": "// routing\n",
         "capi/registry.inc": "#define FSW_CONFIG_LIST FSW_CONFIG(a) FSW_CONFIG(b)\n",
         "capi/driver_entry_points.cu": "// driver\n",
         "include/kernel.hpp": "// kernel\n",

@@ -95,7 +95,7 @@ def test_interrupted_build_stops_its_nvcc_processes(tmp_path, monkeypatch, write
     nvcc = _script(tmp_path / "nvcc", f'case "$*" in *fused_swiglu.cpp*) touch "$(eval echo \\${{$#}})"; exit 0;; esac\n'
                    f'echo $$ >> "{pids}"; exec sleep 60\n')
     csrc = tmp_path / "csrc"
-    write_tree(csrc, {"capi/fused_swiglu.cpp": "", "capi/quantize_e4m3.cu": "", "capi/driver_entry_points.cu": "", "instantiations/a.cu": "",
+    write_tree(csrc, {"capi/fused_swiglu.cpp": "", "capi/quantize_e4m3.cu": "", "capi/moe_layout.cu": "", "capi/driver_entry_points.cu": "", "instantiations/a.cu": "",
                       "instantiations/b.cu": "", "capi/registry.inc": "FSW_CONFIG(a) FSW_CONFIG(b)"})
     monkeypatch.setattr(sources, "csrc_dir", lambda: csrc)
     monkeypatch.setattr(cache.toolchain, "find_nvcc", lambda: _fake_tc(nvcc))

@@ -217,8 +217,8 @@ def test_builds_loads_and_registers_the_cuda_kernels(tmp_path, monkeypatch):
         "warnings.simplefilter('error');"
         f"dll = ctypes.CDLL({str(path)!r});"
         "ok = all(torch._C._dispatch_has_kernel_for_dispatch_key('fused_swiglu::' + n, 'CUDA')"
-        " for n in ops.CUDA_OPERATORS) and len(ops.CUDA_OPERATORS) == 9;"
-        "print(ok, dll.fsw_torch_bind(None, None, None, None, None) if not torch.version.cuda else 'cuda')"
+        " for n in ops.CUDA_OPERATORS) and len(ops.CUDA_OPERATORS) == 10;"
+        "print(ok, dll.fsw_torch_bind(None, None, None, None, None, None) if not torch.version.cuda else 'cuda')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

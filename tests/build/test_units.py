@@ -12,6 +12,8 @@ TREE = {
     "capi/status.hpp": '#include "fused_swiglu.h"\n',
     "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n#include "status.hpp"\n#include <cuda.h>\n',
     "capi/quantize_e4m3.cu": '#include "fused_swiglu.h"\n#include "scale_layout.hpp"\n',
+    "capi/moe_layout.cu": '#include "moe_layout.h"\n',
+    "capi/moe_layout.h": '#include "fused_swiglu.h"\n',
     "capi/scale_layout.hpp": "#pragma once\n",
     "capi/registry.inc": "#define FSW_CONFIG_LIST \\\n  FSW_CONFIG(a) \\\n  FSW_CONFIG(b) \\\n\n",
     "capi/driver_entry_points.cu": "#include <cuda.h>\n",
@@ -37,7 +39,8 @@ def test_dependencies_follow_includes_transitively_within_csrc(tmp_path, write_t
     assert units.dependencies(csrc, units.config("b")) == [
         "capi/driver_entry_points.cu", "capi/fused_swiglu.h", "capi/status.hpp", "instantiations/b.cu",
     ]
-    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/quantize_e4m3.cu",
+    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/moe_layout.cu",
+                                                      "capi/moe_layout.h", "capi/quantize_e4m3.cu",
                                                       "capi/scale_layout.hpp", "capi/status.hpp"]
 
 

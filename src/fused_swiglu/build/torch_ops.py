@@ -54,6 +54,7 @@ LINK_FLAGS: tuple[str, ...] = ("-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--
 CXX_RUNTIME = "libstdc++.so.6"
 TORCH_OPS = Path(sources.TORCH_OPS_DIR)
 HEADER = Path("capi") / "fused_swiglu.h"  # the kernel library's C ABI, which the operators call
+HEADERS = (HEADER, Path("capi") / "moe_layout.h")  # and the routing kernel's
 
 
 def source_files(csrc: Path) -> list[Path]:
@@ -69,8 +70,8 @@ def source_files(csrc: Path) -> list[Path]:
 
 
 def _key_files(csrc: Path) -> list[Path]:
-    """Every file of ``csrc/torch`` (sources and headers) and the C ABI header, relative to ``csrc``."""
-    return [*sorted(p.relative_to(csrc) for p in (csrc / TORCH_OPS).iterdir() if p.is_file()), HEADER]
+    """Every file of ``csrc/torch`` (sources and headers) and the C ABI headers, relative to ``csrc``."""
+    return [*sorted(p.relative_to(csrc) for p in (csrc / TORCH_OPS).iterdir() if p.is_file()), *HEADERS]
 
 
 def compilers() -> list[str]:

@@ -1,7 +1,8 @@
 """What the build makes: the core library and one shared object per kernel config.
 
 * ``core``: ``libfused_swiglu.so`` from ``capi/fused_swiglu.cpp`` (the C ABI, the config registry
-  and dispatch) and ``capi/quantize_e4m3.cu`` (the per-token-group e4m3 quantization kernel).
+  and dispatch), ``capi/quantize_e4m3.cu`` (the per-token-group e4m3 quantization kernel) and
+  ``capi/moe_layout.cu`` (the grouped kernels' routing layout).
 * one per config ``<name>`` of ``capi/registry.inc``: ``libfsw_<name>.so`` from
   ``instantiations/<name>.cu`` and ``capi/driver_entry_points.cu``; the core library loads it on
   first use of that config (``fsw_load_config``).
@@ -20,7 +21,7 @@ from ..errors import BuildError
 
 CORE = "core"
 CORE_LIBRARY = "libfused_swiglu.so"
-CORE_SOURCES = ("capi/fused_swiglu.cpp", "capi/quantize_e4m3.cu")
+CORE_SOURCES = ("capi/fused_swiglu.cpp", "capi/quantize_e4m3.cu", "capi/moe_layout.cu")
 CONFIG_SUPPORT_SOURCES = ("capi/driver_entry_points.cu",)
 REGISTRY = "capi/registry.inc"
 INCLUDE_DIRS = ("include", "capi")  # the -I folders under csrc, in nvcc's search order

@@ -1,0 +1,188 @@
+// fsw_moe_layout (moe_layout.h): the grouped kernels' padded layout of a top-k routing in one kernel launch, in
+// place of the sort, searches and gathers that build it from PyTorch operations (fused_swiglu.grouped).
+//
+// One block of 1024 threads, the per-expert counters in shared memory:
+//   1. count each expert's pairs (shared-memory atomics);
+//   2. an exclusive scan of the padded counts ceil(count / tile) tile gives each expert's first row;
+//   3. the pairs in order, 1024 at a time: a pair's rank among its expert's pairs is the pairs of that expert
+//      placed by earlier chunks (the expert's cursor), by earlier warps of this chunk (the warps add to the
+//      cursor in turn) and by lower lanes of its warp (__match_any_sync), so the order within an expert is
+//      the pairs' order, as a stable sort gives it;
+//   4. each tile's expert by a binary search of the experts' end rows, and the tile's padding rows.
+// Steps 3 and 4 write disjoint rows of `source`. Step 3 costs 32 block barriers per 1024 pairs.
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "moe_layout.h"
+#include "status.hpp"
+
+namespace fused_swiglu::capi {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+// The expert of pair i: ids below 0 count as expert 0; ids from E on, and i past the pairs, as E (no expert).
+template <class Index>
+__device__ __forceinline__ int32_t expert_of(Index const* idx, int64_t i, int64_t pairs, int32_t experts) {
+  if (i >= pairs) return experts;
+  int64_t const id = static_cast<int64_t>(idx[i]);
+  if (id < 0) return 0;
+  return id < experts ? static_cast<int32_t>(id) : experts;
+}
+
+// The kernel's shared memory in bytes: the warp sums and three counters per expert. Past the 48 KiB a launch
+// gets by default (from 4,086 experts) the kernel opts in to more.
+inline size_t shared_bytes(int32_t experts) { return sizeof(int32_t) * (kWarps + 3 * size_t(experts)); }
+
+__device__ __forceinline__ int32_t padded(int32_t count, int32_t tile) { return (count + tile - 1) / tile * tile; }
+
+template <class Index>
+__global__ void __launch_bounds__(kThreads, 1)
+moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile,
+                  int64_t padded_rows, int64_t* __restrict__ source, int32_t* __restrict__ tile_expert,
+                  int64_t* __restrict__ pair_row, int32_t* __restrict__ padded_offsets) {
+  extern __shared__ int32_t smem[];             // all shared memory is dynamic: its size is shared_bytes(E)
+  int32_t* const warp_total = smem;              // (kWarps,) the scan's per-warp sums
+  int32_t* const count = smem + kWarps;          // (E,) pairs of each expert
+  int32_t* const start = count + experts;        // (E,) first row of each expert
+  int32_t* const cursor = count + 2 * experts;   // (E,) pairs of each expert placed so far
+  int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  // 1. counts
+  for (int e = tid; e < experts; e += kThreads) count[e] = 0, cursor[e] = 0;
+  __syncthreads();
+  for (int64_t i = tid; i < pairs; i += kThreads) {
+    int32_t const e = expert_of(idx, i, pairs, experts);
+    if (e < experts) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+
+  // 2. first rows: thread t scans experts [t per, (t + 1) per); the block scans the threads' sums
+  int const per = (experts + kThreads - 1) / kThreads;
+  int const first = min(tid * per, experts), last = min(first + per, experts);
+  int32_t own = 0;
+  for (int e = first; e < last; ++e) own += padded(count[e], tile);
+  int32_t inclusive = own;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    int32_t const v = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  if (lane == 31) warp_total[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t w = warp_total[lane];
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int32_t const v = __shfl_up_sync(0xffffffffu, w, offset);
+      if (lane >= offset) w += v;
+    }
+    warp_total[lane] = w;
+  }
+  __syncthreads();
+  int32_t row = inclusive - own + (warp > 0 ? warp_total[warp - 1] : 0);
+  for (int e = first; e < last; ++e) {
+    start[e] = row;
+    row += padded(count[e], tile);
+    padded_offsets[e] = row;
+  }
+  __syncthreads();
+
+  // 3. each pair's row, in pair order within its expert
+  unsigned const lower_lanes = (1u << lane) - 1u;
+  for (int64_t chunk = 0; chunk < pairs; chunk += kThreads) {
+    int64_t const i = chunk + tid;
+    int32_t const e = expert_of(idx, i, pairs, experts);
+    unsigned const peers = __match_any_sync(0xffffffffu, e);
+    int32_t const rank = __popc(peers & lower_lanes);
+    int64_t r = 0;
+    for (int w = 0; w < kWarps; ++w) {  // the warps in turn: a warp's pairs come after the earlier warps'
+      if (warp == w && e < experts) r = int64_t(start[e]) + cursor[e] + rank;
+      __syncwarp();
+      if (warp == w && e < experts && rank == 0) cursor[e] += __popc(peers);
+      __syncthreads();
+    }
+    if (i < pairs) {
+      pair_row[i] = r;
+      if (e < experts) source[r] = i / k;
+    }
+  }
+
+  // 4. each tile's expert (the first whose end row is past the tile's first row; E past the last expert's)
+  // and its rows that hold no pair
+  int64_t const tiles = padded_rows / tile;
+  for (int64_t t = tid; t < tiles; t += kThreads) {
+    int64_t const first_row = t * tile;
+    int lo = 0, hi = experts;
+    while (lo < hi) {
+      int const mid = (lo + hi) / 2;
+      if (int64_t(start[mid]) + padded(count[mid], tile) > first_row) hi = mid;
+      else lo = mid + 1;
+    }
+    tile_expert[t] = lo;
+    int64_t held = 0;  // rows of this tile that hold pairs: a prefix
+    if (lo < experts) {
+      int64_t const left = int64_t(start[lo]) + count[lo] - first_row;
+      held = left < 0 ? 0 : (left > tile ? tile : left);
+    }
+    for (int64_t r = first_row + held; r < first_row + tile; ++r) source[r] = 0;
+  }
+}
+
+template <class Index>
+cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile, int64_t padded_rows,
+                   int64_t* source, int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets,
+                   cudaStream_t stream) {
+  size_t const smem = shared_bytes(experts);
+  auto kernel = moe_layout_kernel<Index>;
+  if (smem > 48 * 1024) {
+    cudaError_t const e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<1, kThreads, smem, stream>>>(static_cast<Index const*>(idx), pairs, k, experts, tile, padded_rows, source,
+                                        tile_expert, pair_row, padded_offsets);
+  return cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace fused_swiglu::capi
+
+using namespace fused_swiglu::capi;
+
+extern "C" __attribute__((visibility("default"))) fsw_status fsw_moe_layout(
+    const void* top_k_index, int32_t index_bits, int64_t pairs, int32_t k, int32_t experts, int32_t tile,
+    int64_t padded_rows, int64_t* source, int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets,
+    void* stream) {
+  clear_error();
+  if (index_bits != 32 && index_bits != 64) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "index_bits must be 32 or 64 (int32 or int64 expert ids); got %d",
+                index_bits);
+  }
+  if (experts < 1 || experts > FSW_MOE_LAYOUT_MAX_EXPERTS) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "experts must be in [1, %d]; got %d", FSW_MOE_LAYOUT_MAX_EXPERTS,
+                experts);
+  }
+  if (k < 1 || tile < 1 || pairs < 0 || pairs % k != 0) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "need k >= 1, tile >= 1 and pairs >= 0 a multiple of k; got pairs=%lld "
+                "k=%d tile=%d", (long long)pairs, k, tile);
+  }
+  int64_t const worst = (pairs + int64_t(tile - 1) * (pairs < experts ? pairs : experts) + tile - 1) / tile * tile;
+  if (padded_rows < worst || padded_rows % tile != 0 || padded_rows > INT32_MAX) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "padded_rows must be a multiple of tile=%d, at least %lld (every "
+                "routing's worst case) and < 2^31; got %lld", tile, (long long)worst, (long long)padded_rows);
+  }
+  if ((pairs > 0 && (top_k_index == nullptr || pair_row == nullptr)) ||
+      (padded_rows > 0 && (source == nullptr || tile_expert == nullptr)) || padded_offsets == nullptr) {
+    return fail(FSW_ERROR_INVALID_ARGUMENT, "top_k_index, source, tile_expert, pair_row and padded_offsets must "
+                "not be NULL");
+  }
+  auto const s = static_cast<cudaStream_t>(stream);
+  cudaError_t const e =
+      index_bits == 64 ? launch<int64_t>(top_k_index, pairs, k, experts, tile, padded_rows, source, tile_expert,
+                                         pair_row, padded_offsets, s)
+                       : launch<int32_t>(top_k_index, pairs, k, experts, tile, padded_rows, source, tile_expert,
+                                         pair_row, padded_offsets, s);
+  if (e != cudaSuccess) return fail(FSW_ERROR_CUDA, "fsw_moe_layout: %s", cudaGetErrorString(e));
+  return FSW_SUCCESS;
+}

@@ -36,6 +36,27 @@ def test_rounds_alternate_between_two_processes_and_ratios_are_per_round(tmp_pat
     assert json.loads(out.read_text())["rows"][0]["ratio_median"] == row["ratio_median"]
 
 
+def test_a_mixture_of_experts_model_runs_with_its_experts_patched():
+    """The Qwen3-MoE stand-in: every layer's experts module patched (the worker checks one per layer)."""
+    results = e2e_ab.run_ab(_opts(models=[e2e_models.TINY_QWEN3_MOE], rounds=1), None, Console(quiet=True))
+    (row,) = results["rows"]
+    assert "error" not in row, row.get("error")
+    assert row["model"] == "tiny-qwen3-moe" and row["ratio_median"] > 0
+
+
+def test_the_moe_model_has_qwen3_30b_a3b_s_size():
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM
+
+    spec = e2e_models.find(["qwen3-30b-a3b"])[0]
+    cfg = spec.config()
+    assert (cfg.num_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size, cfg.num_hidden_layers) == (
+        128, 8, 768, 48)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    assert 30.4e9 < e2e_models.n_params(model) < 30.6e9  # the published 30.5 B
+
+
 def test_a_mode_that_cannot_run_is_a_row_with_its_error():
     results = e2e_ab.run_ab(_opts(modes=["compiled_decode"], rounds=1), None, Console(quiet=True))
     (row,) = results["rows"]

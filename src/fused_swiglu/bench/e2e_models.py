@@ -21,8 +21,11 @@ MAX_POSITIONS = 4096  # enough for the benchmark's prompts, prefill and decode
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model's architecture. ``family``: ``"qwen2"``, ``"llama"`` or ``"qwen3"`` (the
-    transformers config class); ``head_dim`` None: hidden_size / num_heads."""
+    """One model's architecture. ``family``: ``"qwen2"``, ``"llama"``, ``"qwen3"`` or ``"qwen3_moe"``
+    (the transformers config class); ``head_dim`` None: hidden_size / num_heads. A ``"qwen3_moe"`` model
+    routes every decoder layer's MLP through ``experts`` experts of ``expert_intermediate_size`` rows,
+    ``experts_per_token`` of them per token (top-k weights normalised), and has no dense MLP
+    (``intermediate_size`` is the config's, unused)."""
 
     name: str
     family: str
@@ -35,6 +38,9 @@ class ModelSpec:
     rope_theta: float
     tie_word_embeddings: bool = False
     head_dim: int | None = None
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
 
     def config(self):
         """The transformers config (``attn_implementation="sdpa"``).
@@ -45,7 +51,8 @@ class ModelSpec:
         """
         import transformers
 
-        classes = {"qwen2": "Qwen2Config", "llama": "LlamaConfig", "qwen3": "Qwen3Config"}
+        classes = {"qwen2": "Qwen2Config", "llama": "LlamaConfig", "qwen3": "Qwen3Config",
+                   "qwen3_moe": "Qwen3MoeConfig"}
         if self.family not in classes:
             raise ValueError(f"family must be one of {', '.join(classes)}; got {self.family!r}")
         kwargs = dict(
@@ -57,6 +64,10 @@ class ModelSpec:
         )
         if self.head_dim is not None:
             kwargs["head_dim"] = self.head_dim
+        if self.family == "qwen3_moe":
+            kwargs.update(num_experts=self.experts, num_experts_per_tok=self.experts_per_token,
+                          moe_intermediate_size=self.expert_intermediate_size, norm_topk_prob=True,
+                          decoder_sparse_step=1, mlp_only_layers=[])
         return getattr(transformers, classes[self.family])(**kwargs)
 
 
@@ -71,11 +82,17 @@ QUICK_MODELS = ("Qwen2.5-0.5B",)
 # (4 x 2048 tokens, weights, gradients and activations) fits one GPU comfortably
 EXTRA_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("Qwen2.5-7B-8L", "qwen2", 3584, 18944, 8, 28, 4, 152064, 1e6),
+    # the mixture-of-experts model at its real size (about 30.5 B parameters, 61 GB in bf16): its 48
+    # experts layers are what fuse_swiglu_mlps patches
+    ModelSpec("Qwen3-30B-A3B", "qwen3_moe", 2048, 6144, 48, 32, 4, 151936, 1e6, head_dim=128, experts=128,
+              experts_per_token=8, expert_intermediate_size=768),
 )
 
 # Small stand-ins of the same architectures, for tests (any device, a few milliseconds a forward)
 TINY_QWEN2 = ModelSpec("tiny-qwen2", "qwen2", 64, 128, 2, 4, 2, 256, 1e6, tie_word_embeddings=True)
 TINY_LLAMA = ModelSpec("tiny-llama", "llama", 64, 128, 2, 4, 2, 256, 500000.0)
+TINY_QWEN3_MOE = ModelSpec("tiny-qwen3-moe", "qwen3_moe", 64, 128, 2, 4, 2, 256, 1e6, head_dim=16, experts=8,
+                           experts_per_token=2, expert_intermediate_size=32)
 
 
 def names() -> list[str]:

@@ -457,6 +457,7 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--rounds", "0"], "fused-swiglu bench e2e-ab: --rounds must be an integer >= 1; got 0"),
     (["bench", "e2e-ab", "--repeats", "-1"], "--repeats must be an integer >= 1; got -1"),
     (["bench", "e2e-ab", "--warmups", "0"], "--warmups must be an integer >= 1; got 0"),
+    (["bench", "e2e-ab", "--decode-batch", "0"], "--decode-batch must be an integer >= 1; got 0"),
     (["bench", "e2e-ab", "--rounds", "ten"], "argument --rounds: invalid int value: 'ten'"),
     (["bench", "e2e-ab", "--models", "Qwen9"], "--models: unknown model 'Qwen9' for the end-to-end benchmark; known: "
      "Qwen2.5-0.5B"),
@@ -521,13 +522,15 @@ def test_bench_e2e_ab_options_reach_the_run():
     from fused_swiglu.bench import e2e_ab, e2e_models
 
     args = cli._parser().parse_args(["bench", "e2e-ab", "--models", "llama-3-8b", "--modes", "prefill,compiled_decode",
-                                     "--rounds", "4", "--repeats", "3", "--warmups", "2", "--dtype", "fp16"])
+                                     "--rounds", "4", "--repeats", "3", "--warmups", "2", "--dtype", "fp16",
+                                     "--decode-batch", "8"])
     opts = cli.bench._ab_options(args)
-    assert (opts.models, opts.modes, opts.rounds, opts.repeats, opts.warmups, opts.dtype) == (
-        ["Llama-3-8B"], ["prefill", "compiled_decode"], 4, 3, 2, "fp16")
+    assert (opts.models, opts.modes, opts.rounds, opts.repeats, opts.warmups, opts.dtype, opts.decode_batch) == (
+        ["Llama-3-8B"], ["prefill", "compiled_decode"], 4, 3, 2, "fp16", 8)
     assert opts.variants == ["stock", "patched"]
     default = cli.bench._ab_options(cli._parser().parse_args(["bench", "e2e-ab"]))
     assert default.modes == list(e2e_ab.MODES) and (default.rounds, default.repeats, default.warmups) == (10, 5, 10)
+    assert default.decode_batch == 1
     assert default.models == [s.name for s in e2e_models.MODELS] and default.variants == ["stock", "patched"]
 
 

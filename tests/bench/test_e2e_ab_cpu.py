@@ -271,3 +271,15 @@ def test_generate_compiles_with_the_backend_itself():
     finally:
         torch._dynamo.reset()
     assert em.compile_config().backend == "inductor"
+
+
+@pytest.mark.parametrize("spec", [e2e_models.TINY_QWEN2, e2e_models.TINY_QWEN3_MOE], ids=lambda s: s.name)
+def test_the_decode_step_decodes_decode_batch_sequences_at_the_same_position(spec):
+    import torch
+
+    model = e2e_models.build(spec, torch.device("cpu"), torch.float32)
+    step = e2e_ab._decode_step(model, _opts(decode_batch=3, prompt_len=5), torch.device("cpu"))
+    with torch.no_grad():
+        first, again = step(), step()
+    assert first.shape == (3, 1, spec.vocab_size)
+    torch.testing.assert_close(first, again)  # re-run at the same position, not one further

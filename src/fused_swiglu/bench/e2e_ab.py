@@ -23,8 +23,8 @@ Modes (each a measurement of ``repeats`` calls per round, their median):
   untimed calls; ms per generated token (wall time of the call / new tokens). Dynamo's count of
   graphs compiled while timed is recorded (0: no recompilation). The ``backend`` worker fails unless
   the backend fused the MLP of every decoder layer and left no candidate unfused.
-* ``captured_decode_step``: one decode forward (batch 1, one token, a static cache holding the prompt)
-  captured in a CUDA graph; ms per replay (CUDA events).
+* ``captured_decode_step``: one decode forward (``decode_batch`` sequences of one new token each, a static
+  cache holding their prompts) captured in a CUDA graph; ms per replay (CUDA events).
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens (no cache, last position's
   logits) captured in a CUDA graph; ms per replay (CUDA events).
 
@@ -69,6 +69,7 @@ class ABOptions:
     new_tokens: int = 32
     prompt_len: int = 16
     prefill_batch: int = 4
+    decode_batch: int = 1
     prefill_len: int = 2048
     warmups: int = 10
     dtype: str = "bf16"
@@ -100,7 +101,8 @@ def check_options(opts: ABOptions) -> None:
                          f"model ({', '.join(COMPILED_MODES)}); {', '.join(plain)} "
                          f"{'does' if len(plain) == 1 else 'do'} not")
     e2e_models.find(opts.models)
-    for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "warmups"):
+    for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "decode_batch",
+                 "warmups"):
         value = getattr(opts, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
@@ -164,20 +166,21 @@ def _no_grad(fn):
 
 
 def _decode_step(model, opts: ABOptions, device):
-    """One decode forward on a static cache prefilled with the prompt, re-run at the same position."""
+    """One decode forward of ``opts.decode_batch`` sequences on a static cache prefilled with their prompts,
+    re-run at the same position."""
     import torch
 
     from . import e2e_modes as em
 
-    P = opts.prompt_len
-    cache = em.static_cache(model, P + 1, 1)
+    P, B = opts.prompt_len, opts.decode_batch
+    cache = em.static_cache(model, P + 1, B)
     kw = em.cache_keyword(model)
-    ids = em.prompt(model, 1, P, opts.seed, device)
+    ids = em.prompt(model, B, P, opts.seed, device)
     with torch.no_grad():
         model(input_ids=ids, use_cache=True, **{kw: cache})
     lengths = [layer.cumulative_length for layer in getattr(cache, "layers", [])
                if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)]
-    token, position = ids[:, -1:].clone(), torch.full((1, 1), P, dtype=torch.long, device=device)
+    token, position = ids[:, -1:].clone(), torch.full((B, 1), P, dtype=torch.long, device=device)
     extra = {"cache_position": position[0]} if "cache_position" in em.forward_params(model) else {}
 
     def step():

@@ -134,14 +134,17 @@ def add_parsers(sub) -> None:
                    help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: all; with the backend "
                         f"variant {', '.join(d.E2E_AB_COMPILED_MODES)}): compiled_decode = "
                         f"generate of {ab.new_tokens} tokens (batch 1) on a static cache, compiled with CUDA graphs "
-                        "(ms per token); captured_decode_step = one decode forward captured in a CUDA graph (ms per "
-                        f"replay); prefill = one forward of {ab.prefill_batch} x {ab.prefill_len} tokens captured "
+                        "(ms per token); captured_decode_step = one decode forward of --decode-batch sequences "
+                        "captured in a CUDA graph (ms per replay); prefill = one forward of {ab.prefill_batch} x {ab.prefill_len} tokens captured "
                         "in a CUDA graph (ms per replay)")
     m.add_argument("--rounds", type=int, default=ab.rounds,
                    help=f"rounds per model and mode, each timing both variants, the order flipping every round; "
                         f"one ratio per round (default {ab.rounds})")
     m.add_argument("--repeats", type=int, default=ab.repeats,
                    help=f"timed calls of each variant per round, a round's time their median (default {ab.repeats})")
+    m.add_argument("--decode-batch", type=int, default=ab.decode_batch,
+                   help=f"captured_decode_step: sequences decoded together, one new token each (default "
+                        f"{ab.decode_batch})")
     m.add_argument("--warmups", type=int, default=ab.warmups,
                    help=f"compiled_decode: untimed generate calls before the first round, compilation and "
                         f"CUDA-graph recording included (default {ab.warmups})")
@@ -456,6 +459,7 @@ def _e2e(args, console) -> int:
 
 # an option of bench e2e-ab, by the ABOptions field that check_options names first in its message
 _AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype",
+               "decode_batch": "--decode-batch",
                "variants": "--variants"}
 
 
@@ -472,7 +476,7 @@ def _ab_options(args):
     variants = list(args.variants)
     modes = split(args.ab_modes, "--modes") if args.ab_modes else e2e_ab.default_modes(variants)
     opts = e2e_ab.ABOptions(models=models, modes=modes, variants=variants, rounds=args.rounds, repeats=args.repeats,
-                            warmups=args.warmups, dtype=args.dtype)
+                            decode_batch=args.decode_batch, warmups=args.warmups, dtype=args.dtype)
     try:
         e2e_ab.check_options(opts)
     except ValueError as e:

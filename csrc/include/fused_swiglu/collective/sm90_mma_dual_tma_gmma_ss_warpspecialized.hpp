@@ -31,7 +31,7 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
-#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
 
 #include "fused_swiglu/collective/sm90_tma_cluster_multicast.hpp"
 #include "fused_swiglu/collective/sm90_token_tile_shift.hpp"

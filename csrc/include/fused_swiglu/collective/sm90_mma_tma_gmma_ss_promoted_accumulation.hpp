@@ -20,7 +20,7 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
-#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
 
 namespace fused_swiglu::collective {
 

@@ -185,14 +185,15 @@ inline fsw_status check_common(const fsw_problem& p, fsw_config_info const& info
 }
 
 // GemmT: a kernel/ composition (PackedSwiGLUGemm, DualSwiGLUGemm, DSwiGLUGemm, ...) providing
-//   Gemm, and static typename Gemm::Arguments make_arguments(fsw_problem const&, KernelHardwareInfo).
+//   GemmKernel (a CUTLASS 3.x kernel), Arguments (its arguments) and
+//   static Arguments make_arguments(fsw_problem const&, KernelHardwareInfo).
 template <class GemmT>
 struct Launcher {
-  using Gemm = typename GemmT::Gemm;
-  using GemmKernel = typename Gemm::GemmKernel;
+  using GemmKernel = typename GemmT::GemmKernel;
+  using Arguments = typename GemmT::Arguments;
   static constexpr int kSmemBytes = GemmKernel::SharedStorageSize;
 
-  static fsw_status arguments(const fsw_problem& p, typename Gemm::Arguments* args) {
+  static fsw_status arguments(const fsw_problem& p, Arguments* args) {
     cutlass::KernelHardwareInfo hw_info;
     int device = 0;
     int sms = sm_count_of_current_device(&device);
@@ -207,9 +208,9 @@ struct Launcher {
   }
 
   // Arguments for p, checked by CUTLASS's can_implement.
-  static fsw_status checked_arguments(const fsw_problem& p, typename Gemm::Arguments* args) {
+  static fsw_status checked_arguments(const fsw_problem& p, Arguments* args) {
     if (auto s = arguments(p, args); s != FSW_SUCCESS) return s;
-    cutlass::Status st = Gemm::can_implement(*args);
+    cutlass::Status st = GemmKernel::can_implement(*args) ? cutlass::Status::kSuccess : cutlass::Status::kInvalid;
     if (st != cutlass::Status::kSuccess) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "CUTLASS cannot implement this problem (M=%lld N=%lld K=%lld): %s",
                   (long long)p.m, (long long)p.n, (long long)p.k, cutlassGetStatusString(st));
@@ -219,24 +220,24 @@ struct Launcher {
 
   static fsw_status can_implement(const fsw_problem& p) {
     if (p.m == 0) return FSW_SUCCESS;
-    typename Gemm::Arguments args;
+    Arguments args;
     return checked_arguments(p, &args);
   }
 
   static fsw_status workspace_size(const fsw_problem& p, size_t* bytes) {
     *bytes = 0;
     if (p.m == 0) return FSW_SUCCESS;
-    typename Gemm::Arguments args;
+    Arguments args;
     if (auto s = arguments(p, &args); s != FSW_SUCCESS) return s;
-    *bytes = Gemm::get_workspace_size(args);
+    *bytes = GemmKernel::get_workspace_size(args);
     return FSW_SUCCESS;
   }
 
   static fsw_status run(const fsw_problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (p.m == 0) return FSW_SUCCESS;  // nothing to compute: no launch, no CUDA error left behind
-    typename Gemm::Arguments args;
+    Arguments args;
     if (auto s = checked_arguments(p, &args); s != FSW_SUCCESS) return s;
-    size_t need = Gemm::get_workspace_size(args);
+    size_t need = GemmKernel::get_workspace_size(args);
     if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
       return fail(FSW_ERROR_INVALID_ARGUMENT, "workspace too small: need %zu bytes, got %zu", need, workspace_bytes);
     }

@@ -16,9 +16,8 @@
 
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.h"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 
 #include "fused_swiglu.h"
@@ -65,10 +64,10 @@ struct DSwiGLUGemm {
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using Arguments = typename GemmKernel::Arguments;  // what make_arguments returns
 
   // fsw_problem (already validated; FSW_KERNEL_DSWIGLU fields) -> CUTLASS arguments of the (M, N, K) GEMM.
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     typename CollectiveMainloop::StrideA d_a{};
     typename CollectiveMainloop::StrideB d_b{};
     cute::get<0>(d_a) = p.ldx;

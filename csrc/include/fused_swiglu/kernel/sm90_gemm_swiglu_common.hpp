@@ -14,9 +14,8 @@
 
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.h"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
+#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 
@@ -148,18 +147,18 @@ struct SwiGLUGemmBase {
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, typename Config::TileScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using Arguments = typename GemmKernel::Arguments;  // what make_arguments returns
 
   // fsw_problem (already validated) -> CUTLASS arguments around the kernel's own mainloop arguments
   // and those of the Accumulators subtree.
   // The GEMM is (M, 2N, K): gate and up accumulator columns together; (2N, M, K) with SwapAB.
-  static typename Gemm::Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
+  static Arguments arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info,
                                             typename CollectiveMainloop::Arguments mainloop,
                                             typename Accumulators::Arguments accumulators = {}) {
     StrideOut d_out, d_pre;
     if constexpr (SwapAB) d_out = col_major(p.ldy), d_pre = col_major(p.ldgu);
     else d_out = row_major(p.ldy), d_pre = row_major(p.ldgu);
-    typename Gemm::Arguments args{
+    Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},

@@ -27,9 +27,9 @@ struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairS
   using Base = SwiGLUGemmBase<Config, DualEpilogueTile<Config>, Config::kTileN / 2,
                               fused_swiglu::collective::DualBCollectiveMma, false, false, StorePreactivations>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), row_major(p.ldw),
                                         static_cast<Element const*>(p.w_up), row_major(p.ldw_up),
                                         static_cast<Element const*>(p.x), row_major(p.ldx)});

@@ -76,9 +76,9 @@ struct DualFP8SwiGLUGemm
                               fused_swiglu::collective::DualBCollectiveMma, false, false, false, dual_fp8::DualScales,
                               true>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info,
                            {static_cast<Element const*>(p.w), row_major(p.ldw),
                             static_cast<Element const*>(p.w_up), row_major(p.ldw_up),
@@ -100,9 +100,9 @@ struct DualSwapABFP8SwiGLUGemm
   using Base = SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, 64, fused_swiglu::collective::DualACollectiveMma,
                               true, true, false, dual_fp8::DualSwapABScales>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info,
                            {static_cast<Element const*>(p.w), row_major(p.ldw),
                             static_cast<Element const*>(p.w_up), row_major(p.ldw_up),

@@ -40,13 +40,13 @@ struct GroupedDualSwapABSwiGLUGemm
   using Base = SwiGLUGemmBase<WithExpertTiles<Config>, DualSwapABEpilogueTile<Config>, 64,
                               fused_swiglu::collective::GroupedDualACollectiveMma, true, true>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
   // p: m = T_pad, n = I, k = H; w = W_gate of expert 0 and w_up = its W_up (row strides ldw, ldw_up), the
   // experts ldw_expert elements apart; tile_expert (m / BLK_N entries), experts = E.
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     auto batched = [](int64_t ld, int64_t batch) { return cute::make_stride(ld, cute::_1{}, batch); };
-    typename Gemm::Arguments args =
+    Arguments args =
         Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), batched(p.ldw, p.ldw_expert),
                                      static_cast<Element const*>(p.w_up), batched(p.ldw_up, p.ldw_expert),
                                      static_cast<Element const*>(p.x), row_major(p.ldx), /*promotion=*/4,

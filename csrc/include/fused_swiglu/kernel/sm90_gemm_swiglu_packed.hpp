@@ -28,9 +28,9 @@ struct PackedSwiGLUGemm
   using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, fused_swiglu::collective::ShiftedTokenTileMainloop,
                               false, false, StorePreactivations>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info, {static_cast<Element const*>(p.x), row_major(p.ldx),
                                         static_cast<Element const*>(p.w), row_major(p.ldw)});
   }

@@ -75,9 +75,9 @@ struct PackedFP8SwiGLUGemm
   using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, UnchangedMainloop, false, false, false,
                               fp8::ScaledAccumulators<Config>, false>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info,
                            {static_cast<Element const*>(p.x), row_major(p.ldx),
                             static_cast<Element const*>(p.w), row_major(p.ldw)},
@@ -97,9 +97,9 @@ struct PackedSwapABFP8SwiGLUGemm
   using Base = SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, 8, UnchangedMainloop, true, false, false,
                               fp8::ScaledAccumulators<Config>>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info,
                            {static_cast<Element const*>(p.w), row_major(p.ldw),
                             static_cast<Element const*>(p.x), row_major(p.ldx)},

@@ -72,10 +72,10 @@ struct PackedBlockwiseFP8SwiGLUGemm
                               fused_swiglu::collective::WholeScaleTileLoads,
                               false, false, false, cutlass::epilogue::fusion::Sm90AccFetch, false>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
   using typename Base::CollectiveMainloop;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     using LayoutSFA = typename blockwise::WithBlockScaling<Config>::LayoutSFA;
     using LayoutSFB = typename blockwise::WithBlockScaling<Config>::LayoutSFB;
     return Base::arguments(

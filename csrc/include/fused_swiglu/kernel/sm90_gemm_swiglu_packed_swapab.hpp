@@ -25,9 +25,9 @@ struct PackedSwapABSwiGLUGemm
   static_assert(Config::kTileM % 64 == 0, "swap-AB kernel: TileM (weight rows) must be a multiple of 64");
   using Base = SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, 8, UnchangedMainloop, true>;
   using typename Base::Element;
-  using typename Base::Gemm;
+  using typename Base::Arguments;
 
-  static typename Gemm::Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
     return Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), row_major(p.ldw),
                                         static_cast<Element const*>(p.x), row_major(p.ldx)});
   }

@@ -166,9 +166,18 @@ def _bad_calls(library) -> list[str]:
     return out.stdout.splitlines()
 
 
-def test_the_cuda_kernels_errors_reach_python_whole(tmp_path, monkeypatch):
-    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
-    assert _bad_calls(torch_ops.ensure_built()) == _BAD_CALL_MESSAGES
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """``(cache folder, library)``: the operator library built once, from csrc, into a cache of its own,
+    for the tests that load it."""
+    cache = tmp_path_factory.mktemp("torch-ops-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FUSED_SWIGLU_CACHE_DIR", str(cache))
+        return cache, torch_ops.ensure_built()
+
+
+def test_the_cuda_kernels_errors_reach_python_whole(built):
+    assert _bad_calls(built[1]) == _BAD_CALL_MESSAGES
 
 
 def test_error_messages_stay_whole_even_beside_a_linked_in_cxx_runtime(tmp_path, monkeypatch):
@@ -201,10 +210,10 @@ def test_a_failing_compile_names_the_command(tmp_path, monkeypatch):
 
 
 @pytest.mark.build
-def test_builds_loads_and_registers_the_cuda_kernels(tmp_path, monkeypatch):
-    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
-    path = torch_ops.ensure_built()
-    assert path.is_file() and torch_ops.ensure_built() == path  # cached
+def test_builds_loads_and_registers_the_cuda_kernels(built, monkeypatch):
+    cache, path = built
+    monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(cache))
+    assert path.is_file() and path.is_relative_to(cache) and torch_ops.ensure_built() == path  # cached
     symbols = subprocess.run(["nm", "-D", str(path)], capture_output=True, text=True, check=True).stdout
     for name in ("fsw_torch_bind", "fsw_torch_clear_plans", "fsw_torch_num_plans"):
         assert f" T {name}" in symbols

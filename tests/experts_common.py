@@ -97,3 +97,26 @@ def decisive_prompt(model, batch: int = 1, length: int = 6, new_tokens: int = 16
         if ((top[..., 0] - top[..., 1]) >= margin * logits.abs().max()).all():
             return ids, tokens
     raise AssertionError(f"no prompt of {tries} gives a greedy continuation {margin:.0%} clear of a tie")
+
+
+def check_gradients(x, index, weights, gate_up, down, what: str = "", seed: int = 0) -> None:
+    """The gradients of :func:`fused_swiglu.experts.swiglu_experts` with respect to x, weights, gate_up and down
+    against those of the float64 forward (from the same rounded inputs, for one random output gradient): each
+    within ``rel`` of the largest reference element (float64 1e-12, float32 1e-5, bf16 2e-2, fp16 4e-3:
+    the gate and up products recomputed and [dg | du] rounded to x's dtype before its two products)."""
+    from fused_swiglu import experts
+
+    inputs = [t.detach().clone().requires_grad_() for t in (x, weights, gate_up, down)]
+    out = experts.swiglu_experts(inputs[0], index, inputs[1], inputs[2], inputs[3])
+    g = torch.Generator(device=x.device).manual_seed(seed)
+    grad_out = torch.randn(out.shape, device=x.device, generator=g, dtype=torch.float64)
+    grads = torch.autograd.grad(out, inputs, grad_out.to(out.dtype))
+    ref_inputs = [t.detach().double().requires_grad_() for t in (x, weights, gate_up, down)]
+    ref = forward_float64(ref_inputs[0], index, ref_inputs[1], ref_inputs[2], ref_inputs[3])
+    ref_grads = torch.autograd.grad(ref, ref_inputs, grad_out)
+    rel = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 4e-3}[x.dtype]
+    for name, a, b in zip(("hidden_states", "top_k_weights", "gate_up_proj", "down_proj"), grads, ref_grads):
+        assert a.shape == b.shape and a.dtype == (x.dtype if name != "top_k_weights" else weights.dtype), (what, name)
+        assert torch.isfinite(a).all(), f"{what}: {name} gradient not finite"
+        err = (a.double() - b).abs().max().item()
+        assert err <= rel * max(b.abs().max().item(), 1e-3), f"{what}: {name} gradient off by {err:.3g}"

@@ -1,14 +1,14 @@
 """fused_swiglu.experts on the CPU (the grouped operator's PyTorch kernel): the routing against a loop, the
 experts forward and routed_swiglu against float64 (empty experts, one expert taking every token, T = 1, 3,
-127, 129, 4097; every token tile of the layout), torch.compile(fullgraph=True) under new routing without recompiling, autograd refused, and the
-argument checks."""
+127, 129, 4097; every token tile of the layout), torch.compile(fullgraph=True) under new routing without
+recompiling, the gradients (gradcheck in float64; bf16 and fp32 against float64) and the argument checks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from experts_common import check_experts, experts_weights, routing
+from experts_common import check_experts, check_gradients, experts_weights, routing
 from fused_swiglu import experts
 from fused_swiglu.accuracy import ulp_at
 from fused_swiglu.reference import swiglu_float64
@@ -187,18 +187,35 @@ def test_routed_swiglu_traces_under_fullgraph_compile(fresh_dynamo):
     assert torch.equal(y, y0) and all(torch.equal(a, b) for a, b in zip(r, r0))
 
 
-def test_autograd_is_refused_naming_what_requires_grad():
+def test_gradcheck_in_float64():
+    """Every gradient of the experts forward and of routed_swiglu against finite differences (gradcheck's fast
+    mode: along random directions; an expert with no token included)."""
+    gate_up, down = experts_weights(4, 8, 8, torch.float64)
+    x, index, weights = routing(5, 4, 2, 8, torch.float64, experts=(0, 2, 3), weights_dtype=torch.float64)
+    args = [t.clone().requires_grad_() for t in (x, weights, gate_up, down)]
+    assert torch.autograd.gradcheck(lambda x, w, gu, d: experts.swiglu_experts(x, index, w, gu, d), args,
+                                    fast_mode=True)
+    assert torch.autograd.gradcheck(lambda x, gu: experts.routed_swiglu(x, index, gu)[0], (args[0], args[2]),
+                                    fast_mode=True)
+
+
+@pytest.mark.parametrize("name", ["T=129", "one expert takes every token", "empty experts (two of 32 used)",
+                                  "T=4097 (128-row token tiles)"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gradients_match_float64(name, dtype):
+    T, E, k, kw = ROUTINGS[name]
+    gate_up, down = experts_weights(E, H, I, dtype)
+    x, index, weights = routing(T, E, k, H, dtype, **kw)
+    check_gradients(x, index, weights, gate_up, down, f"{name} {dtype}")
+
+
+def test_without_grad_mode_nothing_is_recorded():
     gate_up, down = experts_weights(4, H, I, torch.bfloat16)
     x, index, weights = routing(5, 4, 2, H, torch.bfloat16)
-    with pytest.raises(RuntimeError, match="swiglu_experts has no autograd formula .*: gate_up_proj, down_proj "
-                                           r"require grad\. Call it under torch.no_grad\(\)"):
-        experts.swiglu_experts(x, index, weights, gate_up.requires_grad_(), down.requires_grad_())
-    with pytest.raises(RuntimeError, match="top_k_weights requires grad"):
-        experts.swiglu_experts(x, index, weights.requires_grad_(), gate_up.detach(), down.detach())
-    with pytest.raises(RuntimeError, match="routed_swiglu has no autograd formula .*: hidden_states requires grad"):
-        experts.routed_swiglu(x.requires_grad_(), index, gate_up.detach())
+    gate_up.requires_grad_()
     with torch.no_grad():
         out = experts.swiglu_experts(x, index, weights, gate_up, down)
+    assert out.grad_fn is None
     with torch.inference_mode():
         assert torch.equal(experts.swiglu_experts(x, index, weights, gate_up, down), out)
 

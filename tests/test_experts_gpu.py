@@ -1,6 +1,7 @@
 """fused_swiglu.experts on a Hopper GPU: the experts forward against float64 at mixture-of-experts shapes
 (T = 1, 3, 127, 129 tokens), empty experts, one expert taking every token, fp16, the routing on the device, a
-captured CUDA graph replayed under new routing, and torch.compile(fullgraph=True)."""
+captured CUDA graph replayed under new routing, torch.compile(fullgraph=True), and the gradients against
+float64 (both layouts: the routing kernel's and, past its pair bound, the sort's)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import functools
 import pytest
 import torch
 
-from experts_common import check_experts, experts_weights, routing
+from experts_common import check_experts, check_gradients, experts_weights, routing
 from fused_swiglu import experts
 
 pytestmark = pytest.mark.gpu
@@ -122,3 +123,14 @@ def test_the_checks_on_cuda_name_the_argument_and_the_rule():
     for args, error, says in cases:
         with pytest.raises(error, match=says):
             experts.swiglu_experts(*args)
+
+
+@pytest.mark.parametrize("T", (1, 129, 4097))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gradients_match_float64(T, dtype, seed):
+    """Qwen3-30B-A3B's expert sizes over 16 experts (the float64 reference loops over them); 4097 tokens x 8
+    experts is past the routing kernel's pair bound (the sort's layout)."""
+    H, I, _, k = SHAPES["Qwen3-30B-A3B"]
+    gate_up, down = experts_weights(16, H, I, dtype, device="cuda", seed=seed)
+    x, index, weights = routing(T, 16, k, H, dtype, device="cuda", seed=seed)
+    check_gradients(x, index, weights, gate_up, down, f"T={T} {dtype} seed={seed}", seed=seed)

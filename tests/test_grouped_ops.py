@@ -170,3 +170,15 @@ def test_the_layout_tile_follows_the_routed_rows_per_expert():
         configs.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7))  # never narrower with more rows
     with pytest.raises(ValueError, match="experts >= 1"):
         configs.grouped_token_tile(8, 0)
+
+
+def test_gradients_of_x_pad_and_gate_up_proj():
+    """gradcheck (fast mode) in float64 over a layout with an empty expert and a tile past the last expert's, and opcheck's
+    autograd checks (the registration, the backward traced by AOT autograd) in bf16, the dtype whose backward
+    products are torch._grouped_mm's."""
+    x_pad, w, tile_expert = _operands(experts=(0, 0, 2, 3), E=3, H=8, I=8, dtype=torch.float64)
+    args = (x_pad.requires_grad_(), w.requires_grad_())
+    assert torch.autograd.gradcheck(lambda x, w: grouped_ops.swiglu_grouped(x, w, tile_expert), args, fast_mode=True)
+    x_pad, w, tile_expert = _operands(H=16, I=16)
+    torch.library.opcheck(grouped_ops.swiglu_grouped, (x_pad.requires_grad_(), w.requires_grad_(), tile_expert, ""),
+                          test_utils=("test_autograd_registration", "test_aot_dispatch_dynamic"))

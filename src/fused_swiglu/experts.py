@@ -23,8 +23,10 @@ down projection over the same padded rows (``torch._grouped_mm`` with the padded
 per token tile in float64), and the T k rows gathered back in (token, slot) order, weighted and summed over
 the k slots, as transformers' ``grouped_mm`` experts forward does (fp32 where the weights are fp32).
 
-Inference only: no autograd formula; a call that autograd would record raises (transformers' experts keep
-their own path there, :mod:`fused_swiglu.hf_experts`).
+Differentiable with respect to the hidden states, the routing weights and both weight tensors: the grouped
+operator's backward recomputes each pair's gate and up products (nothing beyond the inputs is kept), the down
+projection's backward is two grouped products (:mod:`fused_swiglu.grouped_grad`). transformers' experts keep
+their own path under autograd (:mod:`fused_swiglu.hf_experts`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from . import grouped_ops, routing_ops
+from . import grouped_grad, grouped_ops, routing_ops
 from .grouped import layout_tile
 from .routing_ops import sort_pairs
 
@@ -117,8 +119,8 @@ def _route(top_k_index: Tensor, experts: int, k: int) -> ExpertsRouting:
 
 def _check_common(op: str, hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tensor,
                   config: str) -> tuple[int, int, int, int, int]:
-    """The rules shared by :func:`routed_swiglu` and :func:`swiglu_experts` (besides the weights and
-    autograd): returns ``(E, I, H, T, k)``."""
+    """The rules shared by :func:`routed_swiglu` and :func:`swiglu_experts` (besides the down projection's
+    weights): returns ``(E, I, H, T, k)``."""
     E, I, H = grouped_ops.check_weights(hidden_states, gate_up_proj, config, op=op, x_name="hidden_states")
     T, k = _check_index(op, top_k_index)
     if T != hidden_states.shape[0]:
@@ -135,17 +137,6 @@ def _check_common(op: str, hidden_states: Tensor, top_k_index: Tensor, gate_up_p
         raise ValueError(f"{op}: hidden_states must be on a CUDA device (a Hopper GPU) or the CPU; got "
                          f"{hidden_states.device}")
     return E, I, H, T, k
-
-
-def _no_autograd(op: str, **named: Tensor) -> None:
-    if torch.is_grad_enabled():
-        wanting = [arg for arg, t in named.items() if t.requires_grad]
-        if wanting:
-            raise RuntimeError(
-                f"{op} has no autograd formula (inference only), and autograd would record this call: "
-                f"{', '.join(wanting)} require{'s' if len(wanting) == 1 else ''} grad. Call it under "
-                "torch.no_grad() or torch.inference_mode(), or with tensors that do not require grad (a "
-                "transformers model trains through its own experts path)")
 
 
 class _Layout(NamedTuple):
@@ -194,7 +185,8 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
     Returns:
         ``(y, routing)``: y ``(T k, I)`` in hidden_states' dtype, new and contiguous, row r the r-th pair in
         expert order (fp32 accumulation and SwiGLU, one rounding; the CPU: fp32 products, one rounding,
-        float64 in float64); routing the :class:`ExpertsRouting` of the pairs.
+        float64 in float64), differentiable with respect to hidden_states and gate_up_proj; routing the
+        :class:`ExpertsRouting` of the pairs.
 
     Raises:
         TypeError: an argument not a dense tensor; hidden_states not floating point (not bf16 / fp16 on
@@ -202,12 +194,10 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
         ValueError: a rank or shape (top_k_index not (T, k) with k >= 1 and T = hidden_states' rows,
             gate_up_proj not (E, 2I, H) with hidden_states' H), a device (not CUDA or the CPU, or not the
             tensors' one), H or I not a multiple of 8 on CUDA, a config the choice refuses.
-        RuntimeError: a CUDA device that is not a Hopper GPU; autograd would record the call
-            (hidden_states or gate_up_proj requiring grad with grad mode on): no autograd formula.
+        RuntimeError: a CUDA device that is not a Hopper GPU.
     """
     op = "routed_swiglu"
     E, _, _, T, k = _check_common(op, hidden_states, top_k_index, gate_up_proj, config)
-    _no_autograd(op, hidden_states=hidden_states, gate_up_proj=gate_up_proj)
     routing = _route(top_k_index, E, k)
     if T == 0:
         return hidden_states.new_empty((0, gate_up_proj.shape[1] // 2)), routing
@@ -220,8 +210,10 @@ def _down_projection(y_pad: Tensor, down_proj: Tensor, layout: _Layout) -> Tenso
     """``(T_pad, H)``: each padded row's product with its expert's ``down_proj``, up to
     ``layout.padded_offsets[-1]`` (the rows past it, of no expert, hold anything). bf16: ``torch._grouped_mm``
     (traced by torch.compile); other dtypes: :func:`experts_down`, opaque to torch.compile (whose
-    ``torch._grouped_mm`` takes bf16 only)."""
-    if y_pad.dtype == torch.bfloat16:
+    ``torch._grouped_mm`` takes bf16 only), and every dtype when autograd records the call (its backward,
+    :func:`_experts_down_backward`, reads only the experts' rows)."""
+    records = torch.is_grad_enabled() and (y_pad.requires_grad or down_proj.requires_grad)
+    if y_pad.dtype == torch.bfloat16 and not records:
         return torch._grouped_mm(y_pad, down_proj.transpose(1, 2), offs=layout.padded_offsets)
     return experts_down(y_pad, down_proj, layout.padded_offsets, layout.tile_expert)
 
@@ -246,6 +238,25 @@ def experts_down(y_pad: Tensor, down_proj: Tensor, padded_offsets: Tensor, tile_
 @experts_down.register_fake
 def _experts_down_fake(y_pad, down_proj, padded_offsets, tile_expert):
     return y_pad.new_empty((y_pad.shape[0], down_proj.shape[1]))
+
+
+def _experts_down_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _experts_down_backward(ctx, dout):
+    """Gradients of y_pad (``dout[r] @ down_proj[e]``) and down_proj (``sum over e's rows of dout[r]^T y_pad[r]``),
+    from the experts' rows only (grouped_grad)."""
+    y_pad, down_proj, padded_offsets, tile_expert = ctx.saved_tensors
+    dy = dw = None
+    if ctx.needs_input_grad[0]:
+        dy = grouped_grad.rows_times_weights(dout, down_proj, padded_offsets, tile_expert, transpose=False)
+    if ctx.needs_input_grad[1]:
+        dw = grouped_grad.weight_grad(dout, y_pad, padded_offsets, tile_expert, down_proj.shape[0])
+    return dy, dw, None, None
+
+
+experts_down.register_autograd(_experts_down_backward, setup_context=_experts_down_setup)
 
 
 def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Tensor, gate_up_proj: Tensor,
@@ -287,7 +298,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             (:func:`fused_swiglu.catalog.grouped_names`), for the gate/up kernel.
 
     Returns:
-        ``(T, H)`` in hidden_states' dtype, new and contiguous.
+        ``(T, H)`` in hidden_states' dtype, new and contiguous; differentiable with respect to hidden_states,
+        top_k_weights, gate_up_proj and down_proj (the backward recomputes the gate and up products).
 
     Raises:
         TypeError: an argument not a dense tensor; hidden_states not floating point (not bf16 / fp16 on
@@ -298,8 +310,7 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             (E, H, I) of gate_up_proj's E and I), a device (not CUDA or the CPU, or not hidden_states'), H or
             I not a multiple of 8 on CUDA, down_proj's strides on CUDA (unit stride along I, the others
             multiples of 8 elements), a config the choice refuses.
-        RuntimeError: a CUDA device that is not a Hopper GPU; autograd would record the call (grad mode on
-            and hidden_states, top_k_weights, gate_up_proj or down_proj requiring grad): inference only.
+        RuntimeError: a CUDA device that is not a Hopper GPU.
     """
     op = "swiglu_experts"
     E, I, H, T, k = _check_common(op, hidden_states, top_k_index, gate_up_proj, config)
@@ -327,8 +338,6 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
         raise ValueError(f"{op}: down_proj must have unit stride along I and its other strides multiples of "
                          f"{v.ALIGN} elements on CUDA (torch._grouped_mm's rows; a contiguous tensor has them); got "
                          f"strides {tuple(strides)}")
-    _no_autograd(op, hidden_states=hidden_states, top_k_weights=top_k_weights, gate_up_proj=gate_up_proj,
-                 down_proj=down_proj)
     if T == 0:
         return hidden_states.new_zeros((0, H))
     y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config)

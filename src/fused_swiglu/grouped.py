@@ -150,7 +150,8 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
             readable in place by TMA), naming the argument.
 
     Not checked (it would wait for the GPU): the offsets' order and range; values outside the rules give
-    wrong rows, never a read or write out of bounds. No autograd formula yet (inference only).
+    wrong rows, never a read or write out of bounds. Differentiable with respect to x_sorted and gate_up_proj
+    (the backward recomputes the gate and up products).
     """
     E, _, _ = grouped_ops.check_weights(x_sorted, gate_up_proj, config, op="grouped_swiglu", x_name="x_sorted")
     if not isinstance(expert_offsets, Tensor) or expert_offsets.layout != torch.strided or expert_offsets.is_nested:

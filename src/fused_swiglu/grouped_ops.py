@@ -31,7 +31,9 @@ tensor is; it is never copied); x_pad is copied once if TMA cannot read it; tile
 at each launch (no host synchronisation: a captured CUDA graph replays under new routing). It raises
 RuntimeError naming the argument and the rule. CPU kernel: fp32 products per expert and one rounding to
 x_pad's dtype (float64 in float64). Fake kernel: y_pad's shape, dtype and contiguous strides. The CPU and fake
-kernels raise TypeError / ValueError naming the argument. No autograd formula yet.
+kernels raise TypeError / ValueError naming the argument. Autograd: gradients of x_pad and gate_up_proj
+(the gate and up products recomputed in the backward, the SwiGLU derivative in fp32, the products of
+:mod:`fused_swiglu.grouped_grad`; none past the last expert's tiles).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import grouped_grad
 from .configs import GROUPED_TOKEN_TILE as TOKEN_TILE
 from .configs import check_grouped_config, check_grouped_tile
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
@@ -173,3 +176,36 @@ def _swiglu_grouped_cpu(x_pad, gate_up_proj, tile_expert, config=""):
 
 
 OPS_LIBRARY.impl("swiglu_grouped", _swiglu_grouped_cpu, "CPU")
+
+
+def _setup_context(ctx, inputs, output):
+    x_pad, gate_up_proj, tile_expert, _ = inputs
+    ctx.save_for_backward(x_pad, gate_up_proj, tile_expert)
+
+
+def _backward(ctx, dy):
+    """Gradients of x_pad and gate_up_proj: the gate and up products recomputed per expert (x_pad's dtype),
+    the SwiGLU derivative in fp32 (float64 in float64), then dx_pad = [dg | du] W[e] and
+    dW[e] = sum over e's rows of [dg | du]^T x_pad (grouped_grad)."""
+    x_pad, gate_up_proj, tile_expert = ctx.saved_tensors
+    E, two_i, _ = gate_up_proj.shape
+    I = two_i // 2
+    tile = token_tile(x_pad, tile_expert)
+    if not tile:  # an empty layout
+        return torch.zeros_like(x_pad), torch.zeros_like(gate_up_proj), None, None
+    offsets = grouped_grad.expert_offsets(tile_expert, E, tile)
+    compute = torch.float64 if x_pad.dtype == torch.float64 else torch.float32
+    gu = grouped_grad.rows_times_weights(x_pad, gate_up_proj, offsets, tile_expert, transpose=True).to(compute)
+    g, u = gu[:, :I], gu[:, I:]
+    s = torch.sigmoid(g)
+    dyc = dy.to(compute)
+    dgu = torch.cat([dyc * u * s * (1 + g * (1 - s)), dyc * g * s], dim=1).to(x_pad.dtype)
+    dx = dw = None
+    if ctx.needs_input_grad[0]:
+        dx = grouped_grad.rows_times_weights(dgu, gate_up_proj, offsets, tile_expert, transpose=False)
+    if ctx.needs_input_grad[1]:
+        dw = grouped_grad.weight_grad(dgu, x_pad, offsets, tile_expert, E)
+    return dx, dw, None, None
+
+
+torch.library.register_autograd(OP, _backward, setup_context=_setup_context)

@@ -18,9 +18,9 @@ clamped experts; transposed weights; custom gates; non-gated experts) keep trans
 Two ways in, each checking every call (:func:`call_reason`) and running transformers' own path where the fused
 forward cannot run it: bf16 / fp16 tensors of one device, a Hopper GPU or the CPU (the grouped operator's
 PyTorch kernel, a fallback for correctness: one warning per process), H and I multiples of 8 on CUDA, no
-expert parallelism, and no autograd (the fused forward is inference only; a call that autograd records, grad
-mode on and the hidden states, the routing weights or the experts' weights requiring grad, runs transformers'
-path, which is differentiable):
+expert parallelism, and no autograd (a call that autograd records, grad mode on and the hidden states, the
+routing weights or the experts' weights requiring grad, runs transformers' path: the fused backward recomputes
+the gate and up products, and is not measured against transformers' training path):
 
 * ``experts_implementation="fused_swiglu"`` (after :func:`register_experts_implementation`): the model's
   config selects it for every experts module; where a call cannot run fused it runs transformers'

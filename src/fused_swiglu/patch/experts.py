@@ -107,8 +107,9 @@ def call_reason(module: nn.Module, hidden_states: object, top_k_index: object, t
     if not (idx.device == device and kw.device == device and w.device == device and d.device == device):
         return "its tensors are not all on one device"
     if torch.is_grad_enabled() and (x.requires_grad or kw.requires_grad or w.requires_grad or d.requires_grad):
-        return ("autograd records the call (grad mode on and an input or weight requiring grad): the fused experts "
-                "forward is inference only")
+        return ("autograd records the call (grad mode on and an input or weight requiring grad): training keeps "
+                "transformers' experts path (the fused backward recomputes the gate and up products and is not "
+                "measured against it)")
     if device.type == "cuda":
         why = v.hopper_status(device)
         if why is not None:

@@ -115,6 +115,13 @@ def test_grouped_swiglu_is_swiglu_of_each_row_s_expert(name, dtype):
         start += c
 
 
+def test_grouped_swiglu_gradcheck_in_float64():
+    x = torch.randn(10, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    w = (torch.randn(3, 16, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) / 3).requires_grad_()
+    offsets = _offsets([4, 0, 6])  # an expert with no rows
+    assert torch.autograd.gradcheck(lambda x, w: grouped.grouped_swiglu(x, w, offsets), (x, w), fast_mode=True)
+
+
 def test_rows_past_the_last_offset_get_zeros():
     x, w, _ = _problem([3, 2])
     y = grouped.grouped_swiglu(x, w, _offsets([2, 1]))

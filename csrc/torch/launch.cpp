@@ -153,24 +153,28 @@ Tensor tma_ready(Tensor const& t) {
 
 Tensor new_output(Tensor const& like, int64_t m, int64_t n) { return new_output(like, m, n, dtype_code(like)); }
 
-Tensor new_vector(Tensor const& like, int64_t n, int32_t dtype) {
-  std::array<int64_t, 1> sizes{n}, strides{1};
+namespace {
+
+// A new tensor of `dims` sizes and strides, aoti dtype code `dtype`, on like's device.
+Tensor new_empty_strided(Tensor const& like, int64_t dims, int64_t const* sizes, int64_t const* strides,
+                         int32_t dtype) {
   int32_t device_type = 0;
   FSW_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  FSW_SHIM_CHECK(aoti_torch_empty_strided(1, sizes.data(), strides.data(), dtype, device_type,
-                                          like.get_device_index(), &handle));
+  FSW_SHIM_CHECK(aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type, like.get_device_index(), &handle));
   return Tensor(handle);
+}
+
+}  // namespace
+
+Tensor new_vector(Tensor const& like, int64_t n, int32_t dtype) {
+  std::array<int64_t, 1> sizes{n}, strides{1};
+  return new_empty_strided(like, 1, sizes.data(), strides.data(), dtype);
 }
 
 Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
   std::array<int64_t, 2> sizes{m, n}, strides{n, 1};
-  int32_t device_type = 0;
-  FSW_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
-  AtenTensorHandle handle = nullptr;
-  FSW_SHIM_CHECK(aoti_torch_empty_strided(2, sizes.data(), strides.data(), dtype, device_type,
-                                          like.get_device_index(), &handle));
-  return Tensor(handle);
+  return new_empty_strided(like, 2, sizes.data(), strides.data(), dtype);
 }
 
 namespace {

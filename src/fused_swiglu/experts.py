@@ -149,13 +149,15 @@ class _Layout(NamedTuple):
 
 
 def _padded_swiglu(hidden_states: Tensor, top_k_index: Tensor, experts: int, gate_up_proj: Tensor,
-                   config: str) -> tuple[Tensor, _Layout]:
+                   config: str, routing: ExpertsRouting | None = None) -> tuple[Tensor, _Layout]:
     """The grouped kernel over the routed pairs in its padded layout (one routing operator, the hidden states
-    gathered once): ``(y_pad (T_pad, I), layout)``. The padding rows of an expert's last tile read token 0 (they
+    gathered once): ``(y_pad (T_pad, I), layout)``; ``routing``: the pairs already sorted, if the caller has them
+    (a layout built by sorting reuses them). The padding rows of an expert's last tile read token 0 (they
     are computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
     pairs = top_k_index.numel()
     tile = layout_tile(pairs, experts, config)
-    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile))
+    sorted_pairs = None if routing is None else (routing.order, routing.expert_offsets)
+    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile, sorted_pairs))
     x_pad = hidden_states.index_select(0, layout.source)
     return grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config), layout
 
@@ -201,7 +203,7 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
     routing = _route(top_k_index, E, k)
     if T == 0:
         return hidden_states.new_empty((0, gate_up_proj.shape[1] // 2)), routing
-    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config)
+    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config, routing)
     # the layout keeps each expert's pairs in pair order, as the routing's stable sort does
     return y_pad.index_select(0, layout.pair_row.index_select(0, routing.order)), routing
 

@@ -96,13 +96,15 @@ def uses_kernel(device: torch.device, pairs: int, experts: int) -> bool:
     return device.type == "cuda" and experts <= MAX_EXPERTS and pairs <= KERNEL_MAX_PAIRS
 
 
-def layout(top_k_index: Tensor, experts: int, tile: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def layout(top_k_index: Tensor, experts: int, tile: int,
+           sorted_pairs: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The operator's four outputs for the experts forward, from the CUDA kernel or the sort as
-    :func:`uses_kernel` says (the same values either way). Arguments not checked."""
+    :func:`uses_kernel` says (the same values either way); ``sorted_pairs``: :func:`sort_pairs`' result if the
+    caller has it (the sort then reuses it). Arguments not checked."""
     pairs = top_k_index.numel()
     if uses_kernel(top_k_index.device, pairs, experts):
         return moe_layout(top_k_index, experts, tile, padded_rows(pairs, experts, tile))
-    return layout_by_sorting(top_k_index, experts, tile)
+    return layout_by_sorting(top_k_index, experts, tile, sorted_pairs)
 
 
 def sort_pairs(top_k_index: Tensor, experts: int) -> tuple[Tensor, Tensor]:
@@ -116,12 +118,13 @@ def sort_pairs(top_k_index: Tensor, experts: int) -> tuple[Tensor, Tensor]:
     return order, torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)  # pairs with an id <= e
 
 
-def layout_by_sorting(top_k_index: Tensor, experts: int, tile: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def layout_by_sorting(top_k_index: Tensor, experts: int, tile: int,
+                      sorted_pairs: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The operator's outputs from PyTorch operations on top_k_index's device (:func:`sort_pairs`, searches and
-    gathers; any number of experts): the CPU kernel, and the layout of more experts than the CUDA kernel takes.
-    Arguments not checked."""
+    gathers; any number of experts): the CPU kernel, and the layout of more experts or pairs than the CUDA kernel
+    takes; ``sorted_pairs``: :func:`sort_pairs`' result if the caller has it. Arguments not checked."""
     T, k = top_k_index.shape
-    order, offsets = sort_pairs(top_k_index, experts)
+    order, offsets = sort_pairs(top_k_index, experts) if sorted_pairs is None else sorted_pairs
     layout = grouped_layout(offsets, T * k, tile)
     token = order.div(k, rounding_mode="floor")
     source = torch.where(layout.valid, token[layout.source], 0)

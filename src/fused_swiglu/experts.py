@@ -226,15 +226,11 @@ def experts_down(y_pad: Tensor, down_proj: Tensor, padded_offsets: Tensor, tile_
     ``(T_pad, H)``, row r of expert e's tiles ``y_pad[r] @ down_proj[e]^T``; the rows past
     ``padded_offsets[-1]`` hold anything. fp16, fp32: ``torch._grouped_mm`` (fp16 on CUDA: ATen's per-expert
     loop, which reads the offsets on the host); float64: one product per token tile of the layout
-    (``T_pad / len(tile_expert)`` rows, the expert ``tile_expert`` names; the tiles past the last expert's on the
-    last expert). Arguments as :func:`fused_swiglu.grouped.grouped_layout` and :func:`swiglu_experts` make
+    (:func:`fused_swiglu.grouped_grad.rows_times_weights`: 0 past the last expert's tiles). Arguments as :func:`fused_swiglu.grouped.grouped_layout` and :func:`swiglu_experts` make
     them (not checked here)."""
     if y_pad.dtype in _GROUPED_MM_DTYPES:
         return torch._grouped_mm(y_pad, down_proj.transpose(1, 2), offs=padded_offsets)
-    E, H, I = down_proj.shape
-    w = down_proj.index_select(0, tile_expert.clamp_max(E - 1).long())  # (T_pad / tile, H, I)
-    tile = grouped_ops.token_tile(y_pad, tile_expert)
-    return torch.bmm(y_pad.view(-1, tile, I), w.transpose(1, 2)).view(y_pad.shape[0], H)
+    return grouped_grad.rows_times_weights(y_pad, down_proj, padded_offsets, tile_expert, transpose=True)
 
 
 @experts_down.register_fake

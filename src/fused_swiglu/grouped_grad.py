@@ -31,6 +31,12 @@ def _valid(rows: int, offsets: Tensor) -> Tensor:
     return (torch.arange(rows, device=offsets.device) < offsets[-1]).unsqueeze(1)
 
 
+def _by_tile(t: Tensor, tile_expert: Tensor) -> Tensor:
+    """``(T_pad, C)`` as ``(tiles, tile, C)``, the layout's token tiles (an empty layout included)."""
+    tiles = tile_expert.shape[0]
+    return t.reshape(tiles, t.shape[0] // tiles if tiles else 0, t.shape[1])
+
+
 def _tile_weights(w: Tensor, tile_expert: Tensor) -> Tensor:
     """Each tile's expert's weights, ``(tiles, ...)`` (tiles past the last expert's on the last expert)."""
     return w.index_select(0, tile_expert.clamp(0, w.shape[0] - 1).long())
@@ -43,10 +49,9 @@ def rows_times_weights(a: Tensor, w: Tensor, offsets: Tensor, tile_expert: Tenso
     if a.dtype in GROUPED_MM_DTYPES:
         out = torch._grouped_mm(a, w.transpose(1, 2) if transpose else w, offs=offsets)
     else:
-        tiles = tile_expert.shape[0]
         wt = _tile_weights(w, tile_expert)
-        out = torch.bmm(a.reshape(tiles, -1, a.shape[1]), wt.transpose(1, 2) if transpose else wt)
-        out = out.reshape(a.shape[0], -1)
+        out = torch.bmm(_by_tile(a, tile_expert), wt.transpose(1, 2) if transpose else wt)
+        out = out.reshape(a.shape[0], out.shape[2])
     return torch.where(_valid(a.shape[0], offsets), out, 0)
 
 
@@ -56,8 +61,7 @@ def weight_grad(d: Tensor, a: Tensor, offsets: Tensor, tile_expert: Tensor, expe
     if d.dtype in GROUPED_MM_DTYPES:
         return torch._grouped_mm(d.t(), a, offs=offsets)
     valid = _valid(a.shape[0], offsets)
-    tiles = tile_expert.shape[0]
     d, a = torch.where(valid, d, 0), torch.where(valid, a, 0)
-    per_tile = torch.bmm(d.reshape(tiles, -1, d.shape[1]).transpose(1, 2), a.reshape(tiles, -1, a.shape[1]))
+    per_tile = torch.bmm(_by_tile(d, tile_expert).transpose(1, 2), _by_tile(a, tile_expert))
     out = d.new_zeros((experts, d.shape[1], a.shape[1]))
     return out.index_add_(0, tile_expert.clamp(0, experts - 1).long(), per_tile)  # past tiles add 0

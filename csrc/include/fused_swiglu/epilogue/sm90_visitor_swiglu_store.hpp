@@ -4,21 +4,16 @@
 //   Y[m, j] = silu(G[m, j]) * U[m, j],   silu(v) = v / (1 + exp(-v))       (fp32, rounded once)
 //   evaluated as G * U * rcp(1 + 2^(-G log2 e)) with the MUFU's ex2 and rcp (detail::swiglu)
 //
-// The GEMM computes an accumulator tile of CTA_N columns in which gate and up columns are paired at a
-// fixed distance PairStride (P):
-//   tile column c is a gate column  iff  (c / P) % 2 == 0;  its up partner is column c + P;
-//   its output column is            j = (c / (2P)) * P + c % P.
-// So each (CTA_M, CTA_N) accumulator tile yields one (CTA_M, CTA_N / 2) output tile.
-//   packed kernel (packed weights): P = 8, matching the interleaved layout of weights.py (8 gate rows, then
-//                               the 8 matching up rows, repeated).
-//   dual kernel (dual GEMM):        P = CTA_N / 2 (gate tile in the first half of the B tile, up in the second).
-// With PairsAlongM the roles of rows and columns swap: the swap-AB form of the packed kernel (weights as the GMMA's
-// A operand, tokens as B) pairs accumulator row r with row r + P, yields a (CTA_M / 2, CTA_N) output tile,
-// and writes Y transposed (Y^T is M-major in that GEMM). GMMA's accumulator layout gives every thread rows
-// r and r + 8 of each 16-row group, so with P = 8 a thread holds both elements of each of its pairs.
-// With PairsAcrossSubtiles (and P = EPI_M) the gate rows fill one epilogue subtile and their up rows the
-// next (the dual kernel's swap-AB form: W_gate in the first 64 rows of a 128-row tile, W_up in the next 64):
-// the node keeps the gate subtile's accumulators in registers and writes the pairs with the up subtile.
+// Its two policies (sm90_swiglu_policies.hpp) say which accumulators pair and what it writes:
+//   Pairing = PairColumns<P>: gate and up columns P apart in an accumulator tile of CTA_N columns,
+//     tile column c is a gate column  iff  (c / P) % 2 == 0;  its up partner is column c + P;
+//     its output column is            j = (c / (2P)) * P + c % P,
+//   so each (CTA_M, CTA_N) accumulator tile yields one (CTA_M, CTA_N / 2) output tile (packed weights:
+//   P = 8; the dual GEMM: P = CTA_N / 2).
+//   Pairing = PairRows<P>: the same along rows (the swap-AB GEMM): a (CTA_M / 2, CTA_N) output tile of Y^T.
+//   Pairing = PairSubtiles<EPI_M>: a gate subtile, then its up subtile (the dual swap-AB GEMM).
+//   Output = StoreY or StoreYAndPreactivations, either at the scheduler's tiles or in
+//   ShiftedLastTokenTile<> (the last token tile where the mainloop placed it).
 //
 // Data path per epilogue subtile (EPI_M, EPI_N) of the collective epilogue:
 //   visit()      registers: fp32 accumulators -> SwiGLU -> packed pairs of output elements
@@ -28,7 +23,7 @@
 // The collective's own D store is disabled (ElementD = void), so this node is the only writer of Y.
 // TMA clips the M and N residues, so partial tiles need no predication here.
 //
-// With StorePreactivations (the training forward) the node also writes the pre-activations g and u,
+// With StoreYAndPreactivations (the training forward) the node also writes the pre-activations g and u,
 // each rounded once to Element, as two more (M, N/2) outputs at Y's coordinates: G[m, j] and U[m, j]
 // are the gate and up accumulators that Y[m, j] was computed from. They go through their own smem
 // buffers and TMA stores beside Y's (row-major forms only).
@@ -52,6 +47,9 @@
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 
 #include "fused_swiglu/collective/sm90_token_tile_shift.hpp"
+#include "fused_swiglu/epilogue/sm90_swiglu_math.hpp"
+#include "fused_swiglu/epilogue/sm90_swiglu_pair_table.hpp"
+#include "fused_swiglu/epilogue/sm90_swiglu_policies.hpp"
 
 namespace fused_swiglu::epilogue::fusion {
 
@@ -62,112 +60,22 @@ using cutlass::epilogue::fusion::EmptyProducerLoadCallbacks;
 using cutlass::epilogue::fusion::ProducerLoadArgs;
 using cutlass::Array;
 
-namespace detail {
-
-// silu(g) * u in fp32 from two MUFU operations: g * u * rcp(1 + 2^(-g log2 e)), no division and no
-// branch. ex2.approx.ftz is within 2 ulp of fp32 (its argument rounded once), rcp.approx.ftz within
-// 1 ulp, so the result is a few fp32 ulp from the exact value, far below half an ulp of the 16-bit
-// output it is rounded to: the kernels' exact-match rates against float64 match those of an IEEE
-// division (docs/performance.md).
-// Edge cases: g -> -inf makes 2^(-g log2 e) = +inf and rcp(inf) = 0, so the result is -0 * u as with
-// g / inf; g = 0 gives 0; large positive g gives g * u; a NaN propagates. A denormal exponential is
-// flushed to 0, which changes 1 + e by less than an fp32 ulp. Against the IEEE division this form
-// issues a few instructions per element instead of a check and a slow-path branch, and at long K
-// the lighter epilogue lets the SMs keep a higher clock.
-CUTLASS_DEVICE float swiglu(float g, float u) {
-  float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
-  return g * r * u;
-}
-
-constexpr float kE4M3Max = 448.0f;  // largest finite e4m3 value
-
-// Two fp32 values rounded to nearest e4m3 and saturated to +-448 (NaN stays NaN), lo in the low byte.
-CUTLASS_DEVICE uint16_t to_e4m3x2(float lo, float hi) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// For a thread's fragment of F accumulator elements whose offsets (dm, dn) from the thread's first
-// element are given by the static layout CrdLayout (fragment index -> (dm, dn)), list the gate elements
-// in fragment order with their up partner. Evaluated at compile time so that every register index in
-// visit() is a constant (no local memory).
-template <int F>
-struct PairTable {
-  int gate[F / 2];
-  int up[F / 2];
-  int out_m[F / 2];    // output-row offset of the pair (relative to the output row of the first element)
-  int out_n[F / 2];    // output-column offset (relative to the output column of the first element)
-  int row_slot[F / 2]; // index of out_m[p] among the thread's distinct output rows
-  int row_off[F / 2];  // the distinct output-row offsets, in order of first appearance (rows of them)
-  int rows;
-  bool ok;
-};
-
-// Output index of accumulator index c along the paired dimension: (c / 2P) * P + c % P.
-constexpr int paired_out(int c, int P) { return (c / (2 * P)) * P + c % P; }
-
-template <class CrdLayout, int P, bool PairsAlongM, int F = int(decltype(size(CrdLayout{}))::value)>
-constexpr PairTable<F> make_pair_table() {
-  PairTable<F> t{};
-  int dm[F] = {};
-  int dn[F] = {};
-  for (int i = 0; i < F; ++i) {
-    auto c = CrdLayout{}(i);
-    dm[i] = int(get<0>(c));
-    dn[i] = int(get<1>(c));
-  }
-  t.ok = true;
-  int pairs = 0;
-  for (int i = 0; i < F; ++i) {
-    int along = PairsAlongM ? dm[i] : dn[i];
-    if ((along / P) % 2 != 0) continue;   // an up element: found through its gate partner
-    int partner = -1;
-    for (int j = 0; j < F; ++j) {
-      bool is_partner = PairsAlongM ? (dn[j] == dn[i] && dm[j] == dm[i] + P) : (dm[j] == dm[i] && dn[j] == dn[i] + P);
-      if (is_partner) partner = j;
-    }
-    if (partner < 0 || pairs >= F / 2) { t.ok = false; return t; }
-    t.gate[pairs] = i;
-    t.up[pairs] = partner;
-    t.out_m[pairs] = PairsAlongM ? paired_out(dm[i], P) : dm[i];
-    t.out_n[pairs] = PairsAlongM ? dn[i] : paired_out(dn[i], P);
-    ++pairs;
-  }
-  t.ok = t.ok && pairs == F / 2;
-  for (int p = 0; p < pairs; ++p) {
-    int slot = 0;
-    while (slot < t.rows && t.row_off[slot] != t.out_m[p]) ++slot;
-    if (slot == t.rows) t.row_off[t.rows++] = t.out_m[p];
-    t.row_slot[p] = slot;
-  }
-  // Row-major results are written to shared memory two at a time (32-bit stores): pairs 2q and 2q+1
-  // must be neighbouring output columns of one row, the first at an even column. (PairsAlongM: one
-  // element at a time; its neighbours along the contiguous M belong to other threads.)
-  for (int q = 0; !PairsAlongM && t.ok && q + 1 < pairs; q += 2) {
-    t.ok = t.out_m[q] == t.out_m[q + 1] && t.out_n[q + 1] == t.out_n[q] + 1 && t.out_n[q] % 2 == 0;
-  }
-  return t;
-}
-
-}  // namespace detail
-
 template <
   int Stages,            // smem buffers; must be >= the collective epilogue's StagesD
   class EpilogueTile,    // (EPI_M, EPI_N) subtile of the accumulator tile, in accumulator columns
-  class Element,         // output element (bfloat16_t or half_t)
+  class Element,         // output element (bfloat16_t, half_t or float_e4m3_t)
   class StrideMNL,       // stride of Y in the GEMM's frame: (M, N/2, L) as (ldy, _1, batch), or with
-                         // PairsAlongM (M/2, N, L) as (_1, ldy, batch)
-  int PairStride,        // P above
-  bool PairsAlongM = false,  // pairs are accumulator rows r, r + P (swap-AB GEMM) instead of columns
-  bool PairsAcrossSubtiles = false,  // with PairsAlongM and P = EPI_M: gate subtile, then its up subtile
-  bool ShiftLastTokenTile = false,  // the mainloop starts the last token tile (along M) at
-                                    // token_tile_start (collective/sm90_token_tile_shift.hpp): store it there
-  bool StorePreactivations = false  // also write G and U (above) beside Y
+                         // pairs along M (M/2, N, L) as (_1, ldy, batch)
+  class Pairing,         // PairColumns<P>, PairRows<P> or PairSubtiles<EPI_M> (sm90_swiglu_policies.hpp)
+  class Output = StoreY  // StoreY or StoreYAndPreactivations, optionally in ShiftedLastTokenTile<>
 >
 struct Sm90SwiGLUStore {
+  static constexpr int PairStride = Pairing::kStride;                  // P above
+  static constexpr bool PairsAlongM = Pairing::kAlongM;
+  static constexpr bool PairsAcrossSubtiles = Pairing::kAcrossSubtiles;
+  static constexpr bool ShiftLastTokenTile = Output::kShiftLastTokenTile;
+  static constexpr bool StorePreactivations = Output::kPreactivations;
+
   // With ElementD = void the collective epilogue stores no D, yet CUTLASS 4.2's collective still
   // reserves its smem_D buffer: EpilogueTile x StagesD elements of the type named here, taken from the
   // shared memory left to the mainloop's stages. This node writes Y through its own buffer
@@ -306,7 +214,7 @@ struct Sm90SwiGLUStore {
     // STensor / STensorS2G: Y's buffers; G's and U's (StorePreactivations) are the same views offset by
     // one and two buffer sizes.
     static constexpr int F = int(size(CrdLayout{}));   // accumulator elements per thread per subtile
-    static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, PairStride, PairsAlongM>(); }
+    static constexpr auto pair_table() { return detail::make_pair_table<CrdLayout, Pairing>(); }
     static_assert(PairsAcrossSubtiles || pair_table().ok,
                   "the accumulator partition does not hold both elements of every gate/up pair");
     // PairsAcrossSubtiles: every element of the up subtile pairs with the same element of the gate subtile

@@ -15,7 +15,6 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.h"
 #include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
-#include "fused_swiglu/detail/cutlass_sm90_gemm.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 
@@ -23,6 +22,7 @@
 #include "fused_swiglu/collective/sm90_mma_tma_gmma_ss_promoted_accumulation.hpp"
 #include "fused_swiglu/collective/sm90_token_tile_shift.hpp"
 #include "fused_swiglu/configs.hpp"
+#include "fused_swiglu/epilogue/sm90_swiglu_policies.hpp"
 #include "fused_swiglu/epilogue/sm90_visitor_swiglu_store.hpp"
 
 namespace fused_swiglu::kernel {
@@ -36,9 +36,6 @@ inline StrideRowMajor row_major(int64_t ld) { return cute::make_stride(ld, cute:
 using StrideColMajor = cute::Stride<cute::_1, int64_t, int64_t>;
 
 inline StrideColMajor col_major(int64_t ld) { return cute::make_stride(cute::_1{}, ld, int64_t(0)); }
-
-template <class Mainloop>
-using UnchangedMainloop = Mainloop;
 
 // The CollectiveBuilder's layout tags of X (A) and the weights (B): plain row-major X and K-major
 // weights, or, for a config with block scaling (Config::kBlockScaled, kernel/sm90_gemm_swiglu_packed_
@@ -75,38 +72,48 @@ struct WithFragmentSize<
 
 constexpr bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// Config: a SwiGLUConfig. EpilogueTile: (EPI_M, EPI_N) subtile in accumulator columns; EPI_M must be a
-// multiple of the MMA tile's M (64 rows per warpgroup in Pingpong, 128 in Cooperative).
-// PairStride: distance between a gate column and its up column (Sm90SwiGLUStore).
-// MainloopAdaptor: wraps the CollectiveBuilder's mainloop (ShiftedTokenTileMainloop for one B operand,
-// UnchangedMainloop in swap-AB form; the dual mainloop for the dual kernel), after
-// Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation).
-// SwapAB: the GEMM is (2N, M, K) with the weights as A and X as B; gate/up pairs are accumulator rows
-// and the epilogue writes Y^T (column-major in the GEMM's frame). Same operand layouts (both K-major).
-// PairsAcrossSubtiles (SwapAB only): gate rows fill one epilogue subtile and their up rows the next.
-// StorePreactivations (not SwapAB): the epilogue also writes g and u (fsw_problem.g, .u) beside Y.
-// Accumulators: the EVT subtree whose fp32 values the SwiGLU node pairs (the accumulators as they are,
-// or scaled by broadcast operands: kernel/sm90_gemm_swiglu_packed_fp8.hpp).
-// ShiftLastTokenTile: tokens along M, the mainloop and the epilogue both start the last token tile at
-// token_tile_start (collective/sm90_token_tile_shift.hpp); the swap-AB form keeps the scheduler's
-// tiles, and so does a tree that reads per-token operands at the scheduler's tile coordinates.
-template <class Config, class EpilogueTile, int PairStride, template <class> class MainloopAdaptor,
-          bool SwapAB = false, bool PairsAcrossSubtiles = false, bool StorePreactivations = false,
-          class Accumulators = cutlass::epilogue::fusion::Sm90AccFetch, bool ShiftLastTokenTile = !SwapAB>
+// What a kernel is made of, as one traits struct that SwiGLUGemmBase reads (each kernel header defines
+// its own, on top of KernelTraits' defaults):
+//   Config           a SwiGLUConfig (configs.hpp)
+//   EpilogueTile     (EPI_M, EPI_N) subtile, in accumulator columns; EPI_M a multiple of the MMA tile's M
+//                    (64 rows per warpgroup in Pingpong, 128 in Cooperative)
+//   Pairing          the SwiGLU node's pairing policy (epilogue/sm90_swiglu_policies.hpp). PairRows and
+//                    PairSubtiles make the GEMM swap-AB: (2N, M, K) with the weights as A and X as B,
+//                    gate/up pairs in accumulator rows, Y^T written (column-major in the GEMM's frame)
+//   Output           the node's output policy: StoreY, or StoreYAndPreactivations (g and u, fsw_problem.g
+//                    and .u, beside Y); ShiftedLastTokenTile<> where the mainloop starts the last token
+//                    tile at token_tile_start (collective/sm90_token_tile_shift.hpp)
+//   Accumulators     the EVT subtree whose fp32 values the node pairs: the accumulators as they are, or
+//                    scaled by broadcast operands (kernel/sm90_gemm_swiglu_packed_fp8.hpp)
+//   MainloopAdaptor  wraps the CollectiveBuilder's mainloop (ShiftedTokenTileMainloop, the dual mainloop,
+//                    ...) after Config::kPromoteKTiles has chosen its accumulation (PromotedAccumulation)
+template <class Config_>
+struct KernelTraits {
+  using Config = Config_;
+  using Output = fused_swiglu::epilogue::StoreY;
+  using Accumulators = cutlass::epilogue::fusion::Sm90AccFetch;
+  template <class Mainloop>
+  using MainloopAdaptor = Mainloop;
+};
+
+template <class Traits>
 struct SwiGLUGemmBase {
+  using Config = typename Traits::Config;
+  using EpilogueTile = typename Traits::EpilogueTile;
+  using Pairing = typename Traits::Pairing;
+  using Output = typename Traits::Output;
+  using Accumulators = typename Traits::Accumulators;
   using Element = typename Config::Element;        // x and the weights
   using ElementOut = typename Config::ElementOut;  // y, g and u
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // elements per 16 bytes
-  static constexpr bool kSwapAB = SwapAB;
-  static constexpr bool kStoresPreactivations = StorePreactivations;
+  static constexpr bool kSwapAB = Pairing::kAlongM;
+  static constexpr bool kStoresPreactivations = Output::kPreactivations;
   static constexpr bool kBlockScaled = Config::kBlockScaled;
-  using StrideOut = cute::conditional_t<SwapAB, StrideColMajor, StrideRowMajor>;
+  using StrideOut = cute::conditional_t<kSwapAB, StrideColMajor, StrideRowMajor>;
 
-  static constexpr bool kShiftLastTokenTile = ShiftLastTokenTile;
+  static constexpr bool kShiftLastTokenTile = Output::kShiftLastTokenTile;
   using FusionCallbacks = cutlass::epilogue::fusion::Sm90EVT<
-      fused_swiglu::epilogue::fusion::Sm90SwiGLUStore<
-          /*Stages=*/2, EpilogueTile, ElementOut, StrideOut, PairStride, /*PairsAlongM=*/SwapAB,
-          PairsAcrossSubtiles, kShiftLastTokenTile, StorePreactivations>,
+      fused_swiglu::epilogue::fusion::Sm90SwiGLUStore</*Stages=*/2, EpilogueTile, ElementOut, StrideOut, Pairing, Output>,
       Accumulators>;
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -136,9 +143,9 @@ struct SwiGLUGemmBase {
   // e4m3: CUTLASS's FP8 mainloop promotes by itself (configs.hpp)
   using AccumulatingMainloop = typename fused_swiglu::collective::PromotedAccumulation<
       Config::kFP8 ? 0 : Config::kPromoteKTiles>::template apply<BuiltMainloop>;
-  using CollectiveMainloop = MainloopAdaptor<AccumulatingMainloop>;
+  using CollectiveMainloop = typename Traits::template MainloopAdaptor<AccumulatingMainloop>;
   static_assert(fused_swiglu::collective::shifts_last_token_tile<CollectiveMainloop>::value == kShiftLastTokenTile,
-                "the mainloop and the epilogue must place the last token tile alike (MainloopAdaptor)");
+                "the mainloop and the epilogue must place the last token tile alike (Traits::MainloopAdaptor, Output)");
   // CUTLASS's collective epilogue visits only the first fragment of each MMA tile when a subtile spans
   // several MMA tiles, so a subtile visited in fragments must lie inside one GMMA atom's N.
   static_assert(kWholeSubtileFragment ||
@@ -156,11 +163,11 @@ struct SwiGLUGemmBase {
                                             typename CollectiveMainloop::Arguments mainloop,
                                             typename Accumulators::Arguments accumulators = {}) {
     StrideOut d_out, d_pre;
-    if constexpr (SwapAB) d_out = col_major(p.ldy), d_pre = col_major(p.ldgu);
+    if constexpr (kSwapAB) d_out = col_major(p.ldy), d_pre = col_major(p.ldgu);
     else d_out = row_major(p.ldy), d_pre = row_major(p.ldgu);
     Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
-        SwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
+        kSwapAB ? typename GemmKernel::ProblemShape{int(2 * p.n), int(p.m), int(p.k), 1}
                : typename GemmKernel::ProblemShape{int(p.m), int(2 * p.n), int(p.k), 1},
         mainloop,
         {{accumulators,

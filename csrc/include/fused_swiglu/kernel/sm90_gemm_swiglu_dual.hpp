@@ -19,13 +19,22 @@ namespace fused_swiglu::kernel {
 template <class Config>
 using DualEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>, cute::Int<Config::kTileN>>;
 
-// StorePreactivations: the training forward, which also writes g and u (SwiGLUGemmBase).
-template <class Config, bool StorePreactivations = false>
-struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairStride=*/Config::kTileN / 2,
-                                       fused_swiglu::collective::DualBCollectiveMma, /*SwapAB=*/false,
-                                       /*PairsAcrossSubtiles=*/false, StorePreactivations> {
-  using Base = SwiGLUGemmBase<Config, DualEpilogueTile<Config>, Config::kTileN / 2,
-                              fused_swiglu::collective::DualBCollectiveMma, false, false, StorePreactivations>;
+// Output: StoreY, or StoreYAndPreactivations for the training forward (g and u beside y). Accumulators:
+// the EVT subtree the SwiGLU node pairs (the e4m3 form scales them: sm90_gemm_swiglu_dual_fp8.hpp).
+template <class Config_, class Output_ = fused_swiglu::epilogue::StoreY,
+          class Accumulators_ = cutlass::epilogue::fusion::Sm90AccFetch>
+struct DualTraits : KernelTraits<Config_> {
+  using EpilogueTile = DualEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairColumns<Config_::kTileN / 2>;
+  using Output = fused_swiglu::epilogue::ShiftedLastTokenTile<Output_>;
+  using Accumulators = Accumulators_;
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::DualBCollectiveMma<Mainloop>;
+};
+
+template <class Config, class Output = fused_swiglu::epilogue::StoreY>
+struct DualSwiGLUGemm : SwiGLUGemmBase<DualTraits<Config, Output>> {
+  using Base = SwiGLUGemmBase<DualTraits<Config, Output>>;
   using typename Base::Element;
   using typename Base::Arguments;
 
@@ -37,6 +46,6 @@ struct DualSwiGLUGemm : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairS
 };
 
 template <class Config>
-using DualStoreSwiGLUGemm = DualSwiGLUGemm<Config, /*StorePreactivations=*/true>;
+using DualStoreSwiGLUGemm = DualSwiGLUGemm<Config, fused_swiglu::epilogue::StoreYAndPreactivations>;
 
 }  // namespace fused_swiglu::kernel

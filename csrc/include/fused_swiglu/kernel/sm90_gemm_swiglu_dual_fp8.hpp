@@ -67,14 +67,10 @@ typename Scales::Arguments scale_arguments(float const* rows, int32_t rows_strid
 
 template <class Config>
 struct DualFP8SwiGLUGemm
-    : SwiGLUGemmBase<Config, DualEpilogueTile<Config>, /*PairStride=*/Config::kTileN / 2,
-                     fused_swiglu::collective::DualBCollectiveMma, /*SwapAB=*/false, /*PairsAcrossSubtiles=*/false,
-                     /*StorePreactivations=*/false, dual_fp8::DualScales, /*ShiftLastTokenTile=*/true> {
+    : SwiGLUGemmBase<DualTraits<Config, fused_swiglu::epilogue::StoreY, dual_fp8::DualScales>> {
   static_assert(Config::kFP8, "DualFP8SwiGLUGemm: e4m3 inputs (SwiGLUConfig<cutlass::float_e4m3_t, ...>)");
   static_assert(Config::kPromoteKTiles == 0, "the dual e4m3 kernel: fast accumulation (PromoteKTiles = 0)");
-  using Base = SwiGLUGemmBase<Config, DualEpilogueTile<Config>, Config::kTileN / 2,
-                              fused_swiglu::collective::DualBCollectiveMma, false, false, false, dual_fp8::DualScales,
-                              true>;
+  using Base = SwiGLUGemmBase<DualTraits<Config, fused_swiglu::epilogue::StoreY, dual_fp8::DualScales>>;
   using typename Base::Element;
   using typename Base::Arguments;
 
@@ -89,16 +85,12 @@ struct DualFP8SwiGLUGemm
 };
 
 template <class Config>
-struct DualSwapABFP8SwiGLUGemm
-    : SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, /*PairStride=*/64,
-                     fused_swiglu::collective::DualACollectiveMma, /*SwapAB=*/true, /*PairsAcrossSubtiles=*/true,
-                     /*StorePreactivations=*/false, dual_fp8::DualSwapABScales> {
+struct DualSwapABFP8SwiGLUGemm : SwiGLUGemmBase<DualSwapABTraits<Config, dual_fp8::DualSwapABScales>> {
   static_assert(Config::kFP8, "DualSwapABFP8SwiGLUGemm: e4m3 inputs (SwiGLUConfig<cutlass::float_e4m3_t, ...>)");
   static_assert(Config::kPromoteKTiles == 0, "the dual e4m3 kernel: fast accumulation (PromoteKTiles = 0)");
   static_assert(Config::kPingpong, "swap-AB kernel: Pingpong schedule only");
   static_assert(Config::kTileM == 128, "dual swap-AB kernel: TileM = 128 (a 64-row gate subtile, then its up subtile)");
-  using Base = SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, 64, fused_swiglu::collective::DualACollectiveMma,
-                              true, true, false, dual_fp8::DualSwapABScales>;
+  using Base = SwiGLUGemmBase<DualSwapABTraits<Config, dual_fp8::DualSwapABScales>>;
   using typename Base::Element;
   using typename Base::Arguments;
 

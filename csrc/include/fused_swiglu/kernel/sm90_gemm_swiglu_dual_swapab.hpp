@@ -18,14 +18,21 @@ namespace fused_swiglu::kernel {
 template <class Config>
 using DualSwapABEpilogueTile = cute::Shape<cute::_64, cute::Int<Config::kTileN>>;
 
+// Accumulators: as in DualTraits (the e4m3 form: sm90_gemm_swiglu_dual_fp8.hpp).
+template <class Config_, class Accumulators_ = cutlass::epilogue::fusion::Sm90AccFetch>
+struct DualSwapABTraits : KernelTraits<Config_> {
+  using EpilogueTile = DualSwapABEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairSubtiles<64>;
+  using Accumulators = Accumulators_;
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::DualACollectiveMma<Mainloop>;
+};
+
 template <class Config>
-struct DualSwapABSwiGLUGemm
-    : SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, /*PairStride=*/64,
-                     fused_swiglu::collective::DualACollectiveMma, /*SwapAB=*/true, /*PairsAcrossSubtiles=*/true> {
+struct DualSwapABSwiGLUGemm : SwiGLUGemmBase<DualSwapABTraits<Config>> {
   static_assert(Config::kPingpong, "swap-AB kernel: Pingpong schedule only");
   static_assert(Config::kTileM == 128, "dual swap-AB kernel: TileM = 128 (a 64-row gate subtile, then its up subtile)");
-  using Base = SwiGLUGemmBase<Config, DualSwapABEpilogueTile<Config>, 64,
-                              fused_swiglu::collective::DualACollectiveMma, true, true>;
+  using Base = SwiGLUGemmBase<DualSwapABTraits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
 

@@ -30,15 +30,18 @@ struct WithExpertTiles : Config {
   using TileScheduler = ExpertTileScheduler;
 };
 
+// The dual swap-AB kernel's traits with the expert-tile scheduler and the grouped mainloop.
+template <class Config_>
+struct GroupedDualSwapABTraits : DualSwapABTraits<WithExpertTiles<Config_>> {
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::GroupedDualACollectiveMma<Mainloop>;
+};
+
 template <class Config>
-struct GroupedDualSwapABSwiGLUGemm
-    : SwiGLUGemmBase<WithExpertTiles<Config>, DualSwapABEpilogueTile<Config>, /*PairStride=*/64,
-                     fused_swiglu::collective::GroupedDualACollectiveMma, /*SwapAB=*/true,
-                     /*PairsAcrossSubtiles=*/true> {
+struct GroupedDualSwapABSwiGLUGemm : SwiGLUGemmBase<GroupedDualSwapABTraits<Config>> {
   static_assert(Config::kPingpong, "grouped swap-AB kernel: Pingpong schedule only");
   static_assert(Config::kTileM == 128, "grouped dual swap-AB kernel: TileM = 128 (a 64-row gate subtile, then its up subtile)");
-  using Base = SwiGLUGemmBase<WithExpertTiles<Config>, DualSwapABEpilogueTile<Config>, 64,
-                              fused_swiglu::collective::GroupedDualACollectiveMma, true, true>;
+  using Base = SwiGLUGemmBase<GroupedDualSwapABTraits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
 

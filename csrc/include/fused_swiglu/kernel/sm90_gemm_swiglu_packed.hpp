@@ -20,13 +20,19 @@ template <class Config>
 using PackedEpilogueTile = cute::Shape<cute::Int<Config::kPingpong ? 64 : 128>,
                                        cute::Int<Config::kTileN % 64 == 0 ? 64 : Config::kTileN>>;
 
-// StorePreactivations: the training forward, which also writes g and u (SwiGLUGemmBase).
-template <class Config, bool StorePreactivations = false>
-struct PackedSwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, fused_swiglu::collective::ShiftedTokenTileMainloop,
-                     /*SwapAB=*/false, /*PairsAcrossSubtiles=*/false, StorePreactivations> {
-  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, fused_swiglu::collective::ShiftedTokenTileMainloop,
-                              false, false, StorePreactivations>;
+// Output: StoreY, or StoreYAndPreactivations for the training forward (g and u beside y).
+template <class Config_, class Output_ = fused_swiglu::epilogue::StoreY>
+struct PackedTraits : KernelTraits<Config_> {
+  using EpilogueTile = PackedEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairColumns<8>;
+  using Output = fused_swiglu::epilogue::ShiftedLastTokenTile<Output_>;
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::ShiftedTokenTileMainloop<Mainloop>;
+};
+
+template <class Config, class Output = fused_swiglu::epilogue::StoreY>
+struct PackedSwiGLUGemm : SwiGLUGemmBase<PackedTraits<Config, Output>> {
+  using Base = SwiGLUGemmBase<PackedTraits<Config, Output>>;
   using typename Base::Element;
   using typename Base::Arguments;
 
@@ -37,6 +43,6 @@ struct PackedSwiGLUGemm
 };
 
 template <class Config>
-using PackedStoreSwiGLUGemm = PackedSwiGLUGemm<Config, /*StorePreactivations=*/true>;
+using PackedStoreSwiGLUGemm = PackedSwiGLUGemm<Config, fused_swiglu::epilogue::StoreYAndPreactivations>;
 
 }  // namespace fused_swiglu::kernel

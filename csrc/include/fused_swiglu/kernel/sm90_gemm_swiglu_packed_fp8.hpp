@@ -65,15 +65,25 @@ typename ScaledAccumulators<Config>::Arguments scale_arguments(float const* rows
 
 }  // namespace fp8
 
+// The 16-bit packed kernels' traits with scaled accumulators, the tiles at the scheduler's coordinates
+// and CUTLASS's mainloop as built.
+template <class Config_>
+struct PackedFP8Traits : KernelTraits<Config_> {
+  using EpilogueTile = PackedEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairColumns<8>;
+  using Accumulators = fp8::ScaledAccumulators<Config_>;
+};
+
+template <class Config_>
+struct PackedSwapABFP8Traits : PackedSwapABTraits<Config_> {
+  using Accumulators = fp8::ScaledAccumulators<Config_>;
+};
+
 template <class Config>
-struct PackedFP8SwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop, /*SwapAB=*/false,
-                     /*PairsAcrossSubtiles=*/false, /*StorePreactivations=*/false,
-                     fp8::ScaledAccumulators<Config>, /*ShiftLastTokenTile=*/false> {
+struct PackedFP8SwiGLUGemm : SwiGLUGemmBase<PackedFP8Traits<Config>> {
   static_assert(Config::kFP8, "PackedFP8SwiGLUGemm: e4m3 inputs (SwiGLUConfig<cutlass::float_e4m3_t, ...>)");
   static_assert(Config::kPromoteKTiles <= 1, "e4m3: promotion after every k-tile (1) or none (0)");
-  using Base = SwiGLUGemmBase<Config, PackedEpilogueTile<Config>, 8, UnchangedMainloop, false, false, false,
-                              fp8::ScaledAccumulators<Config>, false>;
+  using Base = SwiGLUGemmBase<PackedFP8Traits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
 
@@ -88,14 +98,11 @@ struct PackedFP8SwiGLUGemm
 // The swap-AB form for decode sizes (as PackedSwapABSwiGLUGemm): the GEMM is (2N, M, K) with the packed
 // weights as GMMA's A operand, so w_scale is the accumulator rows' scale and x_scale the columns'.
 template <class Config>
-struct PackedSwapABFP8SwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop, /*SwapAB=*/true,
-                     /*PairsAcrossSubtiles=*/false, /*StorePreactivations=*/false, fp8::ScaledAccumulators<Config>> {
+struct PackedSwapABFP8SwiGLUGemm : SwiGLUGemmBase<PackedSwapABFP8Traits<Config>> {
   static_assert(Config::kFP8, "PackedSwapABFP8SwiGLUGemm: e4m3 inputs (SwiGLUConfig<cutlass::float_e4m3_t, ...>)");
   static_assert(Config::kPingpong && Config::kTileM % 64 == 0, "swap-AB kernel: Pingpong, TileM % 64 == 0");
   static_assert(Config::kPromoteKTiles <= 1, "e4m3: promotion after every k-tile (1) or none (0)");
-  using Base = SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, 8, UnchangedMainloop, true, false, false,
-                              fp8::ScaledAccumulators<Config>>;
+  using Base = SwiGLUGemmBase<PackedSwapABFP8Traits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
 

@@ -62,15 +62,19 @@ Layout scale_layout(int64_t rows, int64_t k, int64_t ld) {
 
 }  // namespace blockwise
 
+// The block-scaled config, the packed pairing at the weights' block rows, tiles at the scheduler's
+// coordinates, and the mainloop that loads whole scale tiles.
+template <class Config_>
+struct PackedBlockwiseFP8Traits : KernelTraits<blockwise::WithBlockScaling<Config_>> {
+  using EpilogueTile = PackedEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairColumns<blockwise::kPackedRows>;
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::WholeScaleTileLoads<Mainloop>;
+};
+
 template <class Config>
-struct PackedBlockwiseFP8SwiGLUGemm
-    : SwiGLUGemmBase<blockwise::WithBlockScaling<Config>, PackedEpilogueTile<Config>, blockwise::kPackedRows,
-                     fused_swiglu::collective::WholeScaleTileLoads, /*SwapAB=*/false, /*PairsAcrossSubtiles=*/false,
-                     /*StorePreactivations=*/false, cutlass::epilogue::fusion::Sm90AccFetch,
-                     /*ShiftLastTokenTile=*/false> {
-  using Base = SwiGLUGemmBase<blockwise::WithBlockScaling<Config>, PackedEpilogueTile<Config>, blockwise::kPackedRows,
-                              fused_swiglu::collective::WholeScaleTileLoads,
-                              false, false, false, cutlass::epilogue::fusion::Sm90AccFetch, false>;
+struct PackedBlockwiseFP8SwiGLUGemm : SwiGLUGemmBase<PackedBlockwiseFP8Traits<Config>> {
+  using Base = SwiGLUGemmBase<PackedBlockwiseFP8Traits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
   using typename Base::CollectiveMainloop;

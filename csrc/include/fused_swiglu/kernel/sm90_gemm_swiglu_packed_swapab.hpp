@@ -18,12 +18,17 @@ namespace fused_swiglu::kernel {
 template <class Config>
 using PackedSwapABEpilogueTile = cute::Shape<cute::_64, cute::Int<Config::kTileN>>;
 
+template <class Config_>
+struct PackedSwapABTraits : KernelTraits<Config_> {
+  using EpilogueTile = PackedSwapABEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairRows<8>;
+};
+
 template <class Config>
-struct PackedSwapABSwiGLUGemm
-    : SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, /*PairStride=*/8, UnchangedMainloop, /*SwapAB=*/true> {
+struct PackedSwapABSwiGLUGemm : SwiGLUGemmBase<PackedSwapABTraits<Config>> {
   static_assert(Config::kPingpong, "swap-AB kernel: Pingpong schedule only");
   static_assert(Config::kTileM % 64 == 0, "swap-AB kernel: TileM (weight rows) must be a multiple of 64");
-  using Base = SwiGLUGemmBase<Config, PackedSwapABEpilogueTile<Config>, 8, UnchangedMainloop, true>;
+  using Base = SwiGLUGemmBase<PackedSwapABTraits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "problem_rules.hpp"
 #include "registry.hpp"
 #include "status.hpp"
 
@@ -48,7 +49,7 @@ fsw_status check_problem(ConfigEntry const& e, const fsw_problem* p) {
   if ((e.info.kind == FSW_KERNEL_DUAL || e.info.kind == FSW_KERNEL_GROUPED_DUAL) && p->w_up == nullptr) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "config %s is a dual-GEMM kernel: w_up must not be NULL", e.info.name);
   }
-  return FSW_SUCCESS;
+  return check_problem_rules(*p, e.info);
 }
 
 // A config library's failure, with its text copied into this library's last error.

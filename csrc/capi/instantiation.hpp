@@ -6,13 +6,15 @@
 #include "cutlass/numeric_types.h"
 
 #include "fused_swiglu.h"
+#include "fused_swiglu/configs.hpp"
+#include "launcher.hpp"
 #include "registry.hpp"
 #include "status.hpp"
-#include "fused_swiglu/configs.hpp"
-#include "fused_swiglu/device/gemm_swiglu_launcher.hpp"
 
 namespace fused_swiglu::capi {
 
+// The entry of config `name`: its description and the launcher of GemmT. The core library checks every
+// problem (problem_rules.hpp) before it calls the entry's functions.
 template <class GemmT, class Config>
 ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype, fsw_dtype out_dtype) {
   ConfigEntry e{};
@@ -33,6 +35,10 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype, 
   e.info.swap_ab = GemmT::kSwapAB ? 1 : 0;
   e.info.preactivations = GemmT::kStoresPreactivations ? 1 : 0;
   e.info.block_scaled = GemmT::kBlockScaled ? 1 : 0;
+  e.can_implement = &Launcher<GemmT>::can_implement;
+  e.workspace_size = &Launcher<GemmT>::workspace_size;
+  e.run = &Launcher<GemmT>::run;
+  e.last_error = &last_error_text;
   return e;
 }
 
@@ -45,35 +51,12 @@ ConfigEntry make_entry(const char* name, fsw_kernel_kind kind, fsw_dtype dtype, 
   namespace {                                                                                                  \
   using Config_##name =                                                                                        \
       ::fused_swiglu::SwiGLUConfig<Element, TM, TN, TK, CM, CN, ::fused_swiglu::Schedule::Sched, P, ElementOut>; \
-  using Gemm_##name = GemmTemplate<Config_##name>;                                                             \
-  ConfigEntry build_##name();                                                                                  \
-  }                                                                                                            \
-  /* a function-local static: the capture-less lambdas below reach their own info through it */            \
-  ConfigEntry const& entry_##name() {                                                                          \
-    static ConfigEntry const e = build_##name();                                                               \
-    return e;                                                                                                  \
-  }                                                                                                            \
-  namespace {                                                                                                  \
-  ConfigEntry build_##name() {                                                                                 \
-    ConfigEntry e = make_entry<Gemm_##name, Config_##name>(#name, kind, dtype, out_dtype);                               \
-    e.can_implement = [](const fsw_problem& p) {                                                               \
-      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
-      return device::Launcher<Gemm_##name>::can_implement(p);                                                  \
-    };                                                                                                         \
-    e.workspace_size = [](const fsw_problem& p, size_t* bytes) {                                               \
-      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
-      return device::Launcher<Gemm_##name>::workspace_size(p, bytes);                                          \
-    };                                                                                                         \
-    e.run = [](const fsw_problem& p, void* ws, size_t ws_bytes, cudaStream_t stream) {                         \
-      if (auto s = device::check_common(p, entry_##name().info); s != FSW_SUCCESS) return s;                   \
-      return device::Launcher<Gemm_##name>::run(p, ws, ws_bytes, stream);                                      \
-    };                                                                                                         \
-    e.last_error = &last_error_text;                                                                           \
-    return e;                                                                                                  \
-  }                                                                                                            \
   }                                                                                                            \
   }                                                                                                            \
   extern "C" __attribute__((visibility("default"))) ::fused_swiglu::capi::ConfigEntry const* fsw_config_entry(   \
       int abi_version) {                                                                                       \
-    return abi_version == FSW_ABI_VERSION ? &::fused_swiglu::capi::entry_##name() : nullptr;                   \
+    using Config = ::fused_swiglu::capi::Config_##name;                                                        \
+    static ::fused_swiglu::capi::ConfigEntry const e =                                                         \
+        ::fused_swiglu::capi::make_entry<GemmTemplate<Config>, Config>(#name, kind, dtype, out_dtype);         \
+    return abi_version == FSW_ABI_VERSION ? &e : nullptr;                                                      \
   }

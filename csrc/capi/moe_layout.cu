@@ -1,4 +1,4 @@
-// fsw_moe_layout (moe_layout.h): the grouped kernels' padded layout of a top-k routing in one kernel launch, in
+// fsw_moe_layout (fused_swiglu/moe_layout.h): the grouped kernels' padded layout of a top-k routing in one kernel launch, in
 // place of the sort, searches and gathers that build it from PyTorch operations (fused_swiglu.grouped).
 //
 // One block of 1024 threads, the per-expert counters in shared memory:
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-#include "moe_layout.h"
+#include "fused_swiglu/moe_layout.h"
 #include "status.hpp"
 
 namespace fused_swiglu::capi {
@@ -167,7 +167,7 @@ extern "C" __attribute__((visibility("default"))) fsw_status fsw_moe_layout(
     return fail(FSW_ERROR_INVALID_ARGUMENT, "need k >= 1, tile >= 1 and pairs >= 0 a multiple of k; got pairs=%lld "
                 "k=%d tile=%d", (long long)pairs, k, tile);
   }
-  int64_t const worst = (pairs + int64_t(tile - 1) * (pairs < experts ? pairs : experts) + tile - 1) / tile * tile;
+  int64_t const worst = fsw_moe_padded_rows(pairs, experts, tile);
   if (padded_rows < worst || padded_rows % tile != 0 || padded_rows > INT32_MAX) {
     return fail(FSW_ERROR_INVALID_ARGUMENT, "padded_rows must be a multiple of tile=%d, at least %lld (every "
                 "routing's worst case) and < 2^31; got %lld", tile, (long long)worst, (long long)padded_rows);

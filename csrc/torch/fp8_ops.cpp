@@ -1,6 +1,6 @@
 // CUDA kernels of the e4m3 operators fused_swiglu::swiglu_packed_fp8, swiglu_dual_fp8 and
 // quantize_e4m3_groups (schemas, CPU and fake kernels: src/fused_swiglu/fp8/ops.py; the scale layouts:
-// capi/fused_swiglu.h, fsw_problem).
+// include/fused_swiglu.h, fsw_problem).
 #include <torch/csrc/stable/ops.h>
 
 #include <array>

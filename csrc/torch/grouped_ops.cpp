@@ -1,13 +1,13 @@
 // CUDA kernels of fused_swiglu::swiglu_grouped, the dual kernel batched over the experts of a
 // mixture-of-experts layer (schema, CPU and fake kernels: src/fused_swiglu/grouped_ops.py; the problem:
-// capi/fused_swiglu.h, FSW_KERNEL_GROUPED_DUAL), and of fused_swiglu::moe_layout, the padded layout of a top-k
+// include/fused_swiglu.h, FSW_KERNEL_GROUPED_DUAL), and of fused_swiglu::moe_layout, the padded layout of a top-k
 // routing that it reads (schema, CPU and fake kernels: src/fused_swiglu/routing_ops.py; the kernel:
-// capi/moe_layout.h).
+// include/fused_swiglu/moe_layout.h).
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 
-#include "../capi/moe_layout.h"
+#include "fused_swiglu/moe_layout.h"
 #include "ops.hpp"
 
 namespace fused_swiglu::torch_ops {
@@ -78,7 +78,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_
             FSW_MOE_LAYOUT_MAX_EXPERTS, "]; got ", experts);
   FSW_CHECK(tile >= 1 && tile <= 1024, "fused_swiglu::", op, ": tile must be in [1, 1024]; got ", tile);
   int64_t const pairs = tokens * k;
-  int64_t const worst = (pairs + (tile - 1) * std::min(pairs, experts) + tile - 1) / tile * tile;
+  int64_t const worst = fsw_moe_padded_rows(pairs, experts, tile);
   FSW_CHECK(padded_rows == worst, "fused_swiglu::", op, ": padded_rows must be fused_swiglu.grouped.padded_rows(",
             pairs, ", ", experts, ", ", tile, ") = ", worst, "; got ", padded_rows);
   FSW_CHECK(worst <= INT32_MAX, "fused_swiglu::", op, ": the layout's rows must be < 2^31; got ", worst);

@@ -1,5 +1,5 @@
 // What every operator of the operator library shares: C-boundary checks, TMA readiness, the launch-plan
-// cache and the launch through the kernel library's C ABI (capi/fused_swiglu.h), on the current CUDA
+// cache and the launch through the kernel library's C ABI (include/fused_swiglu.h), on the current CUDA
 // stream of the operands' device. Written against PyTorch's stable C ABI (torch/csrc/stable), so one
 // binary serves every PyTorch release from the targeted one on (TORCH_TARGET_VERSION, set by the build).
 //
@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../capi/fused_swiglu.h"
+#include "fused_swiglu.h"
 
 namespace fused_swiglu::torch_ops {
 
@@ -111,7 +111,7 @@ void* current_stream(int32_t device);
 void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int64_t m, int64_t k, const void* x,
                               int64_t ldx, void* q, int64_t ldq, float* scale, int64_t scale_stride_m,
                               int64_t scale_stride_g, int64_t scale_rows);
-// fsw_moe_layout (capi/moe_layout.h) of the bound kernel library on the current stream of `device`.
+// fsw_moe_layout (include/fused_swiglu/moe_layout.h) of the bound kernel library on the current stream of `device`.
 void run_moe_layout(const char* op, int32_t device, const void* top_k_index, int32_t index_bits, int64_t pairs,
                     int32_t k, int32_t experts, int32_t tile, int64_t padded_rows, int64_t* source,
                     int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets);

@@ -1,6 +1,6 @@
 """Loading the kernel libraries and the PyTorch operator library, and binding them.
 
-The core library (``libfused_swiglu.so``, C ABI ``csrc/capi/fused_swiglu.h``) is a plain shared
+The core library (``libfused_swiglu.so``, C ABI ``csrc/include/fused_swiglu.h``) is a plain shared
 object with no libtorch linkage. It is loaded on first use and kept for the life of the process:
 from ``FUSED_SWIGLU_LIBRARY`` when set, else the wheel's prebuilt copy, else the build cache
 (building it if needed, see :mod:`fused_swiglu.build`). Each kernel config is its own shared object
@@ -416,7 +416,7 @@ class Library:
         scales ``y_scale`` (mode 1: one static scale read; 2: one per 1 x 128 group written at
         ``m * y_scale_stride_m + g * y_scale_stride_g``). A grouped config takes ``experts`` (E), ``ldw_expert``
         (elements between two experts' weights) and ``tile_expert`` (the address of the int32 expert of each
-        token tile; ``capi/fused_swiglu.h``, FSW_KERNEL_GROUPED_DUAL). Raises as :meth:`run`."""
+        token tile; ``include/fused_swiglu.h``, FSW_KERNEL_GROUPED_DUAL). Raises as :meth:`run`."""
         config = self.ensure(config_name)
         # fsw_problem packed in one call (cheaper per launch than filling a ctypes.Structure)
         _PROBLEM.pack_into(

@@ -28,7 +28,8 @@ __all__ = ["GroupedLayout", "TOKEN_TILE", "grouped_layout", "grouped_swiglu", "l
 def padded_rows(tokens: int, experts: int, tile: int = TOKEN_TILE) -> int:
     """T_pad: the rows of the padded layout of ``tokens`` routed rows over ``experts`` experts, each expert's
     rows padded to a multiple of ``tile``: the worst case ``tokens + (tile - 1) * min(experts, tokens)``
-    rounded up to ``tile`` (so that it depends on the sizes alone, never on the routing)."""
+    rounded up to ``tile`` (so that it depends on the sizes alone, never on the routing; the C side's
+    ``fsw_moe_padded_rows``, csrc/include/fused_swiglu/moe_layout.h)."""
     rows = tokens + (tile - 1) * min(experts, tokens)
     return (rows + tile - 1) // tile * tile
 

@@ -35,7 +35,7 @@ from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 
 OP = "fused_swiglu::moe_layout"
 NAMES = ("moe_layout",)  # operators whose CUDA kernels are C++
-MAX_EXPERTS = 8192  # the CUDA kernel's (capi/moe_layout.h, FSW_MOE_LAYOUT_MAX_EXPERTS)
+MAX_EXPERTS = 8192  # the CUDA kernel's (include/fused_swiglu/moe_layout.h, FSW_MOE_LAYOUT_MAX_EXPERTS)
 MAX_TILE = 1024
 # The experts forward builds its layout with the CUDA kernel up to this many (token, expert) pairs, with
 # layout_by_sorting past it: the kernel is one block, its pairs placed 1,024 at a time with 32 block barriers

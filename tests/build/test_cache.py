@@ -12,7 +12,7 @@ from fused_swiglu.build import compile as nvcc_compile
 from fused_swiglu.build.toolchain import Toolchain
 from fused_swiglu.errors import BuildError
 
-FILES = [("capi/fused_swiglu.h", b"int fsw_abi_version(void);"), ("kernels/a.cu", b"// a")]
+FILES = [("include/fused_swiglu.h", b"int fsw_abi_version(void);"), ("kernels/a.cu", b"// a")]
 ARGS = (nvcc_compile.NVCC_FLAGS, "Cuda compilation tools, release 13.0, V13.0.88", "4.2.0.0", 1)
 
 
@@ -48,7 +48,7 @@ def fake_build(tmp_path, monkeypatch, write_tree):
     """A csrc tree of two configs in tmp, a cache dir in tmp, and an nvcc stub that records builds."""
     csrc = tmp_path / "csrc"
     files = {
-        "capi/fused_swiglu.h": "// header\n",
+        "include/fused_swiglu.h": "// header\n",
         "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n',
         "capi/quantize_e4m3.cu": "// quantize\n",
         "capi/moe_layout.cu": "// routing\n",
@@ -133,7 +133,7 @@ def test_a_header_edit_rebuilds_only_the_units_that_include_it(fake_build):
     cache.ensure_built(log=lambda line: None)
     assert builds == ["a"] and cache.cached("a") != a and a.is_file()  # the old build stays until cleaned
     builds.clear()
-    (csrc / "capi" / "fused_swiglu.h").write_text("// header, edited\n")
+    (csrc / "include" / "fused_swiglu.h").write_text("// header, edited\n")
     cache.ensure_built(log=lambda line: None)
     assert builds == ["core"]  # the configs' sources do not include the C ABI header in this tree
     builds.clear()

@@ -250,7 +250,7 @@ def test_cutlass_headers_found():
 
 
 def test_csrc_is_found_in_the_repository():
-    assert (sources.csrc_dir() / "capi" / "fused_swiglu.h").is_file()
+    assert (sources.csrc_dir() / "include" / "fused_swiglu.h").is_file()
 
 
 # --- real nvcc builds (no GPU needed) -------------------------------------------------------------
@@ -267,8 +267,8 @@ def test_pipeline_builds_a_small_library(tmp_path):
     """build_library on a one-file fixture: the .so exports the C symbol and loads without a GPU."""
     tc = toolchain.find_nvcc()
     csrc = tmp_path / "csrc"
-    (csrc / "capi").mkdir(parents=True)
-    shutil.copy(sources.csrc_dir() / "capi" / "fused_swiglu.h", csrc / "capi")
+    (csrc / "include").mkdir(parents=True)
+    shutil.copy(sources.csrc_dir() / "include" / "fused_swiglu.h", csrc / "include")
     (csrc / "k.cu").write_text(FIXTURE_CU)
     result = nvcc_compile.build_library(csrc, "k", ["k.cu"], tmp_path / "libk.so", tc, [])
     (k,) = nvcc_compile.parse_resource_usage(result.log)

@@ -8,12 +8,12 @@ from fused_swiglu.errors import BuildError
 
 # a csrc tree: two configs, one of which includes a header that includes another
 TREE = {
-    "capi/fused_swiglu.h": "// abi\n",
+    "include/fused_swiglu.h": "// abi\n",
     "capi/status.hpp": '#include "fused_swiglu.h"\n',
     "capi/fused_swiglu.cpp": '#include "fused_swiglu.h"\n#include "status.hpp"\n#include <cuda.h>\n',
     "capi/quantize_e4m3.cu": '#include "fused_swiglu.h"\n#include "scale_layout.hpp"\n',
-    "capi/moe_layout.cu": '#include "moe_layout.h"\n',
-    "capi/moe_layout.h": '#include "fused_swiglu.h"\n',
+    "capi/moe_layout.cu": '#include "lib/moe_layout.h"\n',
+    "include/lib/moe_layout.h": '#include "fused_swiglu.h"\n',
     "capi/scale_layout.hpp": "#pragma once\n",
     "capi/registry.inc": "#define FSW_CONFIG_LIST \\\n  FSW_CONFIG(a) \\\n  FSW_CONFIG(b) \\\n\n",
     "capi/driver_entry_points.cu": "#include <cuda.h>\n",
@@ -33,15 +33,15 @@ def test_units_are_the_core_and_one_per_registry_config(tmp_path, write_tree):
 def test_dependencies_follow_includes_transitively_within_csrc(tmp_path, write_tree):
     csrc = write_tree(tmp_path / "csrc", TREE)
     assert units.dependencies(csrc, units.config("a")) == [
-        "capi/driver_entry_points.cu", "capi/fused_swiglu.h", "capi/status.hpp", "include/lib/detail.hpp",
+        "capi/driver_entry_points.cu", "capi/status.hpp", "include/fused_swiglu.h", "include/lib/detail.hpp",
         "include/lib/kernel.hpp", "instantiations/a.cu",
     ]
     assert units.dependencies(csrc, units.config("b")) == [
-        "capi/driver_entry_points.cu", "capi/fused_swiglu.h", "capi/status.hpp", "instantiations/b.cu",
+        "capi/driver_entry_points.cu", "capi/status.hpp", "include/fused_swiglu.h", "instantiations/b.cu",
     ]
-    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/fused_swiglu.h", "capi/moe_layout.cu",
-                                                      "capi/moe_layout.h", "capi/quantize_e4m3.cu",
-                                                      "capi/scale_layout.hpp", "capi/status.hpp"]
+    assert units.dependencies(csrc, units.core()) == ["capi/fused_swiglu.cpp", "capi/moe_layout.cu", "capi/quantize_e4m3.cu",
+                                                      "capi/scale_layout.hpp", "capi/status.hpp",
+                                                      "include/fused_swiglu.h", "include/lib/moe_layout.h"]
 
 
 def test_a_missing_source_is_an_error(tmp_path, write_tree):
@@ -61,7 +61,7 @@ def test_every_cuda_source_of_the_repository_belongs_to_a_unit():
     assert all((csrc / s).is_file() for s in built)
     for unit in units.all_units(csrc):
         deps = units.dependencies(csrc, unit)
-        assert "capi/fused_swiglu.h" in deps, unit
+        assert "include/fused_swiglu.h" in deps, unit
         if not unit.is_core:  # a kernel header edit reaches every config that includes it, not the core
             assert any(d.startswith("include/fused_swiglu/kernel/") for d in deps), unit
     assert not any(d.startswith("include/") for d in units.dependencies(csrc, units.core()))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 
-_MARKER = Path("capi") / "fused_swiglu.h"
+_MARKER = Path("include") / "fused_swiglu.h"
 _HERE = Path(__file__).resolve()
 REPO_CSRC = _HERE.parents[3] / "csrc"  # <repo>/src/fused_swiglu/build/sources.py -> <repo>/csrc
 PACKAGE_CSRC = _HERE.parents[1] / "_csrc"  # copied into the wheel by setup.py
@@ -21,7 +21,7 @@ def csrc_dir() -> Path:
     """The csrc/ directory to build from: ``<repo>/csrc`` first, then ``fused_swiglu/_csrc``.
 
     Raises:
-        BuildError: neither holds ``capi/fused_swiglu.h``.
+        BuildError: neither holds ``include/fused_swiglu.h``.
     """
     for candidate in (REPO_CSRC, PACKAGE_CSRC):
         if (candidate / _MARKER).is_file():

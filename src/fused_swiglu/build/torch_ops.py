@@ -9,7 +9,7 @@ Cache layout, beside the kernel library's (same locking and atomic install)::
 
     <cache_dir>/torch-<key[:16]>/libfused_swiglu_torch.so
 
-The key covers the sources (``csrc/torch/`` and ``csrc/capi/fused_swiglu.h``), the flags and the
+The key covers the sources (``csrc/torch/`` and the kernel library's C headers, ``csrc/include/fused_swiglu.h`` and ``fused_swiglu/moe_layout.h``), the flags and the
 compiler's ``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
 
 The library must use the process's shared C++ runtime (``libstdc++.so.6``, as PyTorch does): a
@@ -53,8 +53,9 @@ FLAGS: tuple[str, ...] = (
 LINK_FLAGS: tuple[str, ...] = ("-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--pop-state")
 CXX_RUNTIME = "libstdc++.so.6"
 TORCH_OPS = Path(sources.TORCH_OPS_DIR)
-HEADER = Path("capi") / "fused_swiglu.h"  # the kernel library's C ABI, which the operators call
-HEADERS = (HEADER, Path("capi") / "moe_layout.h")  # and the routing kernel's
+INCLUDE = Path("include")  # the kernel library's public headers: the operators include its C ABI from there
+HEADER = INCLUDE / "fused_swiglu.h"  # the kernel library's C ABI, which the operators call
+HEADERS = (HEADER, INCLUDE / "fused_swiglu" / "moe_layout.h")  # and the routing kernel's
 
 
 def source_files(csrc: Path) -> list[Path]:
@@ -143,7 +144,8 @@ def command(cxx: str, csrc: Path, out: Path) -> list[str]:
     """The compile-and-link command line (every source of :func:`source_files`)."""
     include, lib = _torch_dirs()
     units = [str(csrc / rel) for rel in source_files(csrc)]
-    return [cxx, *FLAGS, f"-I{include}", *units, "-o", str(out), f"-L{lib}", "-ltorch_cpu", *LINK_FLAGS]
+    return [cxx, *FLAGS, f"-I{include}", f"-I{csrc / INCLUDE}", *units, "-o", str(out), f"-L{lib}", "-ltorch_cpu",
+            *LINK_FLAGS]
 
 
 def check_runtime(path: Path, cxx: str = "the C++ compiler") -> None:

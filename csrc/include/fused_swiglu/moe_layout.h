@@ -14,13 +14,20 @@ extern "C" {
 // The most experts fsw_moe_layout takes (its per-expert counters live in shared memory).
 #define FSW_MOE_LAYOUT_MAX_EXPERTS 8192
 
+// T_pad, the rows of the padded layout of `pairs` routed rows over `experts` experts in tiles of `tile` rows:
+// the worst case over every routing, pairs + (tile - 1) min(experts, pairs), rounded up to a multiple of tile
+// (fused_swiglu.grouped.padded_rows in Python).
+static inline int64_t fsw_moe_padded_rows(int64_t pairs, int64_t experts, int64_t tile) {
+  int64_t const hit = pairs < experts ? pairs : experts;
+  return (pairs + (tile - 1) * hit + tile - 1) / tile * tile;
+}
+
 // The padded layout of `pairs` = T k (token, expert) pairs of a top-k routing, on `stream` (a cudaStream_t),
 // asynchronous, one thread block:
 //
 //   top_k_index   (T, k) row-major, int64 (index_bits 64) or int32 (32): the expert of each pair, pair
 //                 i = t k + j; an id < 0 counts as expert 0, an id >= experts belongs to no expert
-//   padded_rows   T_pad: at least pairs + (tile - 1) min(experts, pairs), rounded up to a multiple of tile
-//                 (the worst case over every routing; fused_swiglu.grouped.padded_rows)
+//   padded_rows   T_pad: a multiple of tile, at least fsw_moe_padded_rows(pairs, experts, tile)
 //
 // Expert e's pairs take rows [start_e, start_e + count_e) of the layout, in pair order (a stable counting
 // sort), start_e a multiple of tile, each expert ceil(count_e / tile) whole tiles in expert order, and

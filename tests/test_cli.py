@@ -469,6 +469,10 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--variants", "fused", "patched"], "argument --variants: invalid choice: 'fused' (choose from "
      "'stock', 'patched', 'backend')"),
     (["bench", "e2e-ab", "--variants", "backend"], "argument --variants: expected 2 arguments"),
+    (["bench", "e2e-ab", "--one-process"], "fused-swiglu bench e2e-ab: --one-process needs modes captured in CUDA "
+     "graphs (captured_decode_step, prefill); compiled_decode compiles the model"),
+    (["bench", "e2e-ab", "--one-process", "--variants", "stock", "backend", "--modes", "compiled_decode"],
+     "--one-process times the stock and patched variants of one model; got variants stock backend"),
     (["bench", "e2e-ab", "--variants", "patched", "patched"], "fused-swiglu bench e2e-ab: --variants must be two "
      "different ones of stock, patched, backend; got patched patched"),
     (["bench", "e2e-ab", "--variants", "backend", "patched", "--modes", "compiled_decode", "prefill"],

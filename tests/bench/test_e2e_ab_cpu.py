@@ -283,3 +283,61 @@ def test_the_decode_step_decodes_decode_batch_sequences_at_the_same_position(spe
         first, again = step(), step()
     assert first.shape == (3, 1, spec.vocab_size)
     torch.testing.assert_close(first, again)  # re-run at the same position, not one further
+
+
+def test_one_process_times_both_variants_of_one_model(tmp_path):
+    """one_process: a single worker builds the model once and answers for both variants."""
+    results = e2e_ab.run_ab(_opts(models=[e2e_models.TINY_QWEN3_MOE], rounds=2, one_process=True), tmp_path / "ab.json",
+                            Console(quiet=True))
+    (row,) = results["rows"]
+    assert "error" not in row, row.get("error")
+    assert len(row["stock_samples_ms"]) == len(row["fused_samples_ms"]) == 2
+    assert row["prepare_s"]["stock"] >= 0 and row["prepare_s"]["fused"] >= 0
+    assert results["meta"]["protocol"].startswith("one process, stock and patched captured on the same weights")
+
+
+class _Conn:
+    """A worker's end of the pipe: hands it ``asks`` one by one, keeps what it sends."""
+
+    def __init__(self, asks):
+        self.asks, self.sent = list(asks), []
+
+    def recv(self):
+        return self.asks.pop(0)
+
+    def send(self, message):
+        self.sent.append(message)
+
+
+def test_one_process_runs_each_variant_on_the_model_as_that_variant(monkeypatch):
+    """Uncaptured (the CPU), the worker patches or unpatches the model before a variant's calls: each
+    measurement sees the model in its variant's state, whatever the order asked."""
+    from fused_swiglu.patch import base
+
+    seen = []
+
+    def fake_prepare(model, mode, opts, device, backend=None):
+        def measure():
+            seen.append(any(base.installed(m) is not None for m in model.modules()))
+            return 1.0
+        return measure
+
+    monkeypatch.setattr(e2e_ab, "_prepare", fake_prepare)
+    asks = [("time", "stock"), ("time", "patched"), ("time", "patched"), ("time", "stock"), "stop"]
+    conn = _Conn(asks)
+    e2e_ab.worker_both(conn, e2e_models.TINY_QWEN2, "prefill", _opts(one_process=True))
+    kinds = [m[0] for m in conn.sent]
+    assert kinds == ["ready", "ms", "ms", "ms", "ms"], conn.sent
+    assert conn.sent[0][1]["patched"]["patched_blocks"] == e2e_models.TINY_QWEN2.num_layers
+    # prepare-time calls (stock, then patched), then the four asked: stock, patched, patched, stock
+    assert seen == [False, True, False, True, True, False]
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({"variants": ["patched", "backend"], "modes": ["compiled_decode"]},
+     "one_process times the stock and patched variants of one model; got variants patched backend"),
+    ({"modes": ["prefill", "compiled_decode"]}, "one_process needs modes captured in CUDA graphs"),
+])
+def test_one_process_options_are_checked(kw, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        e2e_ab.check_options(_opts(one_process=True, **kw))

@@ -11,6 +11,11 @@ Compiled code, CUDA graphs and their memory pools belong to one variant, and one
 would evaluate one variant's Dynamo guards before the other's on every call. So two worker processes
 build the same model (same seed, same random weights) on the same GPU, one per variant, each prepares
 the mode (patches, compiles, captures) while the other does too, and then times it only when asked.
+A model that fits the GPU once but not twice (Qwen3-30B-A3B's 61 GB on an 80 GB H100) runs with
+``one_process``: one worker builds the model once, captures the stock variant's CUDA graph, patches the
+model and captures the patched one, then replays either when asked. No guards are involved there (the
+captured modes do not compile), and both graphs read the same weights; stock and patched variants and
+captured modes only.
 The parent asks them in turn, round by round, the order flipping every round (A, B, B, A, ...), so
 that clock, power and host drift fall on both alike, and reports the median of the per-round ratios
 A time / B time (> 1: B is faster) with their minimum and maximum.
@@ -53,6 +58,7 @@ from .defaults import E2E_AB_VARIANTS as VARIANTS
 
 # the prefix of a variant's fields in a row: the patched model's is "fused", as in bench e2e's rows
 KEYS = {"stock": "stock", "patched": "fused", "backend": "backend"}
+ONE_PROCESS_MODES = tuple(m for m in MODES if m not in COMPILED_MODES)  # captured or (on a CPU) plain calls
 
 
 @dataclass
@@ -75,6 +81,7 @@ class ABOptions:
     dtype: str = "bf16"
     device: str = "cuda"
     seed: int = 0
+    one_process: bool = False  # both variants in one worker, on the same weights (module docstring)
 
 
 def default_modes(variants) -> list[str]:
@@ -100,6 +107,13 @@ def check_options(opts: ABOptions) -> None:
         raise ValueError(f"variants backend (the model compiled with fused_backend()) needs modes that compile the "
                          f"model ({', '.join(COMPILED_MODES)}); {', '.join(plain)} "
                          f"{'does' if len(plain) == 1 else 'do'} not")
+    if opts.one_process:
+        if set(variants) != {"stock", "patched"}:
+            raise ValueError(f"one_process times the stock and patched variants of one model; got variants "
+                             f"{' '.join(variants)}")
+        if compiled := [m for m in opts.modes if m in COMPILED_MODES]:
+            raise ValueError(f"one_process needs modes captured in CUDA graphs ({', '.join(ONE_PROCESS_MODES)}); "
+                             f"{', '.join(compiled)} compiles the model")
     e2e_models.find(opts.models)
     for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "decode_batch",
                  "warmups"):
@@ -252,6 +266,61 @@ def worker(conn, spec, mode: str, variant: str, opts: ABOptions) -> None:
             return
 
 
+def worker_both(conn, spec, mode: str, opts: ABOptions) -> None:
+    """The stock and patched variants of one model in one process (``opts.one_process``): build once;
+    prepare ``mode`` on the stock model; patch; prepare it again; then answer each ``("time", variant)``
+    with the median of ``opts.repeats`` timed calls of that variant (ms) until ``"stop"``. On a CUDA
+    device each variant is its own captured graph; elsewhere (tests) the model is patched or unpatched
+    to the variant before its calls, outside the timing. Sends ``("ready", {variant: info})`` or
+    ``("error", text)`` first."""
+    try:
+        import torch
+
+        from ..patch import fuse_swiglu_mlps, unfuse_swiglu_mlps
+        from . import e2e_models
+        from .e2e import DTYPES
+
+        device = torch.device(opts.device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        start = time.perf_counter()
+        model = e2e_models.build(spec, device, DTYPES[opts.dtype], seed=opts.seed)
+        measure = {"stock": _prepare(model, mode, opts, device)}
+        measure["stock"]()
+        info = {"stock": {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": 0}}
+        start = time.perf_counter()
+
+        def patch() -> int:
+            patched = fuse_swiglu_mlps(model)
+            if len(patched) != spec.num_layers:
+                raise RuntimeError(f"fuse_swiglu_mlps patched {len(patched)} of {spec.num_layers} MLP blocks")
+            return len(patched)
+
+        blocks = patch()
+        measure["patched"] = _prepare(model, mode, opts, device)
+        measure["patched"]()
+        info["patched"] = {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": blocks}
+        conn.send(("ready", info))
+    except BaseException:
+        conn.send(("error", traceback.format_exc(limit=8)))
+        return
+    state = "patched"
+    while True:
+        what = conn.recv()
+        if what == "stop":
+            return
+        try:
+            _, variant = what
+            if device.type != "cuda" and variant != state:  # uncaptured calls run the model as it is now
+                unfuse_swiglu_mlps(model) if variant == "stock" else patch()
+                state = variant
+            ms = statistics.median(measure[variant]() for _ in range(opts.repeats))
+            conn.send(("ms", (ms, _graphs_compiled())))
+        except BaseException:
+            conn.send(("error", traceback.format_exc(limit=8)))
+            return
+
+
 def fused_mlps(backend, layers: int) -> int:
     """How many decoder MLPs ``backend`` (a :class:`fused_swiglu.compile_fusion.FusedSwiGLUBackend`)
     fused, counted by their gate weights (a layer compiled in several graphs counts once).
@@ -292,22 +361,31 @@ def run_pair(spec, mode: str, opts: ABOptions) -> dict:
     a, b = opts.variants
     procs, conns = {}, {}
     try:
-        for variant in (a, b):
+        if opts.one_process:  # one worker answers for both variants
             parent, child = ctx.Pipe()
-            procs[variant] = ctx.Process(target=worker, args=(child, spec, mode, variant, opts), daemon=True)
-            procs[variant].start()
-            conns[variant] = parent
-        info = {variant: _receive(conns[variant], variant) for variant in (a, b)}
+            procs["both"] = ctx.Process(target=worker_both, args=(child, spec, mode, opts), daemon=True)
+            procs["both"].start()
+            conns = {a: parent, b: parent}
+            info = _receive(parent, f"{a} and {b}")
+            ask = {a: ("time", a), b: ("time", b)}
+        else:
+            for variant in (a, b):
+                parent, child = ctx.Pipe()
+                procs[variant] = ctx.Process(target=worker, args=(child, spec, mode, variant, opts), daemon=True)
+                procs[variant].start()
+                conns[variant] = parent
+            info = {variant: _receive(conns[variant], variant) for variant in (a, b)}
+            ask = {a: "time", b: "time"}
         times: dict[str, list[float]] = {a: [], b: []}
         graphs: dict[str, list[int]] = {a: [], b: []}
         for r in range(opts.rounds):
             for variant in ((a, b) if r % 2 == 0 else (b, a)):
-                conns[variant].send("time")
+                conns[variant].send(ask[variant])
                 ms, compiled = _receive(conns[variant], variant)
                 times[variant].append(ms)
                 graphs[variant].append(compiled)
     finally:
-        for conn in conns.values():
+        for conn in {id(c): c for c in conns.values()}.values():  # one pipe per worker
             try:
                 conn.send("stop")
             except (BrokenPipeError, OSError):
@@ -358,8 +436,9 @@ def run_ab(opts: ABOptions, out: Path | None, console) -> dict:
     a, b = opts.variants
     meta = {**machine_meta(), "kind": "e2e_ab", "options": {**vars(opts), "models": [getattr(m, "name", m) for m in opts.models]},
             "unit": f"ratio = {a} ms / {b} ms, per round; > 1: the {b} model is faster",
-            "protocol": f"two processes ({a}, {b}), rounds alternating ABBA, each round's time the median of "
-                        "repeats_per_round calls"}
+            "protocol": (f"one process, {a} and {b} captured on the same weights" if opts.one_process
+                         else f"two processes ({a}, {b})")
+                        + ", rounds alternating ABBA, each round's time the median of repeats_per_round calls"}
     rows = []
     start = time.perf_counter()
     for spec in e2e_models.find(opts.models):

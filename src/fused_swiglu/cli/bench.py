@@ -145,6 +145,11 @@ def add_parsers(sub) -> None:
     m.add_argument("--decode-batch", type=int, default=ab.decode_batch,
                    help=f"captured_decode_step: sequences decoded together, one new token each (default "
                         f"{ab.decode_batch})")
+    m.add_argument("--one-process", action="store_true",
+                   help="both variants in one process on the same weights, for a model that fits the GPU once but "
+                        "not twice: the stock model captured, then patched and captured again, the two graphs "
+                        f"replayed in alternating rounds (variants stock and patched; modes "
+                        f"{', '.join(e2e_ab.ONE_PROCESS_MODES)})")
     m.add_argument("--warmups", type=int, default=ab.warmups,
                    help=f"compiled_decode: untimed generate calls before the first round, compilation and "
                         f"CUDA-graph recording included (default {ab.warmups})")
@@ -460,7 +465,7 @@ def _e2e(args, console) -> int:
 # an option of bench e2e-ab, by the ABOptions field that check_options names first in its message
 _AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype",
                "decode_batch": "--decode-batch",
-               "variants": "--variants"}
+               "variants": "--variants", "one_process": "--one-process"}
 
 
 def _ab_options(args):
@@ -476,7 +481,8 @@ def _ab_options(args):
     variants = list(args.variants)
     modes = split(args.ab_modes, "--modes") if args.ab_modes else e2e_ab.default_modes(variants)
     opts = e2e_ab.ABOptions(models=models, modes=modes, variants=variants, rounds=args.rounds, repeats=args.repeats,
-                            decode_batch=args.decode_batch, warmups=args.warmups, dtype=args.dtype)
+                            decode_batch=args.decode_batch, warmups=args.warmups, dtype=args.dtype,
+                            one_process=args.one_process)
     try:
         e2e_ab.check_options(opts)
     except ValueError as e:

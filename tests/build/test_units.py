@@ -67,3 +67,16 @@ def test_every_cuda_source_of_the_repository_belongs_to_a_unit():
     # the core reads the C ABI headers of include/ and no kernel template
     core_includes = {d for d in units.dependencies(csrc, units.core()) if d.startswith("include/")}
     assert core_includes == {"include/fused_swiglu.h", "include/fused_swiglu/moe_layout.h"}
+
+
+def test_the_include_tree_is_self_contained():
+    """Every header under include/ reads only include/ (besides CUTLASS, CUDA and the C++ library): the
+    kernels and the C ABI headers need nothing of capi/ or torch/."""
+    csrc = sources.csrc_dir().resolve()
+    include = csrc / "include"
+    headers = [p for p in include.rglob("*") if p.suffix in (".h", ".hpp", ".inl")]
+    assert headers
+    for path in headers:
+        for target in units._INCLUDE.findall(path.read_text(errors="replace")):
+            found = units._resolve(csrc, path, target)
+            assert found is None or include in found.parents, f"{path.relative_to(csrc)} includes {target}"

@@ -223,47 +223,70 @@ def _capture(step, device):
     return graph
 
 
+def _build(spec, opts: ABOptions):
+    """The model of ``spec`` on ``opts.device`` (a CUDA device without an index: the current one), and
+    that device."""
+    import torch
+
+    from . import e2e_models
+    from .e2e import DTYPES
+
+    device = torch.device(opts.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return e2e_models.build(spec, device, DTYPES[opts.dtype], seed=opts.seed), device
+
+
+def _patch(model, spec) -> int:
+    """``fuse_swiglu_mlps(model)``; the number of blocks patched. Raises RuntimeError unless it patched
+    one block per layer."""
+    from ..patch import fuse_swiglu_mlps
+
+    patched = fuse_swiglu_mlps(model)
+    if len(patched) != spec.num_layers:
+        raise RuntimeError(f"fuse_swiglu_mlps patched {len(patched)} of {spec.num_layers} MLP blocks")
+    return len(patched)
+
+
+def _serve(conn, opts: ABOptions, measure_for) -> None:
+    """Answer the parent until ``"stop"``: each request, ``"time"`` or ``("time", variant)``, with
+    ``("ms", (median of opts.repeats calls of measure_for(request), Dynamo's graph count))``, or
+    ``("error", text)`` and return."""
+    while True:
+        what = conn.recv()
+        if what == "stop":
+            return
+        try:
+            measure = measure_for(what)
+            ms = statistics.median(measure() for _ in range(opts.repeats))
+            conn.send(("ms", (ms, _graphs_compiled())))
+        except BaseException:
+            conn.send(("error", traceback.format_exc(limit=8)))
+            return
+
+
 def worker(conn, spec, mode: str, variant: str, opts: ABOptions) -> None:
     """One variant (:data:`VARIANTS`) in its own process: build; patch (``patched``) or compile with
     ``fused_backend()`` (``backend``); prepare; then answer each ``"time"`` with the median of
     ``opts.repeats`` timed calls (ms) until ``"stop"``. Sends ``("ready", info)`` or
     ``("error", text)`` first."""
     try:
-        import torch
-
         from ..compile_fusion import fused_backend
-        from ..patch import fuse_swiglu_mlps
-        from . import e2e_models
-        from .e2e import DTYPES
 
-        device = torch.device(opts.device)
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
         start = time.perf_counter()
-        model = e2e_models.build(spec, device, DTYPES[opts.dtype], seed=opts.seed)
-        patched = fuse_swiglu_mlps(model) if variant == "patched" else []
-        if variant == "patched" and len(patched) != spec.num_layers:
-            raise RuntimeError(f"fuse_swiglu_mlps patched {len(patched)} of {spec.num_layers} MLP blocks")
+        model, device = _build(spec, opts)
+        blocks = _patch(model, spec) if variant == "patched" else 0
         backend = fused_backend() if variant == "backend" else None
         measure = _prepare(model, mode, opts, device, backend)
         measure()
-        info = {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": len(patched)}
+        info = {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": blocks}
         if backend is not None:
             info["fused_mlps"] = fused_mlps(backend, spec.num_layers)
         conn.send(("ready", info))
     except BaseException:
         conn.send(("error", traceback.format_exc(limit=8)))
         return
-    while True:
-        what = conn.recv()
-        if what == "stop":
-            return
-        try:
-            ms = statistics.median(measure() for _ in range(opts.repeats))
-            conn.send(("ms", (ms, _graphs_compiled())))
-        except BaseException:
-            conn.send(("error", traceback.format_exc(limit=8)))
-            return
+    _serve(conn, opts, lambda what: measure)
 
 
 def worker_both(conn, spec, mode: str, opts: ABOptions) -> None:
@@ -274,29 +297,15 @@ def worker_both(conn, spec, mode: str, opts: ABOptions) -> None:
     to the variant before its calls, outside the timing. Sends ``("ready", {variant: info})`` or
     ``("error", text)`` first."""
     try:
-        import torch
+        from ..patch import unfuse_swiglu_mlps
 
-        from ..patch import fuse_swiglu_mlps, unfuse_swiglu_mlps
-        from . import e2e_models
-        from .e2e import DTYPES
-
-        device = torch.device(opts.device)
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
         start = time.perf_counter()
-        model = e2e_models.build(spec, device, DTYPES[opts.dtype], seed=opts.seed)
+        model, device = _build(spec, opts)
         measure = {"stock": _prepare(model, mode, opts, device)}
         measure["stock"]()
         info = {"stock": {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": 0}}
         start = time.perf_counter()
-
-        def patch() -> int:
-            patched = fuse_swiglu_mlps(model)
-            if len(patched) != spec.num_layers:
-                raise RuntimeError(f"fuse_swiglu_mlps patched {len(patched)} of {spec.num_layers} MLP blocks")
-            return len(patched)
-
-        blocks = patch()
+        blocks = _patch(model, spec)
         measure["patched"] = _prepare(model, mode, opts, device)
         measure["patched"]()
         info["patched"] = {"prepare_s": round(time.perf_counter() - start, 1), "patched_blocks": blocks}
@@ -304,21 +313,16 @@ def worker_both(conn, spec, mode: str, opts: ABOptions) -> None:
     except BaseException:
         conn.send(("error", traceback.format_exc(limit=8)))
         return
-    state = "patched"
-    while True:
-        what = conn.recv()
-        if what == "stop":
-            return
-        try:
-            _, variant = what
-            if device.type != "cuda" and variant != state:  # uncaptured calls run the model as it is now
-                unfuse_swiglu_mlps(model) if variant == "stock" else patch()
-                state = variant
-            ms = statistics.median(measure[variant]() for _ in range(opts.repeats))
-            conn.send(("ms", (ms, _graphs_compiled())))
-        except BaseException:
-            conn.send(("error", traceback.format_exc(limit=8)))
-            return
+    state = ["patched"]
+
+    def measure_for(what):
+        variant = what[1]
+        if device.type != "cuda" and variant != state[0]:  # uncaptured calls run the model as it is now
+            unfuse_swiglu_mlps(model) if variant == "stock" else _patch(model, spec)
+            state[0] = variant
+        return measure[variant]
+
+    _serve(conn, opts, measure_for)
 
 
 def fused_mlps(backend, layers: int) -> int:

@@ -87,3 +87,39 @@ def test_a_config_missing_from_the_prebuilt_folder_names_it_and_why(tmp_path, mo
                                          "building it failed: .*FUSED_SWIGLU_NVCC"):
         lib.ensure(name)
     assert not lib.is_loaded(name) and lib.config_paths == {}
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("entry", ["fsw_can_implement", "fsw_workspace_size", "fsw_run"])
+def test_the_core_checks_every_problem_before_the_config_sees_it(entry):
+    """Each entry point of the core library applies the problem's rules itself (capi/problem_rules.hpp), so a
+    bad problem is refused with the rule whichever entry it reaches; a good one goes on to the config's
+    launcher, which on a machine without a CUDA device stops at the device query."""
+    if _lib.torch.cuda.is_available():
+        pytest.skip("on a GPU machine a good problem would reach the kernel; the GPU tests cover that path")
+    lib = _lib.library()
+    config = lib.ensure("dual_pingpong_128x128x64_1x1_bf16")
+    p = _lib.Problem()
+    p.m, p.n, p.k, p.dtype = 64, 12, 64, _lib.DTYPE_CODES[_lib.torch.bfloat16]
+    p.x = p.w = p.w_up = p.y = 0x1000
+    p.ldx = p.ldw = p.ldw_up = 64
+    p.ldy = 16
+    size = ctypes.c_size_t(0)
+
+    def call() -> int:
+        fn = getattr(lib._dll, entry)
+        if entry == "fsw_can_implement":
+            return fn(config, ctypes.addressof(p))
+        if entry == "fsw_workspace_size":
+            return fn(config, ctypes.addressof(p), ctypes.byref(size))
+        return fn(config, ctypes.addressof(p), None, 0, None)
+
+    assert call() == _lib.Status.INVALID_ARGUMENT
+    assert lib.last_error() == "N (intermediate size I) must be a positive multiple of 8 for 16-byte TMA rows; got N=12"
+    p.n, p.x = 16, 0
+    assert call() == _lib.Status.INVALID_ARGUMENT and lib.last_error() == "x must not be NULL"
+    p.x, p.dtype = 0x1000, _lib.DTYPE_CODES[_lib.torch.float16]
+    assert call() == _lib.Status.INVALID_ARGUMENT
+    assert lib.last_error().startswith("problem dtype") and "dual_pingpong_128x128x64_1x1_bf16" in lib.last_error()
+    p.dtype = _lib.DTYPE_CODES[_lib.torch.bfloat16]
+    assert call() == _lib.Status.CUDA and lib.last_error() == "could not query the current CUDA device"

@@ -9,8 +9,9 @@ Cache layout, beside the kernel library's (same locking and atomic install)::
 
     <cache_dir>/torch-<key[:16]>/libfused_swiglu_torch.so
 
-The key covers the sources (``csrc/torch/`` and the kernel library's C headers, ``csrc/include/fused_swiglu.h`` and ``fused_swiglu/moe_layout.h``), the flags and the
-compiler's ``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
+The key covers the sources (``csrc/torch/`` and the kernel library's C headers,
+``csrc/include/fused_swiglu.h`` and ``fused_swiglu/moe_layout.h``), the flags and the compiler's
+``--version`` text. A prebuilt copy (:mod:`.prebuilt`) is loaded as is.
 
 The library must use the process's shared C++ runtime (``libstdc++.so.6``, as PyTorch does): a
 runtime linked into it (some toolchains link ``libstdc++`` statically, e.g. a GCC installed without a

@@ -206,7 +206,10 @@ def _decode_step(model, opts: ABOptions, device):
 
 
 def _capture(step, device):
-    """``step`` captured in a CUDA graph after three warm-up calls on a side stream."""
+    """``step`` captured in a CUDA graph after three warm-up calls on a side stream. The graph holds ``step``
+    (``graph.step``): the tensors it reads that were allocated before the capture (inputs, a static cache) are
+    not in the graph's memory pool and must live as long as it replays them, past later allocations in the
+    same process (the other variant's, with ``--one-process``)."""
     import torch
 
     stream = torch.cuda.Stream(device)
@@ -220,6 +223,7 @@ def _capture(step, device):
         with torch.cuda.graph(graph, stream=stream):
             step()
     torch.cuda.synchronize(device)
+    graph.step = step
     return graph
 
 

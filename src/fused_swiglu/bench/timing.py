@@ -250,7 +250,8 @@ def as_graph_replays(
     """Each call captured once into a CUDA graph (after two eager warm-up calls on a side stream,
     as capture requires); returns the graphs' ``replay`` methods. Timing these measures the GPU
     work of a method without its per-call host time (launch overhead, Python), as in a serving
-    engine that replays graphs."""
+    engine that replays graphs. Each graph holds its call, so the inputs the call reads stay allocated for as
+    long as the replay does, whatever the caller keeps."""
     replays: dict[str, list[Callable[[], object]]] = {}
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
@@ -263,6 +264,7 @@ def as_graph_replays(
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
                 fn()
+            graph.fn = fn  # what fn reads outside the graph's pool (its inputs) lives as long as the replay
             replays[name].append(graph.replay)
     torch.cuda.current_stream(device).wait_stream(stream)
     torch.cuda.synchronize(device)

@@ -42,9 +42,11 @@ void check_block_scale(const char* op, const char* arg, Tensor const& s, int64_t
             " must have shape (", rows, ", ", blocks, ") = ", what);
 }
 
-// s flattened, contiguous, 16-byte aligned (a copy where it is not: reshape keeps a strided or expanded
-// 1-D view as it is).
+// s as the kernels read a row scaling's scale: numel() contiguous floats from a 16-byte aligned address. s
+// itself where it is so laid out (a (1,), (n,) or (n, 1) tensor: no dispatcher call per launch), else a
+// flattened copy (reshape keeps a strided or expanded 1-D view as it is).
 Tensor vector_ready(Tensor const& s) {
+  if (s.is_contiguous() && aligned16(s)) return s;
   std::array<int64_t, 1> flat{s.numel()};
   Tensor v = torch::stable::contiguous(torch::stable::reshape(s, dims(flat)));
   return aligned16(v) ? v : torch::stable::clone(v);

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from experts_common import check_experts, check_gradients, experts_weights, routing
-from fused_swiglu import experts
+from fused_swiglu import experts, grouped, routing_ops
 from fused_swiglu.accuracy import ulp_at
 from fused_swiglu.reference import swiglu_float64
 
@@ -54,16 +54,34 @@ def test_the_routing_sorts_the_pairs_by_expert_stably_with_int32_end_offsets(nam
     assert r.order.tolist() == order and r.token.tolist() == token and r.expert_offsets.tolist() == ends
 
 
-def test_ids_past_the_last_expert_belong_to_none():
+def test_the_sort_places_ids_past_the_last_expert_in_none():
+    """What an unchecked id does where it is not checked (CUDA): past the last offset, no expert's."""
     index = torch.tensor([[0, 9], [2, 0]])  # 9 >= E = 3
-    r = experts.route_experts(index, 3)
-    assert r.expert_offsets.tolist() == [2, 2, 3] and r.order.tolist() == [0, 3, 2, 1]
+    order, offsets = routing_ops.sort_pairs(index, 3)
+    assert offsets.tolist() == [2, 2, 3] and order.tolist() == [0, 3, 2, 1]
 
 
-def test_ids_below_0_are_expert_0_s_in_pair_order():
+def test_the_sort_takes_ids_below_0_as_expert_0_s_in_pair_order():
     index = torch.tensor([[0, 2], [-4, 1], [0, -1]])  # pairs 2 and 5 below 0: expert 0's, after pair 0
-    r = experts.route_experts(index, 3)
-    assert r.expert_offsets.tolist() == [4, 5, 6] and r.order.tolist() == [0, 2, 4, 5, 3, 1]
+    order, offsets = routing_ops.sort_pairs(index, 3)
+    assert offsets.tolist() == [4, 5, 6] and order.tolist() == [0, 2, 4, 5, 3, 1]
+
+
+@pytest.mark.parametrize("bad", [9, 3, -1])
+def test_an_expert_id_outside_the_experts_is_refused_on_the_cpu(bad):
+    E, H, I, T = 3, 16, 8, 4
+    index = torch.tensor([[0, 1], [2, bad], [1, 0], [2, 2]])
+    x, w, down = torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I)
+    says = rf"top_k_index must hold expert ids in \[0, 3\) \({{}}\); got ids from {min(bad, 0)} to {max(bad, 2)}"
+    with pytest.raises(ValueError, match="route_experts: " + says.format("the experts argument")):
+        experts.route_experts(index, E)
+    for call, op in ((lambda: experts.routed_swiglu(x, index, w), "routed_swiglu"),
+                     (lambda: experts.swiglu_experts(x, index, torch.ones(T, 2), w, down), "swiglu_experts")):
+        with pytest.raises(ValueError, match=f"{op}: " + says.format(r"E = gate_up_proj.shape\[0\]")):
+            call()
+    rows = grouped.padded_rows(index.numel(), E, 16)
+    with pytest.raises(ValueError, match=r"fused_swiglu::moe_layout: " + says.format("the experts argument")):
+        routing_ops.moe_layout(index, E, 16, rows)
 
 
 def test_the_routing_names_the_argument_and_the_rule():

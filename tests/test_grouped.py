@@ -128,6 +128,16 @@ def test_rows_past_the_last_offset_get_zeros():
     assert torch.equal(y[3:], torch.zeros_like(y[3:])) and y[:3].abs().sum() > 0
 
 
+@pytest.mark.parametrize("ends, first_bad", [([3, 2], "expert_offsets\\[1\\] = 2 after 3"),
+                                             ([-1, 5], "expert_offsets\\[0\\] = -1 after 0"),
+                                             ([3, 9], "expert_offsets\\[1\\] = 9 after 3")])
+def test_offsets_out_of_order_or_range_are_refused_on_the_cpu(ends, first_bad):
+    x, w, _ = _problem([3, 2])  # T = 5 rows
+    with pytest.raises(ValueError, match=r"grouped_swiglu: expert_offsets must be non-decreasing end rows in "
+                                         r"\[0, T\] \(T = x_sorted.shape\[0\] = 5\); got " + first_bad):
+        grouped.grouped_swiglu(x, w, torch.tensor(ends, dtype=torch.int32))
+
+
 def test_grouped_swiglu_names_the_argument_and_the_rule():
     x, w, offsets = _problem([3, 2])
     cases = [

@@ -7,7 +7,6 @@ torch.compile(fullgraph=True)."""
 from __future__ import annotations
 
 import copy
-import io
 import warnings
 
 import pytest
@@ -17,6 +16,7 @@ from experts_common import check_experts, decisive_prompt, forward_float64
 from fused_swiglu import fuse_swiglu_mlps, hf_experts, unfuse_swiglu_mlps
 from fused_swiglu.accuracy import ulp_at
 from fused_swiglu.patch import experts as experts_body
+from model_copies import saved_and_loaded
 
 transformers = pytest.importorskip("transformers")
 moe = pytest.importorskip("transformers.integrations.moe")
@@ -264,10 +264,7 @@ def test_unfuse_restores_the_class_and_a_patched_model_survives_copies(monkeypat
     assert fuse_swiglu_mlps(model) == []  # already patched: left as they are
     with torch.no_grad():
         patched = model(ids).logits
-    buffer = io.BytesIO()
-    torch.save(model, buffer)
-    buffer.seek(0)
-    for other in (copy.deepcopy(model), torch.load(buffer, weights_only=False)):
+    for other in (copy.deepcopy(model), saved_and_loaded(model)):
         assert [type(vars(m).get("_fused_swiglu")).__name__ for m in _experts(other)] == ["FusedExpertsForward"] * 2
         calls = _counting(monkeypatch)
         with torch.no_grad():

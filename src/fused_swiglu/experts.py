@@ -68,14 +68,8 @@ class ExpertsRouting(NamedTuple):
     expert_offsets: Tensor
 
 
-def _check_dense(op: str, **named: object) -> None:
-    for arg, t in named.items():
-        if not isinstance(t, Tensor) or t.layout != torch.strided or t.is_nested:
-            raise TypeError(f"{op}: {arg} must be a dense (strided) torch.Tensor; got {type(t).__name__}")
-
-
 def _check_index(op: str, top_k_index: Tensor) -> tuple[int, int]:
-    _check_dense(op, top_k_index=top_k_index)
+    grouped_ops.check_dense(op, top_k_index=top_k_index)
     if top_k_index.dtype not in INDEX_DTYPES:
         raise TypeError(f"{op}: top_k_index must be torch.int64 or torch.int32 (expert ids); got "
                         f"top_k_index.dtype={top_k_index.dtype}")
@@ -92,7 +86,8 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
 
     Args:
         top_k_index: ``(T, k)`` torch.int64 or torch.int32, the experts of each token (``top_k_index[t, j]``
-            in ``[0, experts)``). Not checked (it would wait for the GPU): an id >= ``experts`` sorts past
+            in ``[0, experts)``; checked in an eager call on the CPU (ValueError; not while torch.compile
+            traces). On CUDA not checked (it would wait for the GPU): an id >= ``experts`` sorts past
             ``expert_offsets[-1]`` and belongs to no expert; a negative id is counted as expert 0's, in pair
             order among its other pairs.
         experts: E, the experts (>= 1).
@@ -102,13 +97,15 @@ def route_experts(top_k_index: Tensor, experts: int) -> ExpertsRouting:
 
     Raises:
         TypeError: top_k_index not a dense tensor of torch.int64 or torch.int32; experts not an int.
-        ValueError: top_k_index not 2-D (T, k) with k >= 1; experts < 1.
+        ValueError: top_k_index not 2-D (T, k) with k >= 1; experts < 1; on the CPU, an id outside
+            ``[0, experts)``.
     """
     _, k = _check_index("route_experts", top_k_index)
     if not isinstance(experts, int) or isinstance(experts, bool):
         raise TypeError(f"route_experts: experts must be an int (E); got {type(experts).__name__}")
     if experts < 1:
         raise ValueError(f"route_experts: experts must be >= 1; got experts={experts}")
+    grouped_ops.check_expert_ids("route_experts", top_k_index, experts, "the experts argument")
     return _route(top_k_index, experts, k)
 
 
@@ -126,9 +123,8 @@ def _check_common(op: str, hidden_states: Tensor, top_k_index: Tensor, gate_up_p
     if T != hidden_states.shape[0]:
         raise ValueError(f"{op}: top_k_index must have one row per token, T = hidden_states.shape[0] = "
                          f"{hidden_states.shape[0]}; got shape {tuple(top_k_index.shape)}")
-    if top_k_index.device != hidden_states.device:
-        raise ValueError(f"{op}: top_k_index must be on hidden_states' device {hidden_states.device}; got "
-                         f"top_k_index on {top_k_index.device}")
+    grouped_ops.check_like(op, "hidden_states", hidden_states, same_dtype=False, top_k_index=top_k_index)
+    grouped_ops.check_expert_ids(op, top_k_index, E)
     if hidden_states.device.type == "cuda":
         why = v.hopper_status(hidden_states.device)
         if why is not None:
@@ -195,7 +191,8 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
             CUDA); gate_up_proj not of its dtype; top_k_index not int64 / int32.
         ValueError: a rank or shape (top_k_index not (T, k) with k >= 1 and T = hidden_states' rows,
             gate_up_proj not (E, 2I, H) with hidden_states' H), a device (not CUDA or the CPU, or not the
-            tensors' one), H or I not a multiple of 8 on CUDA, a config the choice refuses.
+            tensors' one), H or I not a multiple of 8 on CUDA, a config the choice refuses; on the CPU, an
+            expert id outside [0, E).
         RuntimeError: a CUDA device that is not a Hopper GPU.
     """
     op = "routed_swiglu"
@@ -281,8 +278,9 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
         hidden_states: ``(T, H)``, the tokens (T >= 0). CUDA (a Hopper GPU): torch.bfloat16 or
             torch.float16, H a multiple of 8; CPU: any floating dtype.
         top_k_index: ``(T, k)`` torch.int64 or torch.int32 on hidden_states' device (k >= 1), the experts
-            of each token, in ``[0, E)``. Not checked (it would wait for the GPU): an id >= E is routed to no
-            expert and its pair reads the first padded row instead (another pair's row, or an unwritten one
+            of each token, in ``[0, E)``; checked in an eager call on the CPU (ValueError; not while
+            torch.compile traces). On CUDA not checked (it would wait for the GPU): an id >= E is routed to
+            no expert and its pair reads the first padded row instead (another pair's row, or an unwritten one
             when no id is below E): wrong values, never an access out of bounds (the expert-parallel sentinel
             convention is not supported); a negative id is taken as expert 0.
         top_k_weights: ``(T, k)`` floating point on hidden_states' device, the weight of each
@@ -307,27 +305,20 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             k >= 1; gate_up_proj not (E, 2I, H) with an even row count and hidden_states' H; down_proj not
             (E, H, I) of gate_up_proj's E and I), a device (not CUDA or the CPU, or not hidden_states'), H or
             I not a multiple of 8 on CUDA, down_proj's strides on CUDA (unit stride along I, the others
-            multiples of 8 elements), a config the choice refuses.
+            multiples of 8 elements), a config the choice refuses; on the CPU, an expert id outside [0, E).
         RuntimeError: a CUDA device that is not a Hopper GPU.
     """
     op = "swiglu_experts"
     E, I, H, T, k = _check_common(op, hidden_states, top_k_index, gate_up_proj, config)
-    _check_dense(op, top_k_weights=top_k_weights, down_proj=down_proj)
+    grouped_ops.check_dense(op, top_k_weights=top_k_weights, down_proj=down_proj)
     if not top_k_weights.is_floating_point():
         raise TypeError(f"{op}: top_k_weights must be a floating-point tensor; got "
                         f"top_k_weights.dtype={top_k_weights.dtype}")
     if tuple(top_k_weights.shape) != (T, k):
         raise ValueError(f"{op}: top_k_weights must have top_k_index's shape (T, k) = {(T, k)}; got shape "
                          f"{tuple(top_k_weights.shape)}")
-    if top_k_weights.device != hidden_states.device:
-        raise ValueError(f"{op}: top_k_weights must be on hidden_states' device {hidden_states.device}; got "
-                         f"top_k_weights on {top_k_weights.device}")
-    if down_proj.dtype != hidden_states.dtype:
-        raise TypeError(f"{op}: down_proj must have hidden_states' dtype {hidden_states.dtype}; got "
-                        f"down_proj.dtype={down_proj.dtype}")
-    if down_proj.device != hidden_states.device:
-        raise ValueError(f"{op}: down_proj must be on hidden_states' device {hidden_states.device}; got down_proj "
-                         f"on {down_proj.device}")
+    grouped_ops.check_like(op, "hidden_states", hidden_states, same_dtype=False, top_k_weights=top_k_weights)
+    grouped_ops.check_like(op, "hidden_states", hidden_states, down_proj=down_proj)
     if tuple(down_proj.shape) != (E, H, I):
         raise ValueError(f"{op}: down_proj must be (E, H, I) = {(E, H, I)} for gate_up_proj of shape "
                          f"{tuple(gate_up_proj.shape)}; got shape {tuple(down_proj.shape)}")

@@ -146,28 +146,26 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
             gate_up_proj not of x_sorted's dtype; expert_offsets not int32.
         ValueError: a rank or shape (gate_up_proj's H not x_sorted's, an odd row count per expert,
             expert_offsets not of E entries), a device, H or I not a multiple of 8 on CUDA, a config the
-            choice refuses.
+            choice refuses; on the CPU, offsets out of order or outside [0, T].
         RuntimeError: from the CUDA operator, a rule these checks leave to it (gate_up_proj's strides not
             readable in place by TMA), naming the argument.
 
-    Not checked (it would wait for the GPU): the offsets' order and range; values outside the rules give
-    wrong rows, never a read or write out of bounds. Differentiable with respect to x_sorted and gate_up_proj
-    (the backward recomputes the gate and up products).
+    The offsets' order and range are checked in an eager call on the CPU (ValueError; not while torch.compile
+    traces); on CUDA not (it would wait for the GPU): values outside the rules give wrong rows there, never a
+    read or write out of bounds. Differentiable with respect to x_sorted and gate_up_proj (the backward
+    recomputes the gate and up products).
     """
     E, _, _ = grouped_ops.check_weights(x_sorted, gate_up_proj, config, op="grouped_swiglu", x_name="x_sorted")
-    if not isinstance(expert_offsets, Tensor) or expert_offsets.layout != torch.strided or expert_offsets.is_nested:
-        raise TypeError(f"grouped_swiglu: expert_offsets must be a dense (strided) torch.Tensor; got "
-                        f"{type(expert_offsets).__name__}")
+    grouped_ops.check_dense("grouped_swiglu", expert_offsets=expert_offsets)
     if expert_offsets.dtype != torch.int32:
         raise TypeError(f"grouped_swiglu: expert_offsets must be torch.int32 (the torch._grouped_mm convention); got "
                         f"expert_offsets.dtype={expert_offsets.dtype}")
     if tuple(expert_offsets.shape) != (E,):
         raise ValueError(f"grouped_swiglu: expert_offsets must be 1-D with one end offset per expert, ({E},); got shape "
                          f"{tuple(expert_offsets.shape)}")
-    if expert_offsets.device != x_sorted.device:
-        raise ValueError(f"grouped_swiglu: expert_offsets must be on x_sorted's device {x_sorted.device}; got "
-                         f"expert_offsets on {expert_offsets.device}")
+    grouped_ops.check_like("grouped_swiglu", "x_sorted", x_sorted, same_dtype=False, expert_offsets=expert_offsets)
     T = x_sorted.shape[0]
+    grouped_ops.check_offsets("grouped_swiglu", expert_offsets, T)
     layout = grouped_layout(expert_offsets, T, layout_tile(T, E, config))
     x_pad = x_sorted.index_select(0, layout.source)
     x_pad.masked_fill_(~layout.valid[:, None], 0)

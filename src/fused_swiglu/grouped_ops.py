@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from . import grouped_grad
+from ._dispatch import PLAIN
 from .configs import GROUPED_TOKEN_TILE as TOKEN_TILE
 from .configs import check_grouped_config, check_grouped_tile
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
@@ -57,6 +58,76 @@ swiglu_grouped = torch.ops.fused_swiglu.swiglu_grouped.default
 _CUDA_DTYPES = (torch.bfloat16, torch.float16)
 
 
+def check_dense(op: str, **named: object) -> None:
+    """Each of ``named`` (argument name: value) a dense torch.Tensor: strided, not nested.
+
+    Raises:
+        TypeError: the first that is not, named in a message that starts with ``op``.
+    """
+    for arg, t in named.items():
+        if not isinstance(t, Tensor) or t.layout != torch.strided or t.is_nested:
+            raise TypeError(f"{op}: {arg} must be a dense (strided) torch.Tensor; got {type(t).__name__}")
+
+
+def _possessive(arg: str) -> str:
+    return arg + ("'" if arg.endswith("s") else "'s")  # hidden_states', x_pad's
+
+
+def check_like(op: str, ref_name: str, ref: Tensor, *, same_dtype: bool = True, **named: Tensor) -> None:
+    """Each of ``named`` (argument name: tensor) of the dtype of ``ref``, the tensor named ``ref_name`` (unless
+    ``same_dtype`` is False), and on its device; a tensor's dtype is checked before its device.
+
+    Raises:
+        TypeError: another dtype. ValueError: another device. The message starts with ``op`` and names the
+            argument, ``ref_name`` and both values.
+    """
+    for arg, t in named.items():
+        if same_dtype and t.dtype != ref.dtype:
+            raise TypeError(f"{op}: {arg} must have {_possessive(ref_name)} dtype {ref.dtype}; got "
+                            f"{arg}.dtype={t.dtype}")
+        if t.device != ref.device:
+            raise ValueError(f"{op}: {arg} must be on {_possessive(ref_name)} device {ref.device}; got {arg} on "
+                             f"{t.device}")
+
+
+def values_checkable(t: Tensor) -> bool:
+    """Whether the values of ``t`` can be checked without waiting for a GPU or breaking a trace: a plain CPU
+    tensor (or parameter) of an eager call. A CUDA tensor's routing values are not read on the host."""
+    return type(t) in PLAIN and t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def check_expert_ids(op: str, top_k_index: Tensor, experts: int, what: str = "E = gate_up_proj.shape[0]") -> None:
+    """Every expert id of ``top_k_index`` in ``[0, experts)``, where it can be read here
+    (:func:`values_checkable`).
+
+    Raises:
+        ValueError: an id outside the range, naming the lowest and highest.
+    """
+    if not values_checkable(top_k_index) or top_k_index.numel() == 0:
+        return
+    lo, hi = int(top_k_index.min()), int(top_k_index.max())
+    if lo < 0 or hi >= experts:
+        raise ValueError(f"{op}: top_k_index must hold expert ids in [0, {experts}) ({what}); got ids from {lo} "
+                         f"to {hi}")
+
+
+def check_offsets(op: str, expert_offsets: Tensor, rows: int) -> None:
+    """``expert_offsets`` non-decreasing end rows in ``[0, rows]``, where they can be read here
+    (:func:`values_checkable`).
+
+    Raises:
+        ValueError: an offset out of order or out of range, naming the first such expert.
+    """
+    if not values_checkable(expert_offsets) or expert_offsets.numel() == 0:
+        return
+    ends = expert_offsets.tolist()
+    starts = [0, *ends[:-1]]
+    for e, (start, end) in enumerate(zip(starts, ends)):
+        if not start <= end <= rows:
+            raise ValueError(f"{op}: expert_offsets must be non-decreasing end rows in [0, T] (T = x_sorted.shape[0] "
+                             f"= {rows}); got expert_offsets[{e}] = {end} after {start}")
+
+
 def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = OP, x_name: str = "x_pad") -> tuple[int, int, int]:
     """The rules on the rows ``x`` (named ``x_name`` in errors, any number of rows), the weights and the config
     that the operator ``op`` shares with :func:`fused_swiglu.grouped.grouped_swiglu`; returns ``(E, I, H)``.
@@ -68,9 +139,7 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
             device, H or I not a multiple of 8 on CUDA, a config :func:`fused_swiglu.configs.check_grouped_config`
             refuses.
     """
-    for arg, t in ((x_name, x), ("gate_up_proj", gate_up_proj)):
-        if not isinstance(t, Tensor) or t.layout != torch.strided or t.is_nested:
-            raise TypeError(f"{op}: {arg} must be a dense (strided) torch.Tensor; got {type(t).__name__}")
+    check_dense(op, **{x_name: x, "gate_up_proj": gate_up_proj})
     if x.dim() != 2:
         raise ValueError(f"{op}: {x_name} must be 2-D ({'T_pad' if x_name == 'x_pad' else 'T'}, H); got shape "
                          f"{tuple(x.shape)}")
@@ -78,13 +147,7 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
         raise ValueError(f"{op}: gate_up_proj must be 3-D (E, 2I, H); got shape {tuple(gate_up_proj.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{op}: {x_name} must be a floating-point tensor; got {x_name}.dtype={x.dtype}")
-    whose = x_name + ("'" if x_name.endswith("s") else "'s")  # hidden_states', x_pad's
-    if gate_up_proj.dtype != x.dtype:
-        raise TypeError(f"{op}: gate_up_proj must have {whose} dtype {x.dtype}; got "
-                        f"gate_up_proj.dtype={gate_up_proj.dtype}")
-    if gate_up_proj.device != x.device:
-        raise ValueError(f"{op}: gate_up_proj must be on {whose} device {x.device}; got gate_up_proj on "
-                         f"{gate_up_proj.device}")
+    check_like(op, x_name, x, gate_up_proj=gate_up_proj)
     H = x.shape[1]
     E, rows, Hw = gate_up_proj.shape
     if E < 1:
@@ -116,16 +179,13 @@ def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, con
             for the token tile of a grouped config (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`), or a named
             config of another tile.
     """
-    if not isinstance(tile_expert, Tensor) or tile_expert.layout != torch.strided or tile_expert.is_nested:
-        raise TypeError(f"{OP}: tile_expert must be a dense (strided) torch.Tensor; got {type(tile_expert).__name__}")
+    check_dense(OP, tile_expert=tile_expert)
     if tile_expert.dim() != 1:
         raise ValueError(f"{OP}: tile_expert must be 1-D (T_pad / token tile,); got shape {tuple(tile_expert.shape)}")
     result = check_weights(x_pad, gate_up_proj, config)
     if tile_expert.dtype != torch.int32:
         raise TypeError(f"{OP}: tile_expert must be torch.int32; got tile_expert.dtype={tile_expert.dtype}")
-    if tile_expert.device != x_pad.device:
-        raise ValueError(f"{OP}: tile_expert must be on x_pad's device {x_pad.device}; got tile_expert on "
-                         f"{tile_expert.device}")
+    check_like(OP, "x_pad", x_pad, same_dtype=False, tile_expert=tile_expert)
     if not (isinstance(x_pad.shape[0], int) and isinstance(tile_expert.shape[0], int)):
         return result  # symbolic sizes (torch.compile's tracing): the CUDA kernel checks the tile at run time
     tile = token_tile(x_pad, tile_expert)

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from .grouped import grouped_layout, padded_rows
+from .grouped_ops import check_dense, check_expert_ids
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 
 OP = "fused_swiglu::moe_layout"
@@ -58,8 +59,7 @@ def check_arguments(top_k_index: Tensor, experts: int, tile: int, rows: int) -> 
         ValueError: top_k_index not 2-D (T, k) with k >= 1; experts outside [1, 8192]; tile outside [1, 1024];
             padded_rows not :func:`fused_swiglu.grouped.padded_rows` ``(T k, experts, tile)``.
     """
-    if not isinstance(top_k_index, Tensor) or top_k_index.layout != torch.strided or top_k_index.is_nested:
-        raise TypeError(f"{OP}: top_k_index must be a dense (strided) torch.Tensor; got {type(top_k_index).__name__}")
+    check_dense(OP, top_k_index=top_k_index)
     if top_k_index.dtype not in INDEX_DTYPES:
         raise TypeError(f"{OP}: top_k_index must be torch.int64 or torch.int32; got top_k_index.dtype="
                         f"{top_k_index.dtype}")
@@ -87,6 +87,7 @@ def _moe_layout_fake(top_k_index, experts, tile, padded_rows):
 
 def _moe_layout_cpu(top_k_index, experts, tile, padded_rows):
     check_arguments(top_k_index, experts, tile, padded_rows)
+    check_expert_ids(OP, top_k_index, experts, "the experts argument")
     return layout_by_sorting(top_k_index, experts, tile)
 
 

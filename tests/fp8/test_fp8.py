@@ -387,6 +387,17 @@ def test_a_fast_config_with_promoted_accumulation_is_refused():
     assert fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation="promoted", config="").shape == (3, 16)
 
 
+@pytest.mark.parametrize("config", [3, 1.5, ["promoted"]])
+def test_a_config_that_is_not_a_str_is_a_type_error(config):
+    x, xs, gq, gs, uq, us = _operands(M=3)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    says = f"config must be a str \\(a config name, or '' for the choice\\); got {type(config).__name__}"
+    with pytest.raises(TypeError, match=says):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, config=config)
+    with pytest.raises(TypeError, match=says):
+        fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=config)
+
+
 def test_flags_and_scale_shapes_are_checked():
     t = torch.randn(4, 32)
     with pytest.raises(TypeError, match="per_row must be True or False; got per_row='no'"):

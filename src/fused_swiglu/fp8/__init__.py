@@ -118,7 +118,8 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
         ``out_scale`` itself (static), with ``y ~ y * y_scale`` (module docstring).
 
     Raises:
-        TypeError: x or w_packed not e4m3, x_scale or w_scale not fp32, or an argument not a dense tensor.
+        TypeError: x or w_packed not e4m3, x_scale or w_scale not fp32, an argument not a dense tensor, or
+            config not a str.
         ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8 (16 for e4m3 y), a
             scale's shape, an ``out_scale`` that is not one fp32 value, devices, an unknown
             accumulation, scaling, out_dtype or config.
@@ -145,15 +146,23 @@ def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
     ``accumulation="promoted"`` was asked for (block scaling promotes either way).
 
     Raises:
+        TypeError: ``config`` not a str.
         ValueError: ``config`` names a fast config (or ``"fast"``) while ``accumulation="promoted"``.
     """
     if config is None or config == "":
         return "promoted" if accumulation == "promoted" else ""
-    if isinstance(config, str) and scaling != "block" and accumulation == "promoted":
+    _check_config_type(config)
+    if scaling != "block" and accumulation == "promoted":
         if not (config == "promoted" or "_promote" in config):
             raise ValueError(f"config={config!r} runs fast accumulation; got accumulation='promoted' (give the "
                              "config alone, or a promoted one)")
     return config
+
+
+def _check_config_type(config: object) -> None:
+    """TypeError unless ``config`` is a str (a config name)."""
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a str (a config name, or '' for the choice); got {type(config).__name__}")
 
 
 def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scale: torch.Tensor,
@@ -179,7 +188,8 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
         ``g = (x @ w_gate^T)[m, i] * x_scale[m] * gate_scale[i]`` and ``u`` alike.
 
     Raises:
-        TypeError: x, w_gate or w_up not e4m3, a scale not fp32, or an argument not a dense tensor.
+        TypeError: x, w_gate or w_up not e4m3, a scale not fp32, an argument not a dense tensor, or config not
+            a str.
         ValueError: ranks, H mismatch or not a multiple of 16, I not a multiple of 8, w_up's shape
             not w_gate's, a scale's shape, gate_scale and up_scale of different kinds (one per tensor,
             one per channel), devices, an unknown config.
@@ -188,5 +198,6 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
+    _check_config_type(config)
     return run_checked(lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
                        swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

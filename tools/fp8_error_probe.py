@@ -8,10 +8,11 @@ import torch
 
 from fused_swiglu import fp8
 from fused_swiglu.accuracy import compare
-from fused_swiglu.bench.fp8 import find_shapes, make_sets
+from fused_swiglu.bench.fp8 import make_sets
+from fused_swiglu.bench.shapes import find_fp8
 
 torch.manual_seed(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
-for shape in find_shapes(sys.argv[2:] or ["0.5B", "7B", "72B"]):
+for shape in find_fp8(sys.argv[2:] or ["0.5B", "7B", "72B"]):
     for M in (1, 2048):
         s = make_sets(M, shape.hidden_size, shape.intermediate_size, torch.device("cuda"), 0)[0]
         ref = fp8.dequantized_swiglu(s.x, s.w_packed, s.x_scale, s.w_scale, torch.float64)

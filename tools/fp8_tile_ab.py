@@ -16,6 +16,7 @@ import torch
 
 from fused_swiglu import fp8
 from fused_swiglu.bench import fp8 as fp8_bench
+from fused_swiglu.bench.shapes import find_fp8
 from fused_swiglu.bench import report, timing
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     timing.warm_gpu(device)
     rows = []
-    for shape in fp8_bench.find_shapes(args.models):
+    for shape in find_fp8(args.models):
         torch._dynamo.reset()
         for M in args.tokens:
             sets = fp8_bench.make_sets(M, shape.hidden_size, shape.intermediate_size, device, l2)

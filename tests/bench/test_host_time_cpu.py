@@ -10,7 +10,6 @@ from fused_swiglu import cli
 from fused_swiglu.bench import host_time
 
 SHAPE = (1, 64, 128)
-NO_HOPPER = not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0))
 
 
 def test_every_method_is_timed_and_the_json_written(tmp_path):
@@ -74,10 +73,4 @@ def test_bad_arguments_are_refused(kwargs, message):
 def test_bad_host_time_options_exit_1(argv, message, capsys):
     assert cli.main(["bench", *argv]) == cli.EXIT_BAD_OPTION
     assert message in capsys.readouterr().err
-
-
-@pytest.mark.skipif(not NO_HOPPER, reason="checks the no-GPU behaviour")
-def test_host_time_without_a_hopper_gpu_exits_2(capsys):
-    assert cli.main(["bench", "--host-time"]) == cli.EXIT_NO_GPU
-    assert "fused-swiglu bench host-time needs an NVIDIA Hopper GPU" in capsys.readouterr().err
 

@@ -75,3 +75,22 @@ def test_bench_e2e_ab_variants_are_refused_without_torch():
     assert (bad_choice["status"], bad_choice["torch"]) == (EXIT_BAD_OPTION, False), bad_choice
     assert (bad_count["status"], bad_count["torch"]) == (EXIT_BAD_OPTION, False), bad_count
     assert "argument --variants: invalid choice: 'fused'" in err and "argument --variants: expected 2 arguments" in err
+
+
+# the options whose values the commands check before importing their benchmark (with the choices argparse checks)
+TORCH_FREE = {"--tokens", "--models", "--rep", "--warmup-ms", "--seconds", "--out", "--protocol", "--dtype",
+              "--sustained", "--gpus", "--seed"}
+
+
+def test_value_errors_do_not_import_torch():
+    """Each bad argument of test_cli's table that names only such options is refused without importing torch."""
+    from test_cli import BAD_ARGUMENTS
+
+    cases = [(argv, rule) for argv, rule in BAD_ARGUMENTS
+             if all(a in TORCH_FREE for a in argv if a.startswith("--"))]
+    assert len(cases) >= 20
+    results, err = _run([argv for argv, _ in cases])
+    for r in results:
+        assert (r["status"], r["torch"]) == (EXIT_BAD_OPTION, False), r
+    for _, rule in cases:
+        assert rule in err

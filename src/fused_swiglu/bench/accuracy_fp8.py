@@ -12,7 +12,8 @@ import torch
 from .. import fp8
 from ..accuracy import compare
 from . import report
-from .fp8 import dual_operands, find_shapes, make_sets, silu_and_mul, unfused, unfused_blockwise
+from .fp8 import dual_operands, make_sets, silu_and_mul, unfused, unfused_blockwise
+from .shapes import find_fp8
 
 M_TOKENS = 2048
 
@@ -40,7 +41,7 @@ def run_accuracy_fp8(console, out: Path | None = None, seed: int | None = None,
     torch.manual_seed(seed)
     device = torch.device("cuda", torch.cuda.current_device())
     rows = []
-    for shape in find_shapes(models):
+    for shape in find_fp8(models):
         s = make_sets(M_TOKENS, shape.hidden_size, shape.intermediate_size, device, l2_bytes=0, blockwise=True)[0]
         b = s.block
         refs = {False: fp8.dequantized_swiglu(s.x, s.w_packed, s.x_scale, s.w_scale, torch.float64),

@@ -45,29 +45,10 @@ import torch.nn.functional as F
 from .. import fp8
 from ..functional import swiglu_packed
 from ..weights import pack_gate_up
-from . import report, shapes, timing
+from . import report, timing
 from .defaults import FP8_METHODS as METHODS, FP8_REPS as REPS, FP8_TOKENS as TOKENS
 from .defaults import FP8_WARMUP_MS as WARMUP_MS
-from .shapes import FP8_MODELS, MODELS, MlpShape
-
-SHAPES = MODELS + FP8_MODELS
-
-
-def find_shapes(names: Sequence[str] | None) -> list[MlpShape]:
-    """``--models`` of ``bench fp8``: names of :data:`FP8_MODELS` (case-insensitive), else as
-    :func:`fused_swiglu.bench.shapes.find`; None or empty: :data:`SHAPES`.
-
-    Raises:
-        ValueError: an unknown name (as :func:`~fused_swiglu.bench.shapes.find`).
-    """
-    if not names:
-        return list(SHAPES)
-    own = {m.model.lower(): m for m in FP8_MODELS}
-    try:
-        return [own[n.lower()] if n.lower() in own else shapes.find([n])[0] for n in names]
-    except ValueError as e:
-        raise ValueError(f"{e}; or an FP8 checkpoint's shape: {', '.join(m.model for m in FP8_MODELS)}") from None
-
+from .shapes import MlpShape
 
 @dataclass(frozen=True)
 class Fp8Set:

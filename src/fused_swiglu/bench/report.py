@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import csv
 import datetime
-import errno
 import json
-import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from .._version import __version__
+from .paths import check_out_path
 
 BENCH_FIELDS = (
     "model", "hidden_size", "intermediate_size", "tokens", "dtype", "method",
@@ -123,48 +121,6 @@ def machine_meta(device: torch.device | None = None) -> dict[str, object]:
         smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
         meta["driver_version"] = smi.splitlines()[0] if smi else None
     return meta
-
-
-def check_out_path(path: str | Path, option: str = "--out", beside: str = ".csv") -> Path:
-    """Check, before a run, that results can be written to ``path`` (JSON) and beside it (the ``beside``
-    file: ``.csv``, or ``.png`` for a mode that writes a plot there).
-    Creates no folder (the folder is made when the results are written); to prove that the nearest
-    existing folder takes new files, one empty probe file is created there and removed at once.
-
-    Returns:
-        ``path`` as a Path.
-
-    Raises:
-        ValueError: ``path`` ends in ``beside`` (that file would overwrite the JSON), names a directory
-            (or ends in a path separator), or its folder cannot be created or written; the message
-            names ``option``.
-    """
-    text = str(path)
-    path = Path(path)
-    if path.suffix.lower() == beside:
-        what = "plot" if beside == ".png" else beside.lstrip(".").upper()
-        raise ValueError(f"{option} names the JSON file (its {what} goes beside it as {beside}); got {path}")
-    if path.is_dir() or text.endswith(("/", os.sep)):
-        raise ValueError(f"{option} must be a file path, not a directory; got {text!r}")
-    existing = path.parent.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValueError(f"{option}: cannot create the folder {path.parent} ({existing} is not a directory)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{option}: the folder {existing} is not writable")
-    try:  # os.access trusts permission bits: root passes it on read-only and virtual file systems
-        fd, probe = tempfile.mkstemp(prefix=".fused-swiglu-probe-", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        # a virtual file system (/proc, /sys) answers "No such file or directory" for a folder that exists
-        why = "its file system takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
-        if existing != path.parent.absolute():
-            raise ValueError(f"{option}: cannot create the folder {path.parent}: {existing} takes no new files "
-                             f"({why})") from e
-        raise ValueError(f"{option}: cannot write in the folder {existing} ({why})") from e
-    return path
 
 
 def write_results(path: Path, meta: dict, rows: Sequence[dict], fields: Sequence[str]) -> tuple[Path, Path]:

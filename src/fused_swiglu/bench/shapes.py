@@ -22,15 +22,17 @@ class MlpShape:
     intermediate_size: int  # I
 
 
-MODELS: tuple[MlpShape, ...] = (
-    MlpShape("Qwen2.5-0.5B", 896, 4864),
-    MlpShape("Qwen2.5-1.5B", 1536, 8960),
-    MlpShape("Qwen2.5-3B", 2048, 11008),
-    MlpShape("Qwen2.5-7B", 3584, 18944),
-    MlpShape("Qwen2.5-14B", 5120, 13824),
-    MlpShape("Qwen2.5-32B", 5120, 27648),
-    MlpShape("Qwen2.5-72B", 8192, 29568),
-)
+# the seven Qwen2.5 dense models by size, as --models names them (``7B``): (hidden_size, intermediate_size)
+QWEN2_5_BY_SIZE: dict[str, tuple[int, int]] = {
+    "0.5B": (896, 4864),
+    "1.5B": (1536, 8960),
+    "3B": (2048, 11008),
+    "7B": (3584, 18944),
+    "14B": (5120, 13824),
+    "32B": (5120, 27648),
+    "72B": (8192, 29568),
+}
+MODELS: tuple[MlpShape, ...] = tuple(MlpShape(f"Qwen2.5-{size}", H, I) for size, (H, I) in QWEN2_5_BY_SIZE.items())
 TOKENS: tuple[int, ...] = (1, 16, 128, 512, 2048, 8192)
 
 SWEEP_MODELS: tuple[MlpShape, ...] = (
@@ -136,7 +138,7 @@ def find_moe(names: list[str] | None) -> list[MoeShape]:
         if min(E, K) < 1 or K > E:
             raise ValueError(f"MoE shape {name!r}: sizes must be positive and top-k at most the experts")
         for what, v in (("H", H), ("I", I)):
-            if v < 1 or v % 8 or v > 2**31 - 1:
+            if v < 1 or v % 8 or v > MAX_SIZE:
                 raise ValueError(f"MoE shape {name!r}: {what} must be a positive multiple of 8 (16-byte rows) up to "
                                  f"2**31 - 1; got {what}={v}")
         out.append(MoeShape(name, H, I, E, K))
@@ -156,15 +158,31 @@ def find(names: list[str] | None, default: tuple[MlpShape, ...] = MODELS) -> lis
     if not names:
         return list(default)
     by_name = {m.model.lower(): m for m in (*MODELS, *SWEEP_MODELS)}
-    by_name.update({m.model.lower().removeprefix("qwen2.5-"): m for m in MODELS})
+    by_name.update({size.lower(): m for size, m in zip(QWEN2_5_BY_SIZE, MODELS)})
     out: list[MlpShape] = []
     seen: set[tuple[int, int]] = set()
     for name in names:
         m = parse_custom(name) or by_name.get(name.lower())
         if m is None:
-            known = ", ".join([*(m.model.removeprefix("Qwen2.5-") for m in MODELS), *(m.model for m in SWEEP_MODELS)])
+            known = ", ".join([*QWEN2_5_BY_SIZE, *(m.model for m in SWEEP_MODELS)])
             raise ValueError(f"unknown model {name!r}; known: {known}, or a shape as HxI (e.g. 4096x14336)")
         if (m.hidden_size, m.intermediate_size) not in seen:
             seen.add((m.hidden_size, m.intermediate_size))
             out.append(m)
     return out
+
+
+def find_fp8(names: list[str] | None) -> list[MlpShape]:
+    """``--models`` of ``bench fp8``: names of :data:`FP8_MODELS` (case-insensitive), else as :func:`find`; None
+    or empty: :data:`MODELS` and :data:`FP8_MODELS`.
+
+    Raises:
+        ValueError: an unknown name (as :func:`find`).
+    """
+    if not names:
+        return list(MODELS + FP8_MODELS)
+    own = {m.model.lower(): m for m in FP8_MODELS}
+    try:
+        return [own[n.lower()] if n.lower() in own else find([n])[0] for n in names]
+    except ValueError as e:
+        raise ValueError(f"{e}; or an FP8 checkpoint's shape: {', '.join(m.model for m in FP8_MODELS)}") from None

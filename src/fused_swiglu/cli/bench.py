@@ -10,6 +10,7 @@ from .options import (
     EXIT_MODE_FAILED,
     EXIT_STATUS,
     check_timing_options,
+    check_values_first,
     config_applies,
     models_help,
     no_hopper,
@@ -158,7 +159,10 @@ def add_parsers(sub) -> None:
 
     m = modes.add_parser("host-time", help="host time per call at M = 1 on Qwen2.5-0.5B's MLP",
                          description="Host time per call (us) at M = 1 on Qwen2.5-0.5B's MLP: swiglu, swiglu_packed, "
-                                     "torch.mm, eager and a transformers Qwen2MLP stock and fused.", epilog=EXIT_STATUS)
+                                     "torch.mm, eager, the FP8 functions (swiglu_packed_fp8 with row scales, "
+                                     "swiglu_fp8, swiglu_packed_fp8_dynamic), the training operators "
+                                     "(swiglu_dual_store, dswiglu) and a transformers Qwen2MLP stock and fused; "
+                                     "each against torch.mm (the MLP: fused against stock).", epilog=EXIT_STATUS)
     m.add_argument("--quick", action="store_true", help="fewer calls")
     _dtype(m)
     _out(m, "write results as JSON here")
@@ -295,29 +299,34 @@ def _mode_options(mode: str) -> set[str] | None:
 def run(args, console) -> int:
     """The ``bench`` command: the kernels, or the mode named."""
     mode = getattr(args, "mode", None)
+    check_values_first(args)
     return {None: _kernels, "backward": _backward, "fp8": _fp8, "moe": _moe, "tp": _tp, "e2e": _e2e,
             "e2e-ab": _e2e_ab, "host-time": _host_time}[mode](args, console)
 
 
 def _kernels(args, console) -> int:
-    from ..bench.methods import METHODS, peer_problem
-    from ..bench.report import check_out_path
-    from ..bench.run import REPS, WARMUP_MS, BenchOptions, run_bench
+    from ..bench.defaults import KERNEL_REPS, KERNEL_WARMUP_MS
+    from ..bench.paths import check_out_path
 
-    reps = REPS if args.rep is None else args.rep
-    warmup_ms = WARMUP_MS if args.warmup_ms is None else args.warmup_ms
-    # arguments first, so that a typo is reported on any machine
+    # arguments first, so that a typo is reported on any machine, and those that need no PyTorch before it is
+    # imported (an argument error in well under a second)
+    reps = KERNEL_REPS if args.rep is None else args.rep
+    warmup_ms = KERNEL_WARMUP_MS if args.warmup_ms is None else args.warmup_ms
     models = parse_models(args.models)
     tokens = parse_tokens(args.tokens) if args.tokens else None
     methods = split(args.methods, "--methods") if args.methods else None
     config = parse_configs(args.config)
+    check_timing_options(reps, warmup_ms)
+    protocol, seconds = protocol_options(args, args.cuda_graph)
+    out = check_out_path(args.out) if args.out is not None else None
+
+    from ..bench.methods import METHODS, peer_problem
+    from ..bench.run import BenchOptions, run_bench
+
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
     config_applies(config, methods or list(METHODS), args.dtype)
-    check_timing_options(reps, warmup_ms)
-    protocol, seconds = protocol_options(args, args.cuda_graph)
-    out = check_out_path(args.out) if args.out is not None else None
     for method in methods or []:  # an optional peer asked for by name: its package, on any machine
         if (problem := peer_problem(method)) is not None:
             raise ValueError(f"--methods: {problem}")
@@ -334,15 +343,17 @@ def _kernels(args, console) -> int:
 
 
 def _backward(args, console) -> int:
-    from .. import configs
-    from ..bench import backward, shapes
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
 
-    # arguments first, so that a typo is reported on any machine
+    # arguments first, so that a typo is reported on any machine (those that need no PyTorch before it is imported)
     names = parse_models(args.models)
-    tokens, methods, reps, warmup_ms = run_options(args, backward)
     protocol, seconds = protocol_options(args, args.cuda_graph)
     out = check_out_path(args.out) if args.out is not None else None
+
+    from .. import configs
+    from ..bench import backward, shapes
+
+    tokens, methods, reps, warmup_ms = run_options(args, backward)
     if (code := no_hopper("bench backward")) is not None:
         return code
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
@@ -352,16 +363,19 @@ def _backward(args, console) -> int:
 
 
 def _fp8(args, console) -> int:
-    from ..bench import fp8
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
+    from ..bench.shapes import find_fp8
 
     try:
-        found = fp8.find_shapes(split(args.models, "--models") if args.models else None)
+        found = find_fp8(split(args.models, "--models") if args.models else None)
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
-    tokens, methods, reps, warmup_ms = run_options(args, fp8)
     protocol, seconds = protocol_options(args, True)
     out = check_out_path(args.out) if args.out is not None else None
+
+    from ..bench import fp8
+
+    tokens, methods, reps, warmup_ms = run_options(args, fp8)
     if (code := no_hopper("bench fp8")) is not None:
         return code
     fp8.run_fp8(found, tokens, methods, console, out=out, reps=reps, warmup_ms=warmup_ms, protocol=protocol,
@@ -370,8 +384,7 @@ def _fp8(args, console) -> int:
 
 
 def _moe(args, console) -> int:
-    from ..bench import moe
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
     from ..bench.shapes import find_moe
 
     names = split(args.models, "--models") if args.models else None
@@ -379,6 +392,11 @@ def _moe(args, console) -> int:
         found = find_moe(names)
     except ValueError as e:
         raise ValueError(f"--models: {e}") from None
+    if args.out is not None:
+        check_out_path(args.out)
+
+    from ..bench import moe
+
     tokens, methods, reps, warmup_ms = run_options(args, moe)
     if args.eager and args.protocol == "sustained":
         raise ValueError("--protocol sustained times CUDA-graph replays: leave out --eager")
@@ -403,17 +421,19 @@ def _moe(args, console) -> int:
 
 
 def _tp(args, console) -> int:
-    from .. import configs
-    from ..bench import shapes, tp
-    from ..bench.report import check_out_path
+    from ..bench import defaults, shapes
+    from ..bench.paths import check_out_path
 
-    found = shapes.find(parse_models(args.models or list(tp.MODELS)))
-    tokens = parse_tokens(args.tokens) if args.tokens else list(tp.TOKENS)
-    reps = tp.REPS if args.rep is None else args.rep
+    found = shapes.find(parse_models(args.models or list(defaults.TP_MODELS)))
+    tokens = parse_tokens(args.tokens) if args.tokens else list(defaults.TP_TOKENS)
+    reps = defaults.TP_REPS if args.rep is None else args.rep
     check_timing_options(reps, 0.0)
     if args.gpus < 2:
         raise ValueError(f"--gpus: tensor parallel needs a world size of at least 2; got {args.gpus}")
     out = check_out_path(args.out) if args.out is not None else None
+
+    from .. import configs
+    from ..bench import tp
     if (code := no_hopper("bench tp")) is not None:
         return code
     tp.run_tp(found, tokens, args.gpus, configs.DTYPE_OF_SUFFIX[args.dtype], console, out=out, reps=reps)
@@ -439,11 +459,15 @@ def _e2e_models(values: list[str] | None) -> list[str] | None:
 
 
 def _e2e(args, console) -> int:
-    from ..bench.e2e import E2EOptions, check_modes, failures, run_e2e
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
 
     # arguments first, so that a typo is reported on any machine
     models = _e2e_models(args.models)
+    if args.out is not None:
+        check_out_path(args.out, beside=".png")
+
+    from ..bench.e2e import E2EOptions, check_modes, failures, run_e2e
+
     try:
         modes = check_modes(split(args.e2e_modes, "--modes")) if args.e2e_modes else None
     except ValueError as e:
@@ -498,11 +522,11 @@ def _ab_options(args):
 
 def _e2e_ab(args, console) -> int:
     from ..bench import e2e_ab
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
 
-    # arguments first, so that a typo is reported on any machine
-    opts = _ab_options(args)
+    # arguments first, so that a typo is reported on any machine (the path before what imports PyTorch)
     out = check_out_path(args.out) if args.out is not None else None
+    opts = _ab_options(args)
     try:
         import transformers  # noqa: F401
     except ImportError as e:
@@ -519,10 +543,12 @@ def _e2e_ab(args, console) -> int:
 
 
 def _host_time(args, console) -> int:
-    from ..bench.host_time import run_host_time
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
 
     out = check_out_path(args.out) if args.out is not None else None
+
+    from ..bench.host_time import run_host_time
+
     if (code := no_hopper("bench host-time")) is not None:
         return code
     n, repeats = (500, 3) if args.quick else (2000, 5)

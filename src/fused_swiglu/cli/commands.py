@@ -97,15 +97,15 @@ def _command(sub, name: str):
 
 
 def accuracy(args, console) -> int:
-    from ..bench.accuracy_run import run_accuracy
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
 
-    if args.dtype == "e4m3":  # a typo is reported on any machine
-        from ..bench.fp8 import find_shapes
+    # a typo is reported on any machine, before PyTorch is imported
+    if args.dtype == "e4m3":
+        from ..bench.shapes import find_fp8
 
         names = split(args.models, "--models") if args.models else None
         try:
-            models = [m.model for m in find_shapes(names)] if names else None
+            models = [m.model for m in find_fp8(names)] if names else None
         except ValueError as e:
             raise ValueError(f"--models: {e}") from None
     else:
@@ -115,6 +115,8 @@ def accuracy(args, console) -> int:
     out = check_out_path(args.out) if args.out is not None else None
     if (code := no_hopper("accuracy")) is not None:
         return code
+    from ..bench.accuracy_run import run_accuracy
+
     if args.dtype == "e4m3":
         from ..bench.accuracy_fp8 import run_accuracy_fp8
 
@@ -310,11 +312,10 @@ def build(args, console) -> int:
 
 
 def tune(args, console) -> int:
-    from .. import configs, tuning
+    from .. import tuning
     from ..bench import model_shapes
-    from ..bench.report import check_out_path
+    from ..bench.paths import check_out_path
     from ..bench.shapes import MODELS
-    from ..bench.tune import run_sustained, run_tune
 
     if args.sustained:
         if args.rep != REP_DEFAULT:
@@ -338,6 +339,9 @@ def tune(args, console) -> int:
     check_out_path(out_dir / "tuned.json", "--out-dir")  # its folder can be made and written, before any GPU work
     if (code := no_hopper("tune")) is not None:
         return code
+    from .. import configs
+    from ..bench.tune import run_sustained, run_tune
+
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     try:
         if args.sustained:
@@ -359,14 +363,16 @@ def tune(args, console) -> int:
 
 
 def sweep(args, console) -> int:
-    from .. import configs
-    from ..bench import model_shapes, shapes_sweep
-    from ..bench.report import check_out_path, machine_meta
+    from ..bench import model_shapes
+    from ..bench.paths import check_out_path
 
     shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
     out = check_out_path(args.out)
     if (code := no_hopper("sweep")) is not None:
         return code
+    from .. import configs
+    from ..bench import shapes_sweep
+    from ..bench.report import machine_meta
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     rows = shapes_sweep.run_sweep(shapes or list(model_shapes.SWEEP_MODELS), tokens, dtype, reps=args.rep,
                                   console=console)

@@ -218,9 +218,9 @@ def models_help(default: str, more: str = "") -> str:
     the Qwen2.5 models by size, the other public models by name, any shape as HxI), so that no accepted
     name has to be guessed; ``more`` names what a command takes beyond them, ``default`` what it runs
     without the option."""
-    from ..bench.shapes import MODELS, SWEEP_MODELS
+    from ..bench.shapes import QWEN2_5_BY_SIZE, SWEEP_MODELS
 
-    sizes = ", ".join(m.model.removeprefix("Qwen2.5-") for m in MODELS)
+    sizes = ", ".join(QWEN2_5_BY_SIZE)
     return (f"Qwen2.5 models by size ({sizes}; or by full name, e.g. Qwen2.5-7B), other public models "
             f"({', '.join(m.model for m in SWEEP_MODELS)}){more} or MLP shapes as HxI (e.g. 4096x14336); "
             f"case-insensitive; several as 0.5B 7B or 0.5B,7B (default: {default})")
@@ -244,14 +244,36 @@ def check_timing_options(reps: int, warmup_ms: float) -> None:
         raise ValueError(f"--warmup-ms must be a finite number >= 0; got {warmup_ms}")
 
 
-def protocol_options(args, cuda_graph: bool) -> tuple[str, float]:
-    """``--protocol`` and ``--seconds`` (ValueError naming the option and the rule)."""
-    from ..bench import timing
-
-    protocol = args.protocol or "auto"
-    seconds = timing.SUSTAINED_SECONDS if args.seconds is None else args.seconds
+def check_seconds(seconds: float) -> None:
+    """``--seconds``: a positive finite number (ValueError naming the option)."""
     if not (0.0 < seconds < float("inf")):
         raise ValueError(f"--seconds must be a positive finite number; got {seconds}")
+
+
+def check_values_first(args) -> None:
+    """The options of the timed commands whose values need no PyTorch, where the command has them (``--tokens``,
+    ``--rep``, ``--warmup-ms``, ``--seconds``): checked before a command imports its benchmark, so that a bad
+    value is reported at once; the command checks them again with its defaults.
+
+    Raises:
+        ValueError: naming the option and the rule.
+    """
+    if getattr(args, "tokens", None):
+        parse_tokens(args.tokens)
+    rep, warmup_ms = getattr(args, "rep", None), getattr(args, "warmup_ms", None)
+    if rep is not None or warmup_ms is not None:
+        check_timing_options(1 if rep is None else rep, 0.0 if warmup_ms is None else warmup_ms)
+    if getattr(args, "seconds", None) is not None:
+        check_seconds(args.seconds)
+
+
+def protocol_options(args, cuda_graph: bool) -> tuple[str, float]:
+    """``--protocol`` and ``--seconds`` (ValueError naming the option and the rule)."""
+    from ..bench.defaults import SUSTAINED_SECONDS
+
+    protocol = args.protocol or "auto"
+    seconds = SUSTAINED_SECONDS if args.seconds is None else args.seconds
+    check_seconds(seconds)
     if protocol == "sustained" and not cuda_graph:
         raise ValueError("--protocol sustained times CUDA-graph replays: add --cuda-graph")
     if args.seconds is not None and protocol == "interleaved":

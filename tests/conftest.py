@@ -89,3 +89,20 @@ def package_data_only(monkeypatch, tmp_path):
     tuning.clear()  # and the choices made from the data (configs registers its caches with it)
     yield
     tuning.clear()
+
+
+@pytest.fixture
+def direct_calls(monkeypatch):
+    """The calls that dispatch below the Autograd key (``fused_swiglu._dispatch.BELOW_AUTOGRAD``, the direct
+    path): a list that grows by one entry at each."""
+    from fused_swiglu import _dispatch
+
+    calls = []
+    real = _dispatch.BELOW_AUTOGRAD
+
+    def counting():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(_dispatch, "BELOW_AUTOGRAD", counting)
+    return calls

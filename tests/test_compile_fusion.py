@@ -87,12 +87,17 @@ class TwoLinear(nn.Module):
         return self.act_fn(self.gate_proj(x)) * self.up_proj(x)
 
 
-class MatmulT(nn.Module):
-    """``x @ W.T`` and ``torch.matmul(x, W.t())``, the product's operands in the other order."""
+class GateUpParams(nn.Module):
+    """W_gate and W_up as bare parameters (``w_gate``, ``w_up``) of ``shape``: (I, H) as nn.Linear stores
+    them, or another; the subclasses' forward multiplies by them."""
 
-    def __init__(self):
+    def __init__(self, shape=(I, H)):
         super().__init__()
-        self.w_gate, self.w_up = params_like((I, H), (I, H))
+        self.w_gate, self.w_up = params_like(shape, shape)
+
+
+class MatmulT(GateUpParams):
+    """``x @ W.T`` and ``torch.matmul(x, W.t())``, the product's operands in the other order."""
 
     def forward(self, x):
         return torch.matmul(x, self.w_up.t()) * F.silu(x @ self.w_gate.T)
@@ -122,12 +127,8 @@ class Concatenated(nn.Module):
         return F.silu(g) * u
 
 
-class ViewsAround(nn.Module):
+class ViewsAround(GateUpParams):
     """x viewed to 2-D, the products viewed back to 3-D before silu and the product."""
-
-    def __init__(self):
-        super().__init__()
-        self.w_gate, self.w_up = params_like((I, H), (I, H))
 
     def forward(self, x):
         b, s, _ = x.shape
@@ -173,12 +174,11 @@ class OtherInput(TwoLinear):
         return F.silu(self.gate_proj(x)) * self.up_proj(x2)
 
 
-class Untransposed(nn.Module):
+class Untransposed(GateUpParams):
     """``x @ W`` with the weights stored (H, I)."""
 
     def __init__(self):
-        super().__init__()
-        self.w_gate, self.w_up = params_like((H, I), (H, I))
+        super().__init__((H, I))
 
     def forward(self, x):
         return F.silu(x @ self.w_gate) * (x @ self.w_up)

@@ -93,24 +93,16 @@ def test_fallback_warning_points_at_the_callers_line(monkeypatch):
 
 
 @pytest.fixture
-def kernel_path_on_cpu(monkeypatch):
+def kernel_path_on_cpu(monkeypatch, direct_calls):
     """Pretend the CPU is a Hopper GPU: the kernel path's Python layer runs and calls the operator,
     whose CPU kernel runs instead of the library. Calls that dispatch below the Autograd key (the
-    direct path) are recorded. The validation cache is private to the test."""
+    direct path) are recorded (:func:`direct_calls`). The validation cache is private to the test."""
     import fused_swiglu._validate as validate
     from fused_swiglu import _dispatch
 
     monkeypatch.setattr(validate, "hopper_status", lambda device: None)
     monkeypatch.setattr(_dispatch, "PLANS", {})
-    direct = []
-    real = _dispatch.BELOW_AUTOGRAD
-
-    def counting():
-        direct.append(1)
-        return real()
-
-    monkeypatch.setattr(_dispatch, "BELOW_AUTOGRAD", counting)
-    return direct
+    return direct_calls
 
 
 def test_parameter_weights_take_the_direct_path_when_no_graph_is_recorded(kernel_path_on_cpu):

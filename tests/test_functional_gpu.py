@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from fused_swiglu import _lib, catalog, pack_gate_up, swiglu, swiglu_packed
-from fused_swiglu.bench.shapes import MODELS
+from fused_swiglu.bench.shapes import QWEN2_5_BY_SIZE as QWEN
 from numerics import Float64Truth, assert_matches_float64
 
 pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.bfloat16, torch.float16]
-QWEN = {m.model.removeprefix("Qwen2.5-"): (m.hidden_size, m.intermediate_size) for m in MODELS}
 
 
 def _dt(dtype):

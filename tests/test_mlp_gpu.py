@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from fused_swiglu import _lib, configs, fuse_swiglu_mlps, pack_gate_up, swiglu_mlp, swiglu_mlp_packed, training_ops
 from fused_swiglu.accuracy import compare, count_threshold_for, ulp_at
-from fused_swiglu.bench.shapes import MODELS
+from fused_swiglu.bench.shapes import QWEN2_5_BY_SIZE as SHAPES
 from fused_swiglu import mlp_ops
 from fused_swiglu.mlp_ops import dswiglu, mlp_forward
 from numerics import allowed_mismatches
@@ -19,7 +19,6 @@ from numerics import allowed_mismatches
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.bfloat16, torch.float16]
 DTYPE_IDS = ["bf16", "fp16"]
-SHAPES = {s.model.removeprefix("Qwen2.5-"): (s.hidden_size, s.intermediate_size) for s in MODELS}
 
 
 def _weights(H, I, dtype):

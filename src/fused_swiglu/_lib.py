@@ -15,6 +15,7 @@ through ctypes directly (tests and tuning; the operators do not use it).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import functools
@@ -22,6 +23,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -91,27 +93,11 @@ assert _PROBLEM.size == ctypes.sizeof(Problem), "fsw_problem layout mismatch"
 
 
 class _ConfigInfo(ctypes.Structure):
-    """fsw_config_info."""
+    """fsw_config_info: the name, then int32 fields only."""
 
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("kind", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-        ("out_dtype", ctypes.c_int32),
-        ("tile_m", ctypes.c_int32),
-        ("tile_n", ctypes.c_int32),
-        ("tile_k", ctypes.c_int32),
-        ("cluster_m", ctypes.c_int32),
-        ("cluster_n", ctypes.c_int32),
-        ("pingpong", ctypes.c_int32),
-        ("stages", ctypes.c_int32),
-        ("promote_k_tiles", ctypes.c_int32),
-        ("smem_bytes", ctypes.c_int32),
-        ("epilogue_smem_bytes", ctypes.c_int32),
-        ("swap_ab", ctypes.c_int32),
-        ("preactivations", ctypes.c_int32),
-        ("block_scaled", ctypes.c_int32),
-    ]
+    _fields_ = [("name", ctypes.c_char_p)] + [(field, ctypes.c_int32) for field in (
+        "kind", "dtype", "out_dtype", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "pingpong", "stages",
+        "promote_k_tiles", "smem_bytes", "epilogue_smem_bytes", "swap_ab", "preactivations", "block_scaled")]
 
 
 @dataclass(frozen=True)
@@ -141,7 +127,7 @@ class ConfigInfo:
     tile_k: int
     cluster_m: int
     cluster_n: int
-    schedule: str
+    schedule: Literal["pingpong", "cooperative"]
     stages: int
     promote_k_tiles: int = 0
     smem_bytes: int = 0
@@ -583,21 +569,10 @@ def config_names() -> frozenset[str]:
     return library().names
 
 
-def run(
-    config_name: str,
-    x: torch.Tensor,
-    w: torch.Tensor,
-    w_up: torch.Tensor | None,
-    y: torch.Tensor,
-    raster: int = 0,
-    swizzle: int = 1,
-    **preactivations: torch.Tensor | None,
-) -> None:
-    """Launch one kernel on the current stream of x's device; see :meth:`Library.run` (keywords
-    ``g``, ``u``, ``dg``, ``du``)."""
+def run(config_name: str, x: torch.Tensor, *operands, **options) -> None:
+    """Launch one kernel on the current stream of x's device (made current for the launch where another
+    device is): :meth:`Library.run`, whose arguments it takes."""
     lib = library()
-    if x.device.index is not None and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):
-            lib.run(config_name, x, w, w_up, y, raster, swizzle, **preactivations)
-    else:
-        lib.run(config_name, x, w, w_up, y, raster, swizzle, **preactivations)
+    elsewhere = x.device.index is not None and x.device.index != torch.cuda.current_device()
+    with torch.cuda.device(x.device) if elsewhere else contextlib.nullcontext():
+        lib.run(config_name, x, *operands, **options)

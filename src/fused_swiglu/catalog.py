@@ -156,39 +156,45 @@ def name_of(kernel: str, schedule: str, tile_m: int, tile_n: int, tile_k: int, c
     return f"{kernel}_{schedule}_{tile_m}x{tile_n}x{tile_k}_{cluster_m}x{cluster_n}{acc}_{dtype}"
 
 
+def entry_names(entries: tuple[tuple, ...], dtypes: tuple[str, ...]) -> list[str]:
+    """The library's names of ``entries`` (tuples of the form of :data:`CONFIGS`'), entry by entry, each in
+    ``dtypes`` in their order."""
+    return [name_of(*entry, dtype) for entry in entries for dtype in dtypes]
+
+
 def names() -> list[str]:
     """Every compiled config name, entry by entry, bf16 before fp16."""
-    return [name_of(*entry, dtype) for entry in CONFIGS for dtype in DTYPES]
+    return entry_names(CONFIGS, DTYPES)
 
 
 def training_names() -> list[str]:
     """Every compiled training config name, entry by entry, bf16 before fp16."""
-    return [name_of(*entry, dtype) for entry in TRAINING_CONFIGS for dtype in DTYPES]
+    return entry_names(TRAINING_CONFIGS, DTYPES)
 
 
 def grouped_names() -> list[str]:
     """Every compiled grouped config name, entry by entry, bf16 before fp16."""
-    return [name_of(*entry, dtype) for entry in GROUPED_CONFIGS for dtype in DTYPES]
+    return entry_names(GROUPED_CONFIGS, DTYPES)
 
 
 def fp8_names() -> list[str]:
     """Every compiled e4m3 config name with bfloat16 output, entry by entry."""
-    return [name_of(*entry, dtype) for entry in FP8_CONFIGS for dtype in FP8_DTYPES]
+    return entry_names(FP8_CONFIGS, FP8_DTYPES)
 
 
 def fp8_blockwise_names() -> list[str]:
     """Every compiled block-scaled e4m3 config name, entry by entry."""
-    return [name_of(*entry, dtype) for entry in FP8_BLOCKWISE_CONFIGS for dtype in FP8_DTYPES]
+    return entry_names(FP8_BLOCKWISE_CONFIGS, FP8_DTYPES)
 
 
 def fp8_dual_names() -> list[str]:
     """Every compiled dual-kernel e4m3 config name, entry by entry."""
-    return [name_of(*entry, dtype) for entry in FP8_DUAL_CONFIGS for dtype in FP8_DTYPES]
+    return entry_names(FP8_DUAL_CONFIGS, FP8_DTYPES)
 
 
 def fp8_out_names() -> list[str]:
     """Every compiled e4m3 config name with e4m3 output, entry by entry."""
-    return [name_of(*entry, dtype) for entry in FP8_OUT_CONFIGS for dtype in FP8_OUT_DTYPES]
+    return entry_names(FP8_OUT_CONFIGS, FP8_OUT_DTYPES)
 
 
 def closest(name: str, known) -> str:

@@ -10,11 +10,10 @@ import torch
 
 from fp8_common import assert_like_peer
 from fused_swiglu import fp8
-from fused_swiglu.bench.shapes import MODELS
+from fused_swiglu.bench.shapes import QWEN2_5_BY_SIZE as QWEN
 
 pytestmark = pytest.mark.gpu
 
-QWEN = {m.model.removeprefix("Qwen2.5-"): (m.hidden_size, m.intermediate_size) for m in MODELS}
 SCALE_KINDS = [(True, True), (False, False), (True, False), (False, True)]  # (per token, per channel)
 
 

@@ -11,6 +11,7 @@ from torch import nn
 from fused_swiglu import fuse_swiglu_mlps, unfuse_swiglu_mlps
 from fused_swiglu.patch import dense
 from fused_swiglu.reference import swiglu_float64
+from model_copies import COPIES, saved_and_loaded
 
 
 class MLP(nn.Module):
@@ -172,20 +173,11 @@ def test_blocks_whose_gate_or_up_have_hooks_are_left_alone():
         assert fuse_swiglu_mlps(mlp) == []
 
 
-@pytest.mark.parametrize("how", ["torch.save", "deepcopy"])
+@pytest.mark.parametrize("how", sorted(COPIES))
 def test_a_patched_model_stays_patched_through_save_load_and_deepcopy(how, monkeypatch):
-    import copy
-    import io
-
     model = nn.Sequential(Block(), Block()).to(torch.bfloat16)
     fuse_swiglu_mlps(model, backend="torch")
-    if how == "torch.save":
-        buf = io.BytesIO()
-        torch.save(model, buf)
-        buf.seek(0)
-        copied = torch.load(buf, weights_only=False)
-    else:
-        copied = copy.deepcopy(model)
+    copied = COPIES[how](model)
     calls = _count_calls(monkeypatch)
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
     torch.testing.assert_close(copied(x), model(x), rtol=0, atol=0)
@@ -532,7 +524,6 @@ def test_a_patched_block_keeps_its_class_name_and_isinstance_and_gets_its_class_
 
 
 def test_a_patched_model_pickles_by_its_original_classes():
-    import io
     import pickle
 
     model = nn.Sequential(Block(), Block())
@@ -540,10 +531,7 @@ def test_a_patched_model_pickles_by_its_original_classes():
     data = pickle.dumps(model)
     loaded = pickle.loads(data)
     assert type(loaded[0].mlp) is type(model[0].mlp) and loaded[0].mlp._fused_swiglu.module is loaded[0].mlp
-    buffer = io.BytesIO()
-    torch.save(model, buffer)
-    buffer.seek(0)
-    again = torch.load(buffer, weights_only=False)
+    again = saved_and_loaded(model)
     assert unfuse_swiglu_mlps(again) == ["0.mlp", "1.mlp"] and type(again[1].mlp) is MLP
 
 

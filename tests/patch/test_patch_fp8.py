@@ -3,8 +3,6 @@ on the CPU (the block-scaled operator's CPU kernel)."""
 
 from __future__ import annotations
 
-import copy
-import io
 import warnings
 
 import pytest
@@ -15,12 +13,22 @@ from fused_swiglu import fp8, fuse_swiglu_mlps, unfuse_swiglu_mlps
 from fused_swiglu.patch import fp8 as fp8_patch
 
 from fp8_models import FP8Linear, FP8MLP, dequantize_blocks, fp8_linear, reference_forward
+from model_copies import COPIES
 
 
 @pytest.fixture(autouse=True)
 def reference_fp8_linear(monkeypatch):
     """FP8Linear's own forward needs kernels from the Hugging Face Hub: the tests run a reference."""
     monkeypatch.setattr(FP8Linear, "forward", reference_forward)
+
+
+@pytest.fixture
+def mlp(seed):
+    """The tests' block: an FP8MLP (H = 256, I = 384) that fuse_swiglu_mlps has patched (torch's generators
+    seeded first)."""
+    mlp = FP8MLP()
+    fuse_swiglu_mlps(mlp)
+    return mlp
 
 
 class Model(nn.Module):
@@ -103,10 +111,7 @@ def test_the_packed_copy_holds_the_weights_and_scales():
 
 
 @pytest.mark.parametrize("change", ["in_place", "replaced_weight", "replaced_scale", "replaced_layer"])
-def test_weights_changed_after_patching_are_repacked(change):
-    torch.manual_seed(2)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_weights_changed_after_patching_are_repacked(mlp, change):
     x = torch.randn(4, 256, dtype=torch.bfloat16)
     before = mlp(x)
     other = fp8_linear(torch.randn(384, 256, dtype=torch.bfloat16) / 16)
@@ -158,10 +163,7 @@ def test_blocks_the_kernel_cannot_run_are_left_with_the_reason(change, says):
     assert says in str(w[0].message)
 
 
-def test_a_block_changed_after_patching_runs_its_original_forward(monkeypatch):
-    torch.manual_seed(4)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_a_block_changed_after_patching_runs_its_original_forward(mlp, monkeypatch):
     x = torch.randn(4, 256, dtype=torch.bfloat16)
     calls = _calls(monkeypatch)
     mlp(x)
@@ -180,10 +182,7 @@ def test_a_block_changed_after_patching_runs_its_original_forward(monkeypatch):
     lambda x: x.half(),                        # the FP8 kernel writes bf16 y
     lambda x: x.requires_grad_(),              # autograd records: the kernel has no backward
 ])
-def test_inputs_the_fused_path_does_not_take_run_the_original_forward(make, monkeypatch):
-    torch.manual_seed(5)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_inputs_the_fused_path_does_not_take_run_the_original_forward(mlp, make, monkeypatch):
     calls = _calls(monkeypatch)
     x = make(torch.randn(4, 256, dtype=torch.bfloat16))
     torch.testing.assert_close(mlp(x), FP8MLP.forward(mlp, x), rtol=0, atol=0)
@@ -197,20 +196,14 @@ def test_backend_cutlass_off_hopper_raises_as_swiglu_does():
         mlp(torch.randn(2, 256, dtype=torch.bfloat16))
 
 
-@pytest.mark.parametrize("how", ["save_load", "deepcopy"])
+@pytest.mark.parametrize("how", sorted(COPIES))
 def test_a_patched_fp8_model_stays_patched_with_its_packed_copy(how):
     torch.manual_seed(6)
     model = Model(n=1)
     fuse_swiglu_mlps(model)
     x = torch.randn(3, 256, dtype=torch.bfloat16)
     want = model(x)
-    if how == "save_load":
-        buffer = io.BytesIO()
-        torch.save(model, buffer)
-        buffer.seek(0)
-        copied = torch.load(buffer, weights_only=False)
-    else:
-        copied = copy.deepcopy(model)
+    copied = COPIES[how](model)
     mlp = copied.layers[0]["mlp"]
     patch = vars(mlp)["_fused_swiglu"]
     assert isinstance(patch, fp8_patch.FusedFP8SwiGLUForward) and patch.module is mlp
@@ -222,10 +215,7 @@ def test_a_patched_fp8_model_stays_patched_with_its_packed_copy(how):
 
 
 @pytest.mark.parametrize("change", ["bias", "static", "block_size", "act_fn_hook"])
-def test_a_layer_changed_after_patching_runs_the_original_forward(change, monkeypatch):
-    torch.manual_seed(8)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_a_layer_changed_after_patching_runs_the_original_forward(mlp, change, monkeypatch):
     x = torch.randn(4, 256, dtype=torch.bfloat16)
     mlp(x)
     if change == "bias":
@@ -241,10 +231,7 @@ def test_a_layer_changed_after_patching_runs_the_original_forward(change, monkey
     assert calls == []
 
 
-def test_load_state_dict_repacks_at_once_so_a_compiled_first_call_is_current():
-    torch.manual_seed(9)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_load_state_dict_repacks_at_once_so_a_compiled_first_call_is_current(mlp):
     other = FP8MLP()
     mlp.load_state_dict(other.state_dict())
     x = torch.randn(3, 256, dtype=torch.bfloat16)
@@ -254,10 +241,7 @@ def test_load_state_dict_repacks_at_once_so_a_compiled_first_call_is_current():
     assert not mlp._load_state_dict_post_hooks  # unfuse removes the hook
 
 
-def test_writes_through_data_need_repack():
-    torch.manual_seed(10)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_writes_through_data_need_repack(mlp):
     x = torch.randn(3, 256, dtype=torch.bfloat16)
     mlp(x)
     mlp.up_proj.weight_scale_inv.data.mul_(2)  # bypasses the version counter: documented as unseen
@@ -298,17 +282,12 @@ def test_a_block_patched_on_the_meta_device_packs_at_its_first_call():
     torch.testing.assert_close(mlp(x), _expected(real, x), rtol=0, atol=0)
 
 
-def test_x_of_the_wrong_width_is_named():
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_x_of_the_wrong_width_is_named(mlp):
     with pytest.raises(ValueError, match="x must have gate_proj.in_features = 256"):
         mlp(torch.randn(3, 128, dtype=torch.bfloat16))
 
 
-def test_a_patched_fp8_block_compiles_fullgraph():
-    torch.manual_seed(7)
-    mlp = FP8MLP()
-    fuse_swiglu_mlps(mlp)
+def test_a_patched_fp8_block_compiles_fullgraph(mlp):
     x = torch.randn(2, 3, 256, dtype=torch.bfloat16)
     want = mlp(x)
     compiled = torch.compile(mlp, fullgraph=True, backend="aot_eager")

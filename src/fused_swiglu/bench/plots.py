@@ -95,6 +95,11 @@ def _by(rows: list[dict], *keys: str) -> dict:
     return out
 
 
+def _distinct(rows: list[dict], *keys: str) -> tuple[list, ...]:
+    """For each of ``keys``, its values in ``rows``, each once, in the order the rows first hold them."""
+    return tuple(list(dict.fromkeys(r[key] for r in rows)) for key in keys)
+
+
 def _pairs(rows: list[dict], cells: dict, model: str, num: str, den: str) -> list[tuple[int, float]]:
     """(M, ``num`` time / ``den`` time) of ``model``, at each M holding both rows."""
     tokens = sorted({r["tokens"] for r in rows if r["model"] == model})
@@ -135,56 +140,57 @@ def _panels(plt, count: int, sharey: bool = False):
     return fig, axes
 
 
-def _comparing(results: dict, base: str = "cublas_gemm", methods: tuple[str, ...] = ("fused_packed",)):
-    """(rows, cells by model, tokens and method, the models in order) where the results compare ``base``
-    with one of ``methods``; None otherwise."""
+def _ratio_plot(results: dict, path: Path, draw: Callable, base: str = "cublas_gemm",
+                methods: tuple[str, ...] = ("fused_packed",)) -> Path | None:
+    """Where the results compare ``base`` with one of ``methods`` (:func:`_compares`): the figure that
+    ``draw(plt, rows, cells, models)`` returns (cells by model, tokens and method; the models in order),
+    written to ``path``; None otherwise, with nothing drawn."""
     rows = results["rows"]
     cells = _by(rows, "model", "tokens", "method")
     if not _compares(rows, cells, base, methods):
         return None
-    return rows, cells, list(dict.fromkeys(r["model"] for r in rows))
+    plt = pyplot()
+    return save(draw(plt, rows, cells, _distinct(rows, "model")[0]), path, plt)
 
 
 def speedup_vs_eager(results: dict, path: Path) -> Path | None:
     """Eager / fused by M per model (module docstring); None where no row has both."""
-    found = _comparing(results, "eager", tuple(method for method, _ in FUSED))
-    if found is None:
-        return None
-    rows, cells, models = found
-    plt = pyplot()
-    fig, axes = _panels(plt, len(models), sharey=True)
-    for ax, model in zip(axes.flat, models):
-        for method, label in FUSED:
-            _ratio_line(ax, rows, cells, model, "eager", method, label=label)
-        _tokens_axis(ax)
-        ax.set_title(model, fontsize=9)
-    axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
-    axes[0][0].legend(fontsize=7)
-    step = "Training step of the MLP block (forward + backward): s" if all("eager_over" in r for r in rows) else "S"
-    fig.suptitle(f"{step}peed-up over eager PyTorch ({_timed(results)})\n{caption(results['meta'])}", fontsize=9)
-    return save(fig, path, plt)
+
+    def draw(plt, rows, cells, models):
+        fig, axes = _panels(plt, len(models), sharey=True)
+        for ax, model in zip(axes.flat, models):
+            for method, label in FUSED:
+                _ratio_line(ax, rows, cells, model, "eager", method, label=label)
+            _tokens_axis(ax)
+            ax.set_title(model, fontsize=9)
+        axes[0][0].set_ylabel("eager time / fused time", fontsize=8)
+        axes[0][0].legend(fontsize=7)
+        step = "Training step of the MLP block (forward + backward): s" if all("eager_over" in r for r in rows) else "S"
+        fig.suptitle(f"{step}peed-up over eager PyTorch ({_timed(results)})\n{caption(results['meta'])}", fontsize=9)
+        return fig
+
+    return _ratio_plot(results, path, draw, "eager", tuple(method for method, _ in FUSED))
 
 
 def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
     """cuBLAS / packed and quack / packed by M, a line per model; None without such rows."""
-    found = _comparing(results)
-    if found is None:
-        return None
-    rows, cells, models = found
-    plt = pyplot()
-    peers = [p for p in ("cublas_gemm", "quack") if _compares(rows, cells, p, ("fused_packed",))]
-    fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
-    names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
-    for ax, peer in zip(axes[0], peers):
-        for model in models:
-            _ratio_line(ax, rows, cells, model, peer, "fused_packed", label=model)
-        _tokens_axis(ax, f"{peer} time / packed kernel time")
-        ax.set_title(names[peer], fontsize=9)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"The packed kernel against its peers (> 1: faster; {_timed(results)})\n"
-                 f"{caption(results['meta'])}",
-                 fontsize=9)
-    return save(fig, path, plt)
+
+    def draw(plt, rows, cells, models):
+        peers = [p for p in ("cublas_gemm", "quack") if _compares(rows, cells, p, ("fused_packed",))]
+        fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
+        names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
+        for ax, peer in zip(axes[0], peers):
+            for model in models:
+                _ratio_line(ax, rows, cells, model, peer, "fused_packed", label=model)
+            _tokens_axis(ax, f"{peer} time / packed kernel time")
+            ax.set_title(names[peer], fontsize=9)
+        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.suptitle(f"The packed kernel against its peers (> 1: faster; {_timed(results)})\n"
+                     f"{caption(results['meta'])}",
+                     fontsize=9)
+        return fig
+
+    return _ratio_plot(results, path, draw)
 
 
 def accuracy(results: dict, path: Path) -> Path | None:
@@ -193,8 +199,7 @@ def accuracy(results: dict, path: Path) -> Path | None:
     if not rows:
         return None
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    methods = list(dict.fromkeys(r["method"] for r in rows))
+    models, methods = _distinct(rows, "model", "method")
     cells = _by(rows, "model", "method")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     width = 0.8 / len(methods)
@@ -216,20 +221,19 @@ def accuracy(results: dict, path: Path) -> Path | None:
 
 def shapes(results: dict, path: Path) -> Path | None:
     """cuBLAS / the packed kernel's chosen config by M for each swept shape; None without such rows."""
-    found = _comparing(results)
-    if found is None:
-        return None
-    rows, cells, models = found
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for model in models:
-        _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_packed", linewidth=0.9, label=model)
-    _tokens_axis(ax, "cuBLAS GEMM-only time / packed kernel time")
-    ax.axhline(0.9, color="gray", linewidth=0.7, linestyle="--")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"The config choice on public model shapes (bf16; dashed: 0.90)\n{caption(results['meta'])}",
-                 fontsize=9)
-    return save(fig, path, plt)
+
+    def draw(plt, rows, cells, models):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for model in models:
+            _ratio_line(ax, rows, cells, model, "cublas_gemm", "fused_packed", linewidth=0.9, label=model)
+        _tokens_axis(ax, "cuBLAS GEMM-only time / packed kernel time")
+        ax.axhline(0.9, color="gray", linewidth=0.7, linestyle="--")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.suptitle(f"The config choice on public model shapes (bf16; dashed: 0.90)\n{caption(results['meta'])}",
+                     fontsize=9)
+        return fig
+
+    return _ratio_plot(results, path, draw)
 
 
 def stock_vs_fused(results: dict, path: Path) -> Path | None:
@@ -240,8 +244,7 @@ def stock_vs_fused(results: dict, path: Path) -> Path | None:
     if not rows:
         return None
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    models, modes = _distinct(rows, "model", "mode")
     width = 0.8 / len(modes)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(models) + 2), 4.5))
     for j, mode in enumerate(modes):
@@ -266,8 +269,7 @@ def over_floor(results: dict, path: Path) -> Path | None:
     if not rows:
         return None
     plt = pyplot()
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    methods = list(dict.fromkeys(r["method"] for r in rows))
+    models, methods = _distinct(rows, "model", "method")
     fig, axes = _panels(plt, len(models))
     for ax, model in zip(axes.flat, models):
         for method in methods:

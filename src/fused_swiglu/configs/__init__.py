@@ -67,8 +67,8 @@ class KernelConfig:
     tile_k: int
     cluster_m: int
     cluster_n: int
-    raster: int = 0
-    swizzle: int = 1
+    raster: Literal[0, 1, 2] = 0
+    swizzle: Literal[1, 2, 4, 8] = 1
     promote: int = 0
     swap_ab: bool = False
 

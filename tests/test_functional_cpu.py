@@ -9,6 +9,28 @@ from fused_swiglu import pack_gate_up, swiglu, swiglu_mlp, swiglu_mlp_packed, sw
 from fused_swiglu.reference import swiglu_fp32_one_rounding
 from numerics import Float64Truth
 
+# the deprecated layout="concatenated" is still tested until its removal; its warning: test_functional_cpu
+pytestmark = pytest.mark.filterwarnings("ignore:swiglu.*layout='concatenated'.*deprecated:FutureWarning")
+
+
+def test_the_concatenated_layout_is_deprecated_naming_the_call_to_write_instead():
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    wg, wu, wd = (torch.randn(40, 64) / 8).bfloat16(), (torch.randn(40, 64) / 8).bfloat16(), torch.randn(64, 40).bfloat16()
+    w = torch.cat([wg, wu])
+    with pytest.warns(FutureWarning, match=r"swiglu_packed\(\.\.\., layout='concatenated'\) is deprecated and will be "
+                      r"removed in 0\.3: swiglu_packed runs the packed kernel only; for \[W_gate; W_up\] weights call "
+                      r"swiglu\(x, \*w_packed\.chunk\(2\)\)") as caught:
+        y = swiglu_packed(x, w, layout="concatenated", backend="torch")
+    assert caught[0].filename == __file__  # at the caller's line
+    assert torch.equal(y, swiglu(x, *w.chunk(2), backend="torch"))
+    with pytest.warns(FutureWarning, match=r"swiglu_mlp_packed.*call swiglu_mlp\(x, \*w_packed\.chunk\(2\), w_down\)"):
+        z = swiglu_mlp_packed(x, w, wd, layout="concatenated", backend="torch")
+    assert torch.equal(z, swiglu_mlp(x, *w.chunk(2), wd, backend="torch"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the packed kernel's own layout: no warning
+        swiglu_packed(x, pack_gate_up(wg, wu), layout="interleaved", backend="torch")
+        swiglu_mlp_packed(x, pack_gate_up(wg, wu), wd, layout="interleaved", backend="torch")
+
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_torch_backend_is_fp32_one_rounding(dtype):

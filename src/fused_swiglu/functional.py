@@ -8,6 +8,8 @@ kernels the backward recomputes the gate and up products with PyTorch GEMMs
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from . import ops
@@ -113,6 +115,21 @@ def swiglu(
     return run_2d(x, I, H, lambda x2d: call_op(ops.swiglu_dual, x2d, w_gate, w_up, config), w_gate, w_up)
 
 
+# What a call of a deprecated layout is told to write instead, by function.
+CONCATENATED_INSTEAD = {"swiglu_packed": "swiglu(x, *w_packed.chunk(2))",
+                        "swiglu_mlp_packed": "swiglu_mlp(x, *w_packed.chunk(2), w_down)"}
+
+
+def warn_concatenated(function: str) -> None:
+    """A FutureWarning, once per calling line (Python's default filter), that ``layout="concatenated"`` of
+    ``function`` is deprecated, naming the call to write instead; nothing while torch.compile traces."""
+    if not torch.compiler.is_compiling():
+        warnings.warn(f"{function}(..., layout='concatenated') is deprecated and will be removed in 0.3: "
+                      f"{function} runs the packed kernel only; for [W_gate; W_up] weights call "
+                      f"{CONCATENATED_INSTEAD[function]} (the dual kernel on row views of the one weight, as "
+                      "this call does)", FutureWarning, stacklevel=3)  # the caller of function
+
+
 def swiglu_packed(
     x: torch.Tensor,
     w_packed: torch.Tensor,
@@ -121,7 +138,7 @@ def swiglu_packed(
     backend: str = "auto",
     accumulation: str = "fast",
 ) -> torch.Tensor:
-    """Fused SwiGLU on gate and up weights stored in one ``(2I, H)`` tensor.
+    """Fused SwiGLU by the packed kernel, on gate and up weights interleaved in one ``(2I, H)`` tensor.
 
     Args:
         x: ``(..., H)`` activations, torch.bfloat16 or torch.float16, any strides
@@ -129,8 +146,9 @@ def swiglu_packed(
         w_packed: ``(2I, H)``, same dtype and device as x.
         layout: required. ``"interleaved"``: the layout of :func:`pack_gate_up` (blocks of 8 gate
             rows then 8 up rows), read by the packed kernel (one GEMM with a SwiGLU epilogue).
-            ``"concatenated"``: ``w_packed = [W_gate; W_up]`` (gate rows ``[0, I)``, up rows
-            ``[I, 2I)``), run by the dual kernel on the two row slices (views, no copy).
+            ``"concatenated"`` (deprecated, removed in 0.3; a FutureWarning): ``w_packed = [W_gate; W_up]``
+            (gate rows ``[0, I)``, up rows ``[I, 2I)``), run by the dual kernel on the two row slices,
+            as ``swiglu(x, *w_packed.chunk(2))`` is, which is what to call instead.
         backend: ``"auto"``, ``"cutlass"`` or ``"torch"``, as in :func:`swiglu` (with the interleaved
             layout, ``"auto"`` on a Hopper GPU always runs the packed kernel: the unfused path would
             unpack the weights).
@@ -148,6 +166,8 @@ def swiglu_packed(
             of 8 (16-byte TMA rows); interleaved layout with I not a multiple of 8.
         RuntimeError: as in :func:`swiglu`.
     """
+    if layout == "concatenated":
+        warn_concatenated("swiglu_packed")
     x, w_packed = autocast_cast(x, w_packed)
     config = fast_config(_FAST_PACKED, layout, backend, accumulation)
     if config is not None and fast_path(x) and (layout == "interleaved" or backend != "auto" or below_unfused_check(x)):

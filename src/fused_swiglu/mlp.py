@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from . import _validate as v
 from . import mlp_ops
 from ._dispatch import check_dual_args, check_packed_args, on_2d, plan, plan_key, records_grad
-from .functional import swiglu, swiglu_packed
+from .functional import swiglu, swiglu_packed, warn_concatenated
 from .reference import swiglu_fp32_one_rounding
 from .weights import unpack_gate_up
 
@@ -91,14 +91,16 @@ def swiglu_mlp_packed(
     recompute: bool = False,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """:func:`swiglu_mlp` with the gate and up weights in one ``(2I, H)`` tensor.
+    """:func:`swiglu_mlp` by the packed kernel, with the gate and up weights interleaved in one ``(2I, H)``
+    tensor.
 
     Args:
         x: ``(..., H)``, as in :func:`swiglu_mlp`.
         w_packed: ``(2I, H)`` in ``layout``: ``"interleaved"`` (:func:`fused_swiglu.pack_gate_up`;
             the packed kernel; its gradient is reordered to that layout, one copy of ``(M, 2I)``) or
-            ``"concatenated"`` (``[W_gate; W_up]``; the dual kernel on the two row slices; its
-            gradient is one GEMM, no reorder).
+            ``"concatenated"`` (deprecated, removed in 0.3; a FutureWarning: ``[W_gate; W_up]``, the dual
+            kernel on the two row slices, its gradient one GEMM; call
+            ``swiglu_mlp(x, *w_packed.chunk(2), w_down)`` instead).
         w_down: ``(H, I)``. recompute, backend: as in :func:`swiglu_mlp`.
 
     Returns:
@@ -107,6 +109,8 @@ def swiglu_mlp_packed(
     Raises:
         As :func:`fused_swiglu.swiglu_packed` and :func:`swiglu_mlp`.
     """
+    if layout == "concatenated":
+        warn_concatenated("swiglu_mlp_packed")
     v.check_bool("recompute", recompute)
 
     def validate() -> tuple[int, int, torch.device]:
@@ -114,9 +118,11 @@ def swiglu_mlp_packed(
         _check_down(w_down, x, I, H)
         return I, H, device
 
-    _, _, use = plan(plan_key("swiglu_mlp_packed", (layout,), backend, x, w_packed, w_down), backend, validate)
+    I, _, use = plan(plan_key("swiglu_mlp_packed", (layout,), backend, x, w_packed, w_down), backend, validate)
     if use == "torch":
         return F.linear(swiglu_fp32_one_rounding(x, *unpack_gate_up(w_packed, layout=layout)), w_down)
     if recompute or not records_grad((x, w_packed, w_down)):
-        return F.linear(swiglu_packed(x, w_packed, layout=layout, backend="cutlass"), w_down)
+        y = (swiglu_packed(x, w_packed, layout=layout, backend="cutlass") if layout == "interleaved"
+             else swiglu(x, w_packed[:I], w_packed[I:], backend="cutlass"))
+        return F.linear(y, w_down)
     return on_2d(mlp_ops.mlp_packed, x, w_packed, w_down, layout)

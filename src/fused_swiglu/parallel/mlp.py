@@ -50,7 +50,8 @@ class TensorParallelSwiGLUMLP(nn.Module):
         w_gate, w_up: ``(I_r, H)`` this rank's rows (:func:`.shard_gate_up`), for the dual kernel;
             or None with ``w_packed``.
         w_packed: ``(2 I_r, H)`` this rank's packed weight (:func:`.shard_packed`), with ``layout``
-            ``"interleaved"`` or ``"concatenated"``.
+            ``"interleaved"`` (the packed kernel) or ``"concatenated"`` (``[W_gate; W_up]`` rows: the dual
+            kernel on its two row halves, views).
         group: the process group the MLP is split over (None: the default group).
         reduce_dtype: None (default): each rank's partial z is rounded to x's dtype and the
             all-reduce sums in that dtype (what serving engines do); ``torch.float32``: the partial
@@ -166,13 +167,15 @@ class TensorParallelSwiGLUMLP(nn.Module):
             if self.w_packed is None:
                 z = swiglu_mlp(x, self.w_gate, self.w_up, self.w_down, recompute=self.recompute, backend=self.backend)
             else:
-                z = swiglu_mlp_packed(x, self.w_packed, self.w_down, layout=self.layout, recompute=self.recompute,
-                                      backend=self.backend)
+                z = (swiglu_mlp_packed(x, self.w_packed, self.w_down, layout="interleaved", recompute=self.recompute,
+                                       backend=self.backend) if self.layout == "interleaved" else
+                     swiglu_mlp(x, *self.w_packed.chunk(2), self.w_down, recompute=self.recompute, backend=self.backend))
             return reduce_from_ranks(z, self.group)
         if self.w_packed is None:
             y = swiglu(x, self.w_gate, self.w_up, backend=self.backend)
         else:
-            y = swiglu_packed(x, self.w_packed, layout=self.layout, backend=self.backend)
+            y = (swiglu_packed(x, self.w_packed, layout="interleaved", backend=self.backend)
+                 if self.layout == "interleaved" else swiglu(x, *self.w_packed.chunk(2), backend=self.backend))
         return reduce_from_ranks(_partial_fp32(y, self.w_down), self.group).to(x.dtype)
 
     def extra_repr(self) -> str:

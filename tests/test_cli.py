@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(
 SENTENCE = "needs an NVIDIA Hopper GPU (compute capability 9.0) with CUDA"
 
 
-@pytest.mark.parametrize("command, options", [("bench", []), ("accuracy", []), ("tune", []), ("bench host-time", []),
+@pytest.mark.parametrize("command, options", [("bench", []), ("accuracy", []), ("tune", []),
+                                             ("tune", ["--families", "fp8"]), ("bench host-time", []),
                                              ("bench e2e", ["--quick", "--models", "Qwen2.5-0.5B"])])
 def test_gpu_commands_exit_2_with_one_sentence(command, options, capsys):
     if command == "bench e2e":
@@ -133,6 +134,11 @@ BAD_ARGUMENTS = [
     (["bench", "e2e-ab", "--out", "/"], "--out must be a file path, not a directory"),
     (["bench", "e2e-ab", "--out", "r.csv"], "--out names the JSON file"),
     (["tune", "--tokens", "x"], "--tokens must be integers >= 1"),
+    (["tune", "--families", "foo"], "--families: unknown family 'foo'; known: fp8, training,"),
+    (["tune", "--families", "fp8", "--sustained"], "--families times interleaved calls: leave out --sustained"),
+    (["tune", "--families", "--seconds", "1"], "--families times interleaved calls"),
+    (["tune", "--families", "training", "--fresh"], "tune --families keeps no progress"),
+    (["tune", "--families", "dswiglu", "--models", "9000B"], "unknown model '9000B'"),
     (["sweep", "--out", "x.json", "--tokens", "0"], "--tokens must be integers >= 1"),
 ]
 

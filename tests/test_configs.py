@@ -552,3 +552,55 @@ def test_a_config_without_a_recorded_shared_memory_size_fits_only_the_sm90_maxim
 def test_explain_names_the_shared_memory_limit_that_leaves_no_config():
     with pytest.raises(ValueError, match="is legal for M=64 N=4096 K=4096 within smem_limit=100000 bytes"):
         configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, gpu=H200, smem_limit=100_000)
+
+
+def _bands_file(tmp_path, gpu: str, dtype: str, families: list[dict]) -> None:
+    """A tuned file of family bands alone for ``gpu`` in the user's tuning folder (package_data_only's)."""
+    folder = tuning.user_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / tuning.file_name(gpu, dtype)).write_text(json.dumps(
+        {"format": 1, "gpu": gpu, "dtype": dtype, "families": families}))
+    tuning.clear()
+
+
+def test_a_gpus_family_bands_take_the_place_of_the_rule_where_legal(tmp_path):
+    bands = [{"up_to": 8, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
+             {"up_to": None, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3", "raster": 2, "swizzle": 4}]
+    _bands_file(tmp_path, "Test GPU", "bf16", [
+        {"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "bands": bands},
+        {"kernel": "dswiglu", "accumulation": "fast", "by": "H", "bands": [
+            {"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}])
+    N, K = 18944, 3584
+    rule = {M: configs.resolve("packed_fp8", "", M, N, K, torch.bfloat16, gpu="Other GPU") for M in (1, 4096, 4097)}
+    assert rule[1].name == catalog.name_of("packed_fp8_swapab", "pingpong", 64, 16, 128, 1, 1, 0, "e4m3")
+    choice, why = configs.explain("packed_fp8", "", 1, N, K, torch.bfloat16, gpu="Test GPU")
+    assert choice == configs.Choice("packed_fp8_pingpong_64x128x128_1x1_e4m3") and "band for M from 1 to 8" in why
+    choice, why = configs.explain("packed_fp8", "", 4096, N, K, torch.bfloat16, gpu="Test GPU")
+    assert choice == configs.Choice("packed_fp8_pingpong_128x192x128_2x1_e4m3", 2, 4) and "M from 9 on" in why
+    assert "test-gpu_bf16.json" in why
+    # 33 token tiles: a 2 x 1 Pingpong cluster is not legal there, so the family's rule serves, saying why
+    choice, why = configs.explain("packed_fp8", "", 4097, N, K, torch.bfloat16, gpu="Test GPU")
+    assert choice == rule[4097] and "is not legal for M = 4097" in why and "rule by M" in why
+    # a named config and another accumulation are not banded
+    named = "packed_fp8_pingpong_64x128x128_1x1_e4m3"
+    assert configs.resolve("packed_fp8", named, 4096, N, K, torch.bfloat16, gpu="Test GPU") == configs.Choice(named)
+    promoted = configs.resolve("packed_fp8", "promoted", 4096, N, K, torch.bfloat16, gpu="Test GPU")
+    assert promoted == configs.resolve("packed_fp8", "promoted", 4096, N, K, torch.bfloat16, gpu="Other GPU")
+    # the training kernels' bands by H, named in the call's dtype (an fp16 call reads the bf16 file)
+    for dtype, suffix in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        choice, why = configs.explain("dswiglu", "", 8192, 4864, 896, dtype, gpu="Test GPU")
+        assert choice.name == f"dswiglu_pingpong_128x128x64_1x1_{suffix}" and "dswiglu band for H from 1 on" in why
+    wide = configs.explain("dual_store", "", 8192, 4864, 896, torch.bfloat16, gpu="Test GPU")
+    assert "H = 896 < 3584" in wide[1]  # no dual_store bands: the rule
+
+
+def test_every_banded_name_is_a_compiled_config_of_its_family():
+    compiled = set(catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
+                   + catalog.fp8_dual_names() + catalog.training_names())
+    for kernel, (by, entries, suffix) in catalog.BANDED_FAMILIES.items():
+        names = [*catalog.banded_names(kernel, "fast"), *catalog.banded_names(kernel, "promoted")]
+        assert len(names) == len(entries) and by in ("M", "H")
+        for name in names:
+            assert (name if suffix else f"{name}_bf16") in compiled
+            assert configs.banded_config(name).base_name.startswith(kernel.removesuffix("_block").removesuffix(
+                "_e4m3out"))

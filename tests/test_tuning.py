@@ -186,3 +186,52 @@ def test_the_training_rule_is_read_from_the_file_that_measured_it(tmp_path):
     bad.write_text(json.dumps({**ref, "training": {"unfused_from_m": 8192}}))
     with pytest.raises(ValueError, match="x_bf16.json: KeyError"):
         tuning._read(bad)
+
+
+def _families_file(folder: Path, gpu: str, families: list[dict]) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / tuning.file_name(gpu, "bf16")).write_text(json.dumps(
+        {"format": 1, "gpu": gpu, "dtype": "bf16", "families": families}))
+
+
+FP8_BANDS = {"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "bands": [
+    {"up_to": 8, "config": "packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3"},
+    {"up_to": 512, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
+    {"up_to": None, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3", "raster": 1, "swizzle": 4}]}
+
+
+def test_family_bands_serve_their_gpu_by_size_and_no_other(monkeypatch, tmp_path):
+    monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "user")
+    _families_file(tmp_path / "user", "Test GPU", [FP8_BANDS])
+    tuning.clear()
+    mine = tuning.load("Test GPU", "bf16")
+    assert mine.costs == tuning.load(H200, "bf16").costs  # a file of bands alone takes the reference calibration
+    got = {M: mine.band("packed_fp8", "fast", M) for M in (1, 8, 9, 512, 513, 10**6)}
+    assert [b.config.split("_")[-3] for b in got.values()] == ["64x16x128", "64x16x128", "64x128x128", "64x128x128",
+                                                              "128x192x128", "128x192x128"]
+    assert (got[513].raster, got[513].swizzle) == (1, 4) and got[8].up_to == 8 and got[513].up_to is None
+    assert mine.band("packed_fp8", "promoted", 4) is None and mine.band("dswiglu", "fast", 4096) is None
+    assert tuning.load("Other GPU", "bf16").band("packed_fp8", "fast", 1) is None  # the reference's data: no bands
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"kernel": "packed"}, "kernel must be one of packed_fp8, "),
+    ({"by": "H"}, "packed_fp8 is chosen by M; got by='H'"),
+    ({"accumulation": "promoted"}, "band config must be one of packed_fp8_pingpong_64x128x128_1x1_promote1_e4m3"),
+    ({"kernel": "dual_fp8", "accumulation": "promoted", "by": "M"}, "dual_fp8 has no configs of accumulation"),
+    ({"bands": [{"up_to": 8, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"}]}, "null last"),
+    ({"bands": [{"up_to": None, "config": "x"}, {"up_to": None, "config": "x"}]}, "null last"),
+    ({"bands": [{"up_to": 64, "config": "x"}, {"up_to": 16, "config": "x"}, {"up_to": None, "config": "x"}]},
+     "increasing positive up_to bounds"),
+    ({"bands": [{"up_to": 0, "config": "x"}, {"up_to": None, "config": "x"}]}, "increasing positive"),
+    ({"bands": []}, "null last"),
+    ({"bands": [{"up_to": None, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3", "swizzle": 3}]},
+     "swizzle 1, 2, 4 or 8"),
+    ({"bands": [{"up_to": None}]}, "KeyError: 'config'"),
+])
+def test_a_bad_family_entry_is_named_with_its_file(monkeypatch, tmp_path, change, says):
+    monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "user")
+    _families_file(tmp_path / "user", "Test GPU", [{**FP8_BANDS, **change}])
+    tuning.clear()
+    with pytest.raises(ValueError, match="test-gpu_bf16.json: .*" + says.replace("(", r"\(").replace(")", r"\)")):
+        tuning.load("Test GPU", "bf16")

@@ -197,6 +197,34 @@ def fp8_out_names() -> list[str]:
     return entry_names(FP8_OUT_CONFIGS, FP8_OUT_DTYPES)
 
 
+# The families chosen by one size band each (fused_swiglu.configs.family_choice): the e4m3 kernels by the
+# token count M, the training kernels by the hidden size H. family -> (the size, its entries, the dtype
+# suffix its names carry in tuned data: the e4m3 one, or none for the 16-bit training kernels, whose tuned
+# file names the dtype).
+BANDED_FAMILIES: dict[str, tuple[str, tuple[tuple, ...], str]] = {
+    "packed_fp8": ("M", FP8_CONFIGS, FP8_DTYPES[0]),
+    "packed_fp8_e4m3out": ("M", FP8_OUT_CONFIGS, FP8_OUT_DTYPES[0]),
+    "packed_fp8_block": ("M", FP8_BLOCKWISE_CONFIGS, FP8_DTYPES[0]),
+    "dual_fp8": ("M", FP8_DUAL_CONFIGS, FP8_DTYPES[0]),
+    **{kernel: ("H", tuple(e for e in TRAINING_CONFIGS if e[0] == kernel), "")
+       for kernel in ("dual_store", "packed_store", "dswiglu")},
+}
+
+
+def banded_names(family: str, accumulation: str) -> tuple[str, ...]:
+    """The config names a tuned band of ``family`` (:data:`BANDED_FAMILIES`) may give for ``accumulation``
+    (``"fast"`` or ``"promoted"``: entries without or with a promote count), in catalog order: e4m3 names in
+    full, training names without their dtype suffix. A family none of whose entries accumulates that way
+    has none.
+
+    Raises:
+        KeyError: not a banded family.
+    """
+    _, entries, suffix = BANDED_FAMILIES[family]
+    promoted = accumulation == "promoted"
+    return tuple(name_of(*e, suffix).removesuffix("_") for e in entries if bool(e[7]) == promoted)
+
+
 def closest(name: str, known) -> str:
     """For a message about an unknown config ``name``: the up to three names of ``known`` closest to it
     (a typo is a few characters from its config), as ``"closest: a, b, c"``, or ``"none is close to it"``."""

@@ -54,6 +54,21 @@ Optional, where the fused training step was measured slower than the block's own
 
 A patched block's call that autograd records, with at least ``unfused_from_m`` tokens and a hidden size of
 at least ``unfused_from_h``, runs the block's own forward (and so PyTorch's backward) there.
+
+Optional, the configs of the families chosen by one size band each (``fused-swiglu tune --families``;
+:data:`fused_swiglu.catalog.BANDED_FAMILIES`: the e4m3 kernels by M, the training kernels by H)::
+
+     "families": [{"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "source": "...",
+                   "bands": [{"up_to": 16, "config": "packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3"},
+                             {"up_to": 128, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
+                             {"up_to": null, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3",
+                              "raster": 0, "swizzle": 1}]}, ...]
+
+Each band serves sizes above the previous band's ``up_to`` up to its own (``null``: every larger size; the
+last band's, and only its). Names as :func:`fused_swiglu.catalog.banded_names` gives them (e4m3 names in full,
+training names without their dtype suffix). The block-scaled family's bands are filed under ``"fast"``: its
+mainloop promotes every k-tile whichever accumulation a call asks for. A GPU's bands serve that GPU and a GPU
+whose reports match it; elsewhere each family's built-in rule (:mod:`fused_swiglu.configs`).
 """
 
 from __future__ import annotations
@@ -150,6 +165,58 @@ class TrainingRule:
 
 
 @dataclass(frozen=True)
+class Band:
+    """One size band of a family's tuned choice: sizes up to ``up_to`` (None: every larger size) above the
+    previous band's run ``config`` (:func:`fused_swiglu.catalog.banded_names`) with ``raster`` and
+    ``swizzle``."""
+
+    up_to: int | None
+    config: str
+    raster: int = 0
+    swizzle: int = 1
+
+    def serves(self, size: int) -> bool:
+        """Whether ``size`` is at most this band's bound."""
+        return self.up_to is None or size <= self.up_to
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def parse_bands(entry: dict) -> tuple[tuple[str, str], tuple[Band, ...]]:
+    """((kernel, accumulation), bands) of one entry of a tuned file's ``families`` (module docstring).
+
+    Raises:
+        ValueError: an unknown family or accumulation, ``by`` not the family's size, no bands, bounds not
+            increasing positive ints with ``null`` last (and only last), or a config not of the family's
+            banded names, naming the field.
+    """
+    kernel, accumulation = str(entry["kernel"]), str(entry.get("accumulation", "fast"))
+    if kernel not in catalog.BANDED_FAMILIES:
+        raise ValueError(f"families: kernel must be one of {', '.join(catalog.BANDED_FAMILIES)}; got {kernel!r}")
+    by = catalog.BANDED_FAMILIES[kernel][0]
+    if entry.get("by", by) != by:
+        raise ValueError(f"families: {kernel} is chosen by {by}; got by={entry.get('by')!r}")
+    names = catalog.banded_names(kernel, accumulation) if accumulation in ("fast", "promoted") else ()
+    if not names:
+        raise ValueError(f"families: {kernel} has no configs of accumulation {accumulation!r}")
+    bands = tuple(Band(None if b.get("up_to") is None else int(b["up_to"]), str(b["config"]), int(b.get("raster", 0)),
+                       int(b.get("swizzle", 1))) for b in entry["bands"])
+    bounds = [b.up_to for b in bands]
+    if not bands or bounds[-1] is not None or None in bounds[:-1] or any(
+            lo >= hi for lo, hi in zip([0, *bounds[:-2]], bounds[:-1])):
+        raise ValueError(f"families: {kernel}'s bands must have increasing positive up_to bounds and null last "
+                         f"(every larger {by}); got {bounds}")
+    for b in bands:
+        if b.config not in names:
+            raise ValueError(f"families: {kernel} ({accumulation}) band config must be one of {', '.join(names)}; "
+                             f"got {b.config!r}")
+        if b.raster not in (0, 1, 2) or b.swizzle not in (1, 2, 4, 8):
+            raise ValueError(f"families: raster must be 0, 1 or 2 and swizzle 1, 2, 4 or 8; got {b.raster}, {b.swizzle}")
+    return (kernel, accumulation), bands
+
+
+@dataclass(frozen=True)
 class Tuning:
     """The data :func:`load` found for one GPU and dtype.
 
@@ -175,6 +242,14 @@ class Tuning:
     reports: Reports | None = None
     matched: str = ""
     training_unfused: TrainingRule | None = None
+    families: dict[tuple[str, str], tuple[Band, ...]] = field(default_factory=dict)
+
+    def band(self, kernel: str, accumulation: str, size: int) -> Band | None:
+        """The tuned band of banded family ``kernel`` serving ``size`` (its M or H), or None: no bands for it,
+        or the data is neither this GPU's own nor that of a GPU whose reports match (module docstring)."""
+        if not (self.overrides_apply or self.matched):
+            return None
+        return next((b for b in self.families.get((kernel, accumulation), ()) if b.serves(size)), None)
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
         """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
@@ -268,10 +343,11 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
         if "training" in data:
             t = data["training"]
             training = TrainingRule(int(t["unfused_from_m"]), int(t["unfused_from_h"]), str(t.get("source", "")))
+        families = dict(parse_bands(entry) for entry in data.get("families", []))
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
                       sustained=sustained, sustained_from_m=from_m, unfused=unfused,
                       costs_from=base.source if base is not None else None, reports=reports,
-                      training_unfused=training)
+                      training_unfused=training, families=families)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
 

@@ -20,7 +20,8 @@ __all__ = [
     "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
     "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
     "MOE_METHODS", "MOE_REPS", "MOE_TILE_METHODS", "MOE_TOKENS", "MOE_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
-    "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS",
+    "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS", "TUNE_FAMILY_GROUPS", "TUNE_FAMILY_TOKENS",
+    "TUNE_TRAINING_TOKENS",
 ]
 
 # bench (the kernels; its token counts are fused_swiglu.bench.shapes.TOKENS)
@@ -80,3 +81,12 @@ SUSTAINED_SECONDS = 1.0  # per method and cell
 # round of tiles the costs must price too), and each launch's time back to back at the power cap
 TUNE_SUSTAINED_TOKENS = (2048, 3000, 4097, 6000, 8192)
 TUNE_SUSTAINED_SECONDS = 0.12
+# tune --families: the token counts the e4m3 families are timed at (their bands' bounds come from these), the
+# training kernels' (prefill- and training-sized batches; their bands run by H), and the groups --families names
+TUNE_FAMILY_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+TUNE_TRAINING_TOKENS = (2048, 8192)
+TUNE_FAMILY_GROUPS = {
+    "fp8": (("packed_fp8", "fast"), ("packed_fp8", "promoted"), ("packed_fp8_e4m3out", "fast"),
+            ("packed_fp8_block", "fast"), ("dual_fp8", "fast")),
+    "training": (("dual_store", "fast"), ("packed_store", "fast"), ("dswiglu", "fast")),
+}

@@ -415,10 +415,10 @@ def write_sustained(path: Path, section: dict, gpu: str, dtype: str, num_sms: in
     data = json.loads(path.read_text()) if path.is_file() else {
         "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms}
     data["sustained"] = section
-    return _replace_tuned_file(path, data)
+    return replace_tuned_file(path, data)
 
 
-def _replace_tuned_file(path: Path, data: dict) -> dict:
+def replace_tuned_file(path: Path, data: dict) -> dict:
     """Write ``data`` as the tuned file ``path`` (atomic replace), with what its GPU reports where that GPU
     is visible (:func:`fused_swiglu.tuning.reported`), and forget the files read; returns it."""
     if (reports := tuning.reported(str(data["gpu"]))) is not None:
@@ -560,7 +560,7 @@ def write_data(progress: Progress, gpu: str, dtype: str, num_sms: int, l2_size: 
         previous = json.loads(path.read_text())
         if "sustained" in previous:
             out["sustained"] = previous["sustained"]
-    return _replace_tuned_file(path, out)
+    return replace_tuned_file(path, out)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from .options import (
     COMMAND_HELP,
     EXIT_BAD_OPTION,
     EXIT_STATUS,
+    find_families,
     known_config_names,
     models_help,
     no_hopper,
@@ -68,6 +69,13 @@ def add_parsers(sub) -> None:
     t.add_argument("--seconds", type=float, default=None,
                    help="with --sustained: seconds each launch runs back to back (default "
                    f"{defaults.TUNE_SUSTAINED_SECONDS})")
+    t.add_argument("--families", nargs="*", metavar="FAMILY",
+                   help="instead: time every config of the families chosen by a size band (fp8: the e4m3 kernels, "
+                   "by M; training: the store forward and dSwiGLU kernels, by H; or their names, e.g. dswiglu, "
+                   "packed_fp8@promoted; none given: all) on --models (default: the seven Qwen2.5 shapes) at "
+                   "--tokens (default " + " ".join(map(str, defaults.TUNE_FAMILY_TOKENS)) + " for fp8, "
+                   + " ".join(map(str, defaults.TUNE_TRAINING_TOKENS)) + " for training) and write each family's "
+                   "bands, which the choice takes on this GPU")
 
     s = _command(sub, "sweep")
     s.add_argument("--models", nargs="+", help=models_help("the other public models"))
@@ -317,7 +325,14 @@ def tune(args, console) -> int:
     from ..bench.paths import check_out_path
     from ..bench.shapes import MODELS
 
-    if args.sustained:
+    if args.families is not None:
+        if args.sustained or args.seconds is not None:
+            raise ValueError("--families times interleaved calls: leave out --sustained and --seconds")
+        families = find_families(args.families)
+        shapes, tokens = sweep_args(args, ())
+        if args.fresh:
+            raise ValueError("--fresh applies to the cost-model and sustained tunes; tune --families keeps no progress")
+    elif args.sustained:
         if args.rep != REP_DEFAULT:
             raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")
         shapes, tokens = sweep_args(args, defaults.TUNE_SUSTAINED_TOKENS)
@@ -344,6 +359,17 @@ def tune(args, console) -> int:
 
     dtype = configs.DTYPE_OF_SUFFIX[args.dtype]
     try:
+        if args.families is not None:
+            from ..bench.tune_families import run_families
+
+            paths = run_families(shapes or list(MODELS), families, dtype, out_dir, reps=args.rep, tokens=tokens or None,
+                                 console=console)
+            for path in paths:
+                mine = [e for e in json.loads(path.read_text())["families"] if (e["kernel"], e["accumulation"]) in families]
+                console.print(f"wrote {path}: " + "; ".join(
+                    f"{e['kernel']}{'' if e['accumulation'] == 'fast' else '@' + e['accumulation']} "
+                    f"{len(e['bands'])} band{'s' if len(e['bands']) != 1 else ''}" for e in mine))
+            return 0
         if args.sustained:
             path = run_sustained(problems, dtype, out_dir, seconds=args.seconds, fresh=args.fresh, console=console)
         else:

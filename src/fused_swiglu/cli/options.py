@@ -314,6 +314,29 @@ def sweep_args(args, default_tokens) -> tuple[list, list[int]]:
     return shapes, tokens or list(default_tokens)
 
 
+def find_families(names: list[str] | None) -> list[tuple[str, str]]:
+    """``tune --families``: group names (``fp8``, ``training``: :data:`fused_swiglu.bench.defaults.TUNE_FAMILY_GROUPS`)
+    or family names (a kernel of :data:`fused_swiglu.catalog.BANDED_FAMILIES`, ``packed_fp8@promoted`` for the
+    promoted one), as a b or a,b, in order without repeats; none: every family.
+
+    Raises:
+        ValueError: an unknown name, naming the known ones.
+    """
+    from ..bench.defaults import TUNE_FAMILY_GROUPS as GROUPS
+
+    every = [f for group in GROUPS.values() for f in group]
+    if not names:
+        return every
+    by_name = {(k if a == "fast" else f"{k}@{a}"): (k, a) for k, a in every}
+    out: list[tuple[str, str]] = []
+    for name in split(names, "--families"):
+        found = GROUPS.get(name) or ((by_name[name],) if name in by_name else None)
+        if found is None:
+            raise ValueError(f"--families: unknown family {name!r}; known: {', '.join([*GROUPS, *by_name])}")
+        out += [f for f in found if f not in out]
+    return out
+
+
 # Each command's one-line help, in the order ``fused-swiglu --help`` lists them. The top-level parser
 # of a call that names no command is built from this table alone (no command's options, nothing that
 # loads torch), so --help, --version and a bad top-level option answer at once.

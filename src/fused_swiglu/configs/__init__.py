@@ -19,7 +19,9 @@ those launches by their own costs instead (:func:`sustained_ranking`).
 This package is the one place that picks a config for any family: the 16-bit inference kernels here, the
 training kernels by hidden size (:func:`training_choice`), the e4m3 families by M
 (:mod:`fused_swiglu.configs.fp8`); every operator asks :func:`resolve` (tests read the other modules'
-sources for rules on M, N or K that name configs).
+sources for rules on M, N or K that name configs). For the training and e4m3 families a GPU's tuned data may
+hold size bands (``fused-swiglu tune --families``, :class:`fused_swiglu.tuning.Band`), which take the place of
+the built-in rule on that GPU wherever the band's launch is legal for the problem (:func:`family_choice`).
 """
 
 from __future__ import annotations
@@ -520,12 +522,59 @@ TRAINING_TILES = {
 }
 
 
-def training_choice(kernel: str, K: int, dtype: torch.dtype) -> Choice:
-    """The config of training kernel ``kernel`` (:data:`TRAINING_KERNELS`) for hidden size ``K`` = H in
-    ``dtype`` (bf16 / fp16), e.g. ``dswiglu_pingpong_128x128x64_1x1_bf16``; raster and swizzle 0 / 1."""
+def training_rule(kernel: str, K: int, dtype: torch.dtype) -> tuple[str, str]:
+    """The built-in rule's config of training kernel ``kernel`` (:data:`TRAINING_KERNELS`) for hidden size ``K`` = H
+    in ``dtype`` (bf16 / fp16), e.g. ``dswiglu_pingpong_128x128x64_1x1_bf16``, and why."""
     tile_n, cluster_m = TRAINING_TILES[kernel, K >= TRAINING_WIDE_H]
     entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel and e[3] == tile_n and e[5] == cluster_m)
-    return Choice(catalog.name_of(*entry, DTYPE_SUFFIX[dtype]))
+    return (catalog.name_of(*entry, DTYPE_SUFFIX[dtype]),
+            f"the training kernels' rule by hidden size (H = {K} {'>=' if K >= TRAINING_WIDE_H else '<'} {TRAINING_WIDE_H})")
+
+
+def training_choice(kernel: str, K: int, dtype: torch.dtype, M: int = 0, N: int = 0, gpu: str = "",
+                    smem_limit: int | None = None) -> Choice:
+    """The config of training kernel ``kernel`` (:data:`TRAINING_KERNELS`) for M tokens, N = I and hidden size
+    ``K`` = H in ``dtype`` (bf16 / fp16) on GPU ``gpu``: :func:`family_choice` of :func:`training_rule`."""
+    return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
+                         training_rule(kernel, K, dtype))[0]
+
+
+# The banded families' configs by the names their tuned bands give (catalog.banded_names), for legality.
+_BANDED = {catalog.name_of(*e, suffix).removesuffix("_"): _from_entry(e)
+           for _, entries, suffix in catalog.BANDED_FAMILIES.values() for e in entries}
+
+
+def banded_config(name: str) -> KernelConfig:
+    """The :class:`KernelConfig` of a banded family's config as its tuned bands name it
+    (:func:`fused_swiglu.catalog.banded_names`), raster 0 and swizzle 1.
+
+    Raises:
+        KeyError: no banded family compiles ``name``.
+    """
+    return _BANDED[name]
+
+
+def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu: str, dtype: str,
+                  smem_limit: int | None, rule: tuple[str, str]) -> tuple[Choice, str]:
+    """A banded family's choice (:data:`fused_swiglu.catalog.BANDED_FAMILIES`) and why: the band of GPU ``gpu``'s
+    tuned data (``dtype``'s file, "bf16" for the e4m3 families) that serves ``size`` (M or H), where its launch is
+    legal for M tokens and N = I (:func:`legal`, :func:`swap_ab_serves`); else ``rule``, the family's built-in
+    (name, why)."""
+    data = tuning.load(gpu, dtype)
+    band = data.band(kernel, accumulation, size)
+    if band is None:
+        return Choice(rule[0]), rule[1]
+    by = catalog.BANDED_FAMILIES[kernel][0]
+    config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
+    if not (legal(config, M, N, smem_limit, data.smem_bytes) and swap_ab_serves(config, M)):
+        return Choice(rule[0]), (f"{rule[1]}: the tuned band's {band.config} raster {band.raster} swizzle "
+                                 f"{band.swizzle} is not legal for M = {M}, I = {N} (cluster fill, swizzle padding, "
+                                 "shared memory or swap-AB token tiles)")
+    name = band.config if catalog.BANDED_FAMILIES[kernel][2] else f"{band.config}_{dtype}"
+    below = max((b.up_to for b in data.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
+                default=0)
+    bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
+    return Choice(name, band.raster, band.swizzle), f"the tuned {kernel} band for {bound} ({data.source})"
 
 
 # The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.configs.fp8.resolve that
@@ -534,12 +583,16 @@ FP8_KERNELS = {"packed_fp8": {}, "packed_fp8_e4m3out": {"e4m3_out": True}, "pack
                "dual_fp8": {"dual": True}}
 
 
-def _fp8_choice(kernel: str, config: str, M: int) -> tuple[Choice, str]:
-    """An e4m3 family's config for M tokens (:data:`FP8_KERNELS`) and why."""
+def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
+                smem_limit: int | None = None) -> tuple[Choice, str]:
+    """An e4m3 family's config for M tokens and N = I (:data:`FP8_KERNELS`) on GPU ``gpu`` and why: a named
+    config as it is, else :func:`family_choice` of the family's rule by M."""
     name = fp8_rules.resolve(config, M, **FP8_KERNELS[kernel])
     if config not in ("", "fast", "promoted"):
         return Choice(name), "named by the call's config argument"
-    return Choice(name), f"the {kernel} family's rule by M (fused_swiglu.configs.fp8)"
+    accumulation = "promoted" if kernel == "packed_fp8" and config == "promoted" else "fast"
+    return family_choice(kernel, accumulation, M, M, N, gpu, "bf16", smem_limit,
+                         (name, f"the {kernel} family's rule by M (fused_swiglu.configs.fp8)"))
 
 
 # The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
@@ -661,12 +714,12 @@ def resolve(
             config two I-row weights, a store config also writes g and u), or of another dtype.
     """
     if kernel in FP8_KERNELS:
-        return _fp8_choice(kernel, config, M)[0]
+        return _fp8_choice(kernel, config, M, N, gpu, smem_limit)[0]
     if kernel in GROUPED_KERNELS:
         return grouped_choice(kernel, config, dtype, token_tile)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
-        return training_choice(kernel, K, dtype) if config == "" else Choice(config)
+        return training_choice(kernel, K, dtype, M, N, gpu, smem_limit) if config == "" else Choice(config)
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config], num_sms=num_sms, gpu=gpu,
                       smem_limit=smem_limit)
@@ -711,7 +764,7 @@ def explain(
         collection of config names.
     """
     if kernel in FP8_KERNELS:
-        return _fp8_choice(kernel, config, M)
+        return _fp8_choice(kernel, config, M, N, gpu, smem_limit)
     if kernel in GROUPED_KERNELS:
         return grouped_choice(kernel, config, dtype, token_tile)
     _check_kernel_and_dtype(kernel, dtype)
@@ -719,8 +772,8 @@ def explain(
         choice = resolve(kernel, config, M, N, K, dtype)
         if config:
             return choice, "the call named it"
-        return choice, (f"the training kernels' rule by hidden size (H = {K} {'>=' if K >= TRAINING_WIDE_H else '<'} "
-                        f"{TRAINING_WIDE_H})")
+        return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
+                             training_rule(kernel, K, dtype))
     check_config(kernel, config, dtype)
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     _check_device_arguments(gpu, smem_limit, available)

@@ -1,0 +1,253 @@
+"""``fused-swiglu tune --families``: size bands for the families chosen by one band each (the e4m3 kernels by M,
+the training kernels by H; :data:`fused_swiglu.catalog.BANDED_FAMILIES`).
+
+Every config a family compiles is timed on each shape at each token count through its operator, with the
+config named, L2 flushed before each call and input sets rotated: below M = 1024 CUDA-event medians of calls
+taken in turn rep by rep (:func:`fused_swiglu.bench.timing.time_interleaved`), from there on by the sustained
+protocol (after one heat soak, each config's CUDA-graph replays back to back at the power cap,
+:func:`fused_swiglu.bench.timing.time_sustained`). For each size (M, or a shape's H) the pick is the config
+with the lowest geometric mean, over that size's cells, of its time over the cell's fastest, among the configs
+legal at every one of those cells (:func:`fused_swiglu.configs.legal`: a Pingpong 2 x 1 cluster on an odd count
+of token tiles is left to the family's rule, which the choice falls back to there). Consecutive sizes with the
+same pick make one band (:func:`bands_from`), written into the ``families`` section of the GPU's tuned file
+(:mod:`fused_swiglu.tuning`), from which :func:`fused_swiglu.configs.family_choice` takes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import catalog, configs, fp8, tuning
+from .defaults import TUNE_FAMILY_TOKENS as FAMILY_TOKENS, TUNE_SUSTAINED_SECONDS
+from .defaults import TUNE_TRAINING_TOKENS as TRAINING_TOKENS
+from .shapes import MlpShape
+
+def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int, int], bool] | None = None,
+          widths: dict[int, list[tuple[int, int]]] | None = None) -> dict[int, str]:
+    """size -> the config with the lowest geometric mean of time / the cell's fastest over that size's cells
+    (``cells``: size -> one ``{config: ms}`` per cell), among the configs timed in every cell and, with
+    ``legal_at(config, M, N)`` and ``widths`` (size -> each cell's (M, N)), legal in every cell. A size where
+    no config qualifies has no pick."""
+    out = {}
+    for size, timed in sorted(cells.items()):
+        common = set.intersection(*(set(t) for t in timed)) if timed else set()
+        if legal_at is not None and widths is not None:
+            common = {c for c in common if all(legal_at(c, M, N) for M, N in widths[size])}
+        scores = {c: math.fsum(math.log(t[c] / min(t.values())) for t in timed) / len(timed) for c in sorted(common)}
+        if scores:
+            out[size] = min(scores, key=lambda c: (scores[c], c))
+    return out
+
+
+def bands_from(chosen: dict[int, str]) -> list[tuning.Band]:
+    """Bands from per-size picks: each run of consecutive sizes with one pick, bounded by its largest size; the
+    last band open (every larger size).
+
+    Raises:
+        ValueError: no picks.
+    """
+    if not chosen:
+        raise ValueError("no size has a pick: nothing was timed")
+    sizes = sorted(chosen)
+    bands: list[tuning.Band] = []
+    for i, size in enumerate(sizes):
+        last = i == len(sizes) - 1
+        if last or chosen[sizes[i + 1]] != chosen[size]:
+            bands.append(tuning.Band(None if last else size, chosen[size]))
+    return bands
+
+
+def legal_at(name: str, M: int, N: int) -> bool:
+    """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`) may serve M tokens and N = I."""
+    config = configs.banded_config(name)
+    return configs.legal(config, M, N) and configs.swap_ab_serves(config, M)
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """One input set of the training kernels in one dtype: x (M, H), w_gate and w_up (I, H), w_packed (2I, H),
+    w_down (H, I), dz (M, H) and gu (M, 2I)."""
+
+    x: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_packed: torch.Tensor
+    w_down: torch.Tensor
+    dz: torch.Tensor
+    gu: torch.Tensor
+
+
+def training_sets(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, l2_bytes: int) -> list[TrainingSet]:
+    """Enough training input sets for the protocol (their weights together over 2x L2)."""
+    from ..weights import pack_gate_up
+    from . import timing
+
+    size = 2 if dtype in (torch.bfloat16, torch.float16) else 4
+    per_set = (3 * I * H + 2 * M * H + 2 * M * I) * size
+    sets = []
+    for _ in range(timing.n_input_sets(per_set, 2 * per_set, l2_bytes)):
+        wg, wu = ((torch.randn(I, H, device=device) * H**-0.5).to(dtype) for _ in range(2))
+        sets.append(TrainingSet(torch.randn(M, H, device=device).to(dtype), wg, wu, pack_gate_up(wg, wu),
+                                (torch.randn(H, I, device=device) * I**-0.5).to(dtype),
+                                torch.randn(M, H, device=device).to(dtype),
+                                torch.randn(M, 2 * I, device=device).to(dtype)))
+    return sets
+
+
+def family_call(kernel: str, name: str, s) -> Callable[[], object]:
+    """One call of ``kernel``'s operator running config ``name`` (full name) on input set ``s``
+    (:class:`fused_swiglu.bench.fp8.Fp8Set` with block operands, or :class:`TrainingSet`)."""
+    from .fp8 import dual_operands
+
+    ops = torch.ops.fused_swiglu
+    if kernel == "packed_fp8":
+        return lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale, config=name)
+    if kernel == "packed_fp8_e4m3out":
+        return lambda: fp8.swiglu_packed_fp8(s.x, s.w_packed, s.x_scale, s.w_scale, out_dtype=fp8.E4M3, config=name)
+    if kernel == "packed_fp8_block":
+        b = s.block
+        return lambda: fp8.swiglu_packed_fp8(b.x, b.w_packed, b.x_scale, b.w_scale, scaling="block", config=name)
+    if kernel == "dual_fp8":
+        args = dual_operands(s)
+        return lambda: fp8.swiglu_fp8(*args, config=name)
+    if kernel == "dual_store":
+        return lambda: ops.swiglu_dual_store(s.x, s.w_gate, s.w_up, name)
+    if kernel == "packed_store":
+        return lambda: ops.swiglu_packed_store(s.x, s.w_packed, name)
+    if kernel == "dswiglu":
+        return lambda: ops.dswiglu(s.dz, s.w_down, s.gu, name)
+    raise ValueError(f"kernel must be one of {', '.join(catalog.BANDED_FAMILIES)}; got {kernel!r}")
+
+
+def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., None],
+             where: str) -> dict[str, list[Callable[[], object]]]:
+    """The entries of ``calls`` whose first call runs; each one that raises is left out with a line saying why
+    (the library declining a problem: such a config has no time there and is not picked for its size)."""
+    out = {}
+    for key, fns in calls.items():
+        try:
+            fns[0]()
+        except (RuntimeError, ValueError) as e:
+            say(f"{where}: {key} not timed: {str(e).splitlines()[0][:160]}", highlight=False)
+            continue
+        out[key] = fns
+    return out
+
+
+def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:
+    """A banded name as the library names it: e4m3 names as they are, training names with ``dtype``'s suffix."""
+    return name if catalog.BANDED_FAMILIES[kernel][2] else f"{name}_{configs.DTYPE_SUFFIX[dtype]}"
+
+
+def write_families(path: Path, entries: list[dict], gpu: str, dtype: str, num_sms: int) -> dict:
+    """Put ``entries`` (``families`` entries, module docstring of :mod:`fused_swiglu.tuning`) into the tuned file
+    ``path``, replacing the entries of the same kernel and accumulation: into the file where it exists, else into
+    a copy of the package's file for this GPU and dtype where there is one (so that its other sections still
+    serve), else into a new file holding only them."""
+    from .tune import replace_tuned_file
+
+    package = tuning.PACKAGE_DIR / tuning.file_name(gpu, dtype)
+    source = path if path.is_file() else package if package.is_file() else None
+    data = json.loads(source.read_text()) if source is not None else {
+        "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms}
+    new = {(e["kernel"], e["accumulation"]) for e in entries}
+    data["families"] = [e for e in data.get("families", []) if (e["kernel"], e.get("accumulation", "fast")) not in new]
+    data["families"] += entries
+    return replace_tuned_file(path, data)
+
+
+def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]], dtype: torch.dtype, out_dir: Path,
+                 reps: int = 10, tokens: Sequence[int] | None = None, console=None,
+                 device: torch.device | None = None, seconds: float = TUNE_SUSTAINED_SECONDS) -> list[Path]:
+    """Time every config of each of ``families`` ((kernel, accumulation) pairs of
+    :data:`fused_swiglu.bench.defaults.TUNE_FAMILY_GROUPS`) on ``shapes`` at
+    ``tokens`` (default :data:`FAMILY_TOKENS` for the e4m3 families, :data:`TRAINING_TOKENS` for the training
+    ones), pick a config per size and write the bands into ``out_dir``'s tuned files for this GPU: the e4m3
+    families' into the bf16 file, the training ones' into ``dtype``'s. Returns the files written. ``device``: the
+    CUDA device to tune (None: the current one). Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are
+    timed by the sustained protocol (after one heat soak, each config's CUDA-graph replays back to back for
+    ``seconds`` at the power cap), the others interleaved ``reps`` times.
+
+    Raises:
+        RuntimeError: no CUDA device, or another tune holds this GPU's files. ValueError: reps below 1, a shape
+            whose sizes a family cannot take (H and I multiples of 16, I of 128 for e4m3 y).
+    """
+    from .. import _lib
+    from .tune import exclusive
+
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got reps={reps}")
+    if device is None and not torch.cuda.is_available():
+        raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
+    for s in shapes:
+        if s.hidden_size % 16 or s.intermediate_size % 128:
+            raise ValueError(f"{s.model}: tune --families takes H a multiple of 16 and I of 128 (e4m3 y's groups); "
+                             f"got H={s.hidden_size}, I={s.intermediate_size}")
+    device = device if device is not None else torch.device("cuda", torch.cuda.current_device())
+    num_sms, gpu, _ = _lib.target(device.index)
+    with contextlib.ExitStack() as held:  # the files' locks for the whole run: no other tune times this GPU meanwhile
+        for stem in dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")
+                                  for d in ("bf16", configs.DTYPE_SUFFIX[dtype])):
+            held.enter_context(exclusive(out_dir / f"{stem}.lock"))
+        return _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu)
+
+
+def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu) -> list[Path]:
+    """:func:`run_families` on its checked arguments and device, its files locked."""
+    from . import power, timing
+    from .fp8 import make_sets
+
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) if device.type == "cuda" else 0
+    flush = timing.flush_buffer(device)
+    timing.warm_gpu(device)
+    say = console.print if console is not None else (lambda *a, **k: None)
+    monitor = None  # NVML's sampler, from the first cell timed at the power cap (after one heat soak)
+    written = []
+    for is_fp8, file_dtype in ((True, "bf16"), (False, configs.DTYPE_SUFFIX[dtype])):
+        mine = [f for f in families if (catalog.BANDED_FAMILIES[f[0]][0] == "M") == is_fp8]
+        if not mine:
+            continue
+        # (kernel, accumulation) -> size -> one {config: ms} per cell; and each cell's (M, N)
+        cells: dict[tuple[str, str], dict[int, list[dict[str, float]]]] = {f: {} for f in mine}
+        widths: dict[int, list[tuple[int, int]]] = {}  # size -> each cell's (M, N = I)
+        for shape in shapes:
+            H, I = shape.hidden_size, shape.intermediate_size
+            for M in tokens or (FAMILY_TOKENS if is_fp8 else TRAINING_TOKENS):
+                sets = (make_sets(M, H, I, device, l2, blockwise=any(k == "packed_fp8_block" for k, _ in mine))
+                        if is_fp8 else training_sets(M, H, I, dtype, device, l2))
+                calls = runnable({f"{k}:{name}": [family_call(k, full_name(k, name, dtype), s) for s in sets]
+                                  for k, a in mine for name in catalog.banded_names(k, a)}, say, f"{shape.model} M={M}")
+                if M >= tuning.SUSTAINED_FROM_M:  # at the power cap, as the benchmark times large M
+                    if monitor is None:
+                        monitor = power.Monitor(power.nvml_index(device))
+                        timing.heat_soak(device, monitor)
+                    timed = timing.time_sustained(timing.as_graph_replays(calls, device), device, monitor, seconds,
+                                                  flush)
+                else:
+                    timed = timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
+                size = M if is_fp8 else H
+                widths.setdefault(size, []).append((M, I))
+                for k, a in mine:
+                    cells[k, a].setdefault(size, []).append(
+                        {n: timed[f"{k}:{n}"].median_ms for n in catalog.banded_names(k, a) if f"{k}:{n}" in timed})
+                say(f"{shape.model} M={M}: " + ", ".join(f"{key} {t.median_ms:.4f} ms" for key, t in timed.items()),
+                    highlight=False)
+                del sets, calls
+        entries = []
+        for (k, a), by_size in cells.items():
+            bands = bands_from(picks(by_size, legal_at, widths))
+            entries.append({"kernel": k, "accumulation": a, "by": catalog.BANDED_FAMILIES[k][0],
+                            "source": f"fused-swiglu tune --families on {gpu}: {len(shapes)} shapes",
+                            "bands": [b.as_json() for b in bands], "cells": {str(size): t for size, t in by_size.items()}})
+        path = out_dir / tuning.file_name(gpu, file_dtype)
+        write_families(path, entries, gpu, file_dtype, num_sms)
+        if path not in written:  # bf16 training bands go into the e4m3 families' file
+            written.append(path)
+    return written

@@ -1,0 +1,145 @@
+"""bench.tune_families: the pick per size, the bands, the file they go into, and --families (CPU; the timing runs on
+a GPU only)."""
+
+import json
+
+import pytest
+
+from fused_swiglu import catalog, configs, tuning
+from fused_swiglu.bench import tune_families
+from fused_swiglu.cli.options import find_families
+
+pytestmark = pytest.mark.usefixtures("package_data_only")
+
+SMALL, WIDE = "packed_fp8_pingpong_64x128x128_1x1_e4m3", "packed_fp8_pingpong_128x192x128_2x1_e4m3"
+NARROW = "packed_fp8_pingpong_128x192x128_1x1_e4m3"
+
+
+def test_the_pick_is_the_lowest_geometric_mean_over_the_cells_of_a_size():
+    cells = {16: [{SMALL: 1.0, WIDE: 1.5}, {SMALL: 2.0, WIDE: 2.2}],
+             4096: [{SMALL: 4.0, WIDE: 2.0}, {SMALL: 1.0, WIDE: 1.05}],  # 2x faster, 5 % slower: WIDE
+             8192: [{SMALL: 1.0, WIDE: 0.5, NARROW: 0.4}, {SMALL: 1.0, WIDE: 0.5}]}  # NARROW not timed in every cell
+    assert tune_families.picks(cells) == {16: SMALL, 4096: WIDE, 8192: WIDE}
+    # a config illegal in any cell of a size is not picked there: 33 token tiles leave a 2 x 1 Pingpong cluster
+    widths = {16: [(16, 4864)] * 2, 4096: [(4096, 4864), (4097, 4864)], 8192: [(8192, 4864)] * 2}
+    assert tune_families.picks(cells, tune_families.legal_at, widths) == {16: SMALL, 4096: SMALL, 8192: WIDE}
+    assert tune_families.picks({1: [{}]}) == {}  # nothing timed: no pick
+
+
+def test_runs_of_one_pick_make_one_band_and_the_last_is_open():
+    bands = tune_families.bands_from({1: SMALL, 8: SMALL, 64: SMALL, 128: WIDE, 512: WIDE, 2048: SMALL, 8192: WIDE})
+    assert [(b.up_to, b.config) for b in bands] == [(64, SMALL), (512, WIDE), (2048, SMALL), (None, WIDE)]
+    assert [(b.up_to, b.config) for b in tune_families.bands_from({5: SMALL})] == [(None, SMALL)]
+    with pytest.raises(ValueError, match="no size has a pick"):
+        tune_families.bands_from({})
+    # what bands_from writes is what the tuned data reads
+    entry = {"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "bands": [b.as_json() for b in bands]}
+    assert tuning.parse_bands(entry) == (("packed_fp8", "fast"), tuple(bands))
+
+
+def test_bands_go_into_the_gpus_file_beside_its_other_sections(tmp_path):
+    entry = {"kernel": "dswiglu", "accumulation": "fast", "by": "H",
+             "bands": [{"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}
+    h100 = "NVIDIA H100 80GB HBM3"  # a GPU the package has data for: a copy of it takes the bands
+    path = tmp_path / tuning.file_name(h100, "bf16")
+    data = tune_families.write_families(path, [entry], h100, "bf16", 132)
+    shipped = json.loads((tuning.PACKAGE_DIR / tuning.file_name(h100, "bf16")).read_text())
+    assert data["sustained"] == shipped["sustained"] and data["families"] == [*shipped.get("families", []), entry]
+    again = {**entry, "bands": [{"up_to": 4096, "config": "dswiglu_pingpong_128x128x64_1x1"},
+                                {"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}
+    fp8 = {"kernel": "packed_fp8", "accumulation": "promoted", "by": "M",
+           "bands": [{"up_to": None, "config": "packed_fp8_pingpong_64x128x128_1x1_promote1_e4m3"}]}
+    data = tune_families.write_families(path, [again, fp8], h100, "bf16", 132)  # the same family is replaced
+    assert [e for e in data["families"] if e["kernel"] == "dswiglu"] == [again] and fp8 in data["families"]
+    other = tune_families.write_families(tmp_path / "other.json", [entry], "Test GPU", "bf16", 78)
+    assert set(other) == {"format", "gpu", "dtype", "num_sms", "families"}
+    read = tuning.parse(json.loads(path.read_text()), path, base=tuning.load(tuning.REFERENCE[0], "bf16"))
+    assert set(read.families) == {("dswiglu", "fast"), ("packed_fp8", "promoted")}  # a valid file
+
+
+def test_family_calls_name_every_family_and_full_names_take_the_dtype():
+    import torch
+
+    for kernel in catalog.BANDED_FAMILIES:
+        assert callable(tune_families.family_call(kernel, "x", object()) if kernel not in (
+            "dual_fp8", "packed_fp8_block") else (lambda: None))
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        tune_families.family_call("packed", "x", object())
+    assert tune_families.full_name("dswiglu", "dswiglu_pingpong_128x128x64_1x1", torch.float16).endswith("_fp16")
+    assert tune_families.full_name("packed_fp8", SMALL, torch.float16) == SMALL
+
+
+def test_a_config_that_raises_is_left_out_with_a_line():
+    said = []
+
+    def refuse():
+        raise RuntimeError("UnsupportedError: can_implement\nmore")
+
+    kept = tune_families.runnable({"a": [lambda: None], "b": [refuse]}, lambda *a, **k: said.append(a[0]), "7B M=1")
+    assert list(kept) == ["a"] and said == ["7B M=1: b not timed: UnsupportedError: can_implement"]
+
+
+def test_families_by_group_and_by_name():
+    every = find_families(None)
+    assert len(every) == 8 and set(k for k, _ in every) == set(catalog.BANDED_FAMILIES)
+    assert find_families([]) == every
+    assert find_families(["training", "dswiglu"]) == [("dual_store", "fast"), ("packed_store", "fast"),
+                                                     ("dswiglu", "fast")]
+    assert find_families(["packed_fp8@promoted,dual_fp8"]) == [("packed_fp8", "promoted"), ("dual_fp8", "fast")]
+    with pytest.raises(ValueError, match="--families: unknown family 'fp16'; known: fp8, training, packed_fp8, "):
+        find_families(["fp16"])
+    for kernel, accumulation in every:
+        assert catalog.banded_names(kernel, accumulation)  # each family has configs to time
+        assert all(configs.banded_config(n) for n in catalog.banded_names(kernel, accumulation))
+
+
+def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monkeypatch, tmp_path):
+    """The whole run on the CPU (the operators' CPU kernels), its timer replaced: a config's time is set by its
+    name, so that the picks are known; every family's configs are called with the config named."""
+    import torch
+
+    from fused_swiglu import _lib
+    from fused_swiglu.bench import power, timing
+    from fused_swiglu.bench.shapes import MlpShape
+
+    fast = {"packed_fp8_pingpong_64x128x128_1x1_e4m3", "dswiglu_pingpong_128x128x64_1x1_bf16",
+            "packed_store_pingpong_128x192x64_1x1_bf16"}
+    seen = []
+
+    def fake_timer(calls, device, **kw):
+        out = {}
+        for key, fns in calls.items():
+            fns[-1]()  # the call runs (the CPU kernel)
+            seen.append(key)
+            name = key.split(":", 1)[1]
+            out[key] = timing.summarize([1.0 if any(name in f for f in fast) else 2.0])
+        return out
+
+    protocols = []
+    monkeypatch.setattr(timing, "time_interleaved", lambda calls, device, **kw: (protocols.append("interleaved"),
+                                                                               fake_timer(calls, device))[1])
+    monkeypatch.setattr(timing, "time_sustained", lambda calls, device, monitor, seconds, flush: (
+        protocols.append(("sustained", monitor, seconds)), fake_timer(calls, device))[1])
+    monkeypatch.setattr(timing, "as_graph_replays", lambda calls, device: calls)
+    monkeypatch.setattr(timing, "heat_soak", lambda device, monitor: protocols.append("soak"))
+    monkeypatch.setattr(power, "Monitor", lambda index: "monitor")
+    monkeypatch.setattr(power, "nvml_index", lambda device: 0)
+    monkeypatch.setattr(timing, "flush_buffer", lambda device: None)
+    monkeypatch.setattr(timing, "warm_gpu", lambda device: None)
+    monkeypatch.setattr(_lib, "target", lambda index: (132, "Test GPU", None))
+    families = find_families(None)
+    paths = tune_families.run_families([MlpShape("tiny", 128, 128)], families, torch.bfloat16, tmp_path, reps=1,
+                                       tokens=[16, 1024], device=torch.device("cpu"), seconds=0.5)
+    # below M = 1024 interleaved; from there on at the power cap, after one heat soak (e4m3, then training cells)
+    sustained = ("sustained", "monitor", 0.5)
+    assert protocols == ["interleaved", "soak", sustained, "interleaved", sustained]
+    assert paths == [tmp_path / "test-gpu_bf16.json"]  # e4m3 and training bands: one bf16 file here
+    assert {k.split(":")[0] for k in seen} == set(catalog.BANDED_FAMILIES)
+    assert len(seen) == 2 * sum(len(catalog.banded_names(k, a)) for k, a in families[:5]) + 2 * 5  # 5 training configs
+    data = json.loads(paths[0].read_text())
+    got = {(e["kernel"], e["accumulation"]): [(b["up_to"], b["config"]) for b in e["bands"]] for e in data["families"]}
+    assert got["packed_fp8", "fast"] == [(None, "packed_fp8_pingpong_64x128x128_1x1_e4m3")]
+    assert got["dswiglu", "fast"] == [(None, "dswiglu_pingpong_128x128x64_1x1")]
+    assert got["packed_store", "fast"] == [(None, "packed_store_pingpong_128x192x64_1x1")]
+    assert set(got) == set(families) and all(len(bands) >= 1 for bands in got.values())
+    assert set(data["families"][0]["cells"]) == {"16", "1024"}

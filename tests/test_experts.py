@@ -267,7 +267,7 @@ def test_bad_arguments_name_the_argument_and_the_rule():
     for args, error, says in cases:
         with pytest.raises(error, match=says):
             experts.swiglu_experts(*args)
-    with pytest.raises(ValueError, match="no config with promoted accumulation yet"):
-        experts.swiglu_experts(x, index, weights, gate_up, down, config="promoted")
+    with pytest.raises(ValueError, match="config must name a grouped kernel .* got config='fast'"):
+        experts.swiglu_experts(x, index, weights, gate_up, down, config="fast")
     with pytest.raises(ValueError, match=r"routed_swiglu: top_k_index must be 2-D \(T, k\)"):
         experts.routed_swiglu(x, index[:, 0], gate_up)

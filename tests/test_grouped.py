@@ -156,8 +156,8 @@ def test_grouped_swiglu_names_the_argument_and_the_rule():
     for args, error, says in cases:
         with pytest.raises(error, match=says):
             grouped.grouped_swiglu(*args)
-    with pytest.raises(ValueError, match="no config with promoted accumulation yet"):
-        grouped.grouped_swiglu(x, w, offsets, config="promoted")
+    with pytest.raises(ValueError, match="config must name a grouped kernel .* or 'promoted'"):
+        grouped.grouped_swiglu(x, w, offsets, config="fast")
 
 
 def test_grouped_swiglu_traces_under_torch_compile_fullgraph():

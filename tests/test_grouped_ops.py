@@ -114,7 +114,9 @@ def test_the_config_argument():
     # a config whose token tile is not the layout's (16 rows here) would cover several experts' tiles
     with pytest.raises(ValueError, match="has 64-row token tiles, but the layout's tiles hold 16 rows"):
         grouped_ops.swiglu_grouped(x, w, te, "grouped_dual_swapab_pingpong_128x64x64_1x1_bf16")
-    for config, says in (("promoted", "no config with promoted accumulation yet"),
+    promoted = "grouped_dual_swapab_pingpong_128x16x64_1x1_promote4_bf16"
+    assert torch.equal(grouped_ops.swiglu_grouped(x, w, te, "promoted"), grouped_ops.swiglu_grouped(x, w, te, promoted))
+    for config, says in (("fast", "or 'promoted' \\(the choice, promoted accumulation\\); got config='fast'"),
                          ("grouped_dual_swapab_pingpong_128x16x64_1x1_fp16", "must name a grouped kernel for "
                                                                              "torch.bfloat16"),
                          ("dual_swapab_pingpong_128x16x64_1x1_bf16", "closest: grouped_dual_swapab"),
@@ -126,7 +128,15 @@ def test_the_config_argument():
 def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     chosen = {configs.resolve("grouped_dual", "", 4096, 768, 2048, dtype, token_tile=tile)
               for tile in configs.GROUPED_TOKEN_TILES for dtype in (torch.bfloat16, torch.float16)}
+    chosen |= {configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, dtype,
+                               token_tile=configs.GROUPED_PROMOTED_TILE) for dtype in (torch.bfloat16, torch.float16)}
     assert {c.name for c in chosen} == set(catalog.grouped_names())
+    assert len(catalog.grouped_names()) <= 12  # the grouped family's share of the catalog's build units
+    choice, why = configs.explain("grouped_dual", "promoted", 1, 768, 2048, torch.bfloat16, token_tile=16)
+    assert choice.name.endswith("_promote4_bf16") and "16-row token tiles (promoted accumulation)" in why
+    with pytest.raises(ValueError, match="config='promoted': the grouped configs with promoted accumulation have "
+                                         "16-row token tiles, but the layout's tiles hold 64 rows"):
+        configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, torch.bfloat16, token_tile=64)
     assert {(c.raster, c.swizzle) for c in chosen} == {(1, 1)}
     for tile in configs.GROUPED_TOKEN_TILES:
         choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)

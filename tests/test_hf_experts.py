@@ -221,10 +221,30 @@ def test_gpt_oss_experts_keep_their_own_code_with_the_reasons():
             "up rows; its gate is its own _apply_gate, not act_fn(gate) * up") in message
 
 
+def test_promoted_accumulation_patches_the_experts_with_the_promoted_grouped_config(monkeypatch):
+    model = _model("Qwen3-MoE")
+    ids = torch.randint(0, 128, (2, 6), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        stock = model(ids).logits.float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no experts module left unpatched
+        names = fuse_swiglu_mlps(model, accumulation="promoted")
+    assert names == ["model.layers.0.mlp.experts", "model.layers.1.mlp.experts"]
+    assert {vars(m)["_fused_swiglu"].config for m in _experts(model)} == {"promoted"}
+    seen = []
+    real = experts_body.swiglu_experts
+    monkeypatch.setattr(experts_body, "swiglu_experts", lambda *a, **k: seen.append(k.get("config")) or real(*a, **k))
+    with torch.no_grad():
+        patched = model(ids).logits.float()
+    assert seen == ["promoted", "promoted"]
+    torch.testing.assert_close(patched, stock, rtol=0.02, atol=0.02 * stock.abs().max().item())
+    copied = saved_and_loaded(model)  # the accumulation travels with the patch
+    assert {vars(m)["_fused_swiglu"].config for m in _experts(copied)} == {"promoted"}
+
+
 def test_experts_the_patch_leaves_say_why():
     cases = [
         (dict(dtype=torch.float32), {}, "its weights are torch.float32 and torch.float32; the kernels take"),
-        ({}, dict(accumulation="promoted"), "accumulation='promoted': the grouped kernel has no config"),
         ({}, dict(backend="torch"), "backend='torch': routed experts keep transformers' own experts code"),
         (dict(hidden_act="gelu"), {}, "act_fn is GELUActivation, not SiLU"),
         (dict(moe_intermediate_size=12), {}, "gate_up_proj is (8, 24, 64); the kernels need I and H to be multiples"),

@@ -140,11 +140,14 @@ FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 # configs.grouped_choice, never by the dense inference choice, whose token tile (tile_n) follows the routed
 # rows per expert. The dual swap-AB kernel (128 weight rows: 64 gate, 64 up), fast accumulation, by 16, 64
 # and 128 tokens: a token tile reads its expert's weights once, so fewer, wider tiles read them fewer times
-# once the experts hold more rows.
+# once the experts hold more rows; promoted accumulation by 16 tokens.
 GROUPED_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     ("grouped_dual_swapab", "pingpong", 128, 64, 64, 1, 1, 0),
     ("grouped_dual_swapab", "pingpong", 128, 128, 64, 1, 1, 0),
+    # accumulation="promoted" (a second fp32 accumulator, 4 k-tiles per promotion), as the dense dual swap-AB
+    # kernel's: 16-token tiles only
+    ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),
 )
 
 

@@ -177,7 +177,8 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
             rows (transformers' experts layout), read in place (on CUDA: unit stride along H, row and expert
             strides multiples of 8 elements, 16-byte aligned; any contiguous tensor is); I a multiple of 8
             on CUDA.
-        config: ``""`` (the choice) or a grouped config name for the dtype
+        config: ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice, promoted accumulation,
+            as :func:`fused_swiglu.swiglu`'s; 16-row token tiles) or a grouped config name for the dtype
             (:func:`fused_swiglu.catalog.grouped_names`).
 
     Returns:
@@ -290,7 +291,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             elements, a 16-byte aligned start: any contiguous tensor), I a multiple of 8.
         down_proj: ``(E, H, I)`` of hidden_states' dtype and device (on CUDA with unit stride along I and the
             other strides multiples of 8 elements, as a contiguous tensor has).
-        config: ``""`` (the choice) or a grouped config name for the dtype
+        config: ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice, promoted accumulation,
+            as :func:`fused_swiglu.swiglu`'s; 16-row token tiles) or a grouped config name for the dtype
             (:func:`fused_swiglu.catalog.grouped_names`), for the gate/up kernel.
 
     Returns:

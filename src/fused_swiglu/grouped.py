@@ -112,11 +112,9 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
 
 def layout_tile(rows: int, experts: int, config: str = "") -> int:
     """The token tile of the padded layout for ``rows`` routed rows over ``experts`` experts: a named grouped
-    config's tile, or for ``""`` the choice's by the mean rows per expert
-    (:func:`fused_swiglu.configs.grouped_token_tile`)."""
-    if config:
-        return configs.grouped_config_tile(config)
-    return configs.grouped_token_tile(rows, experts)[0]
+    config's tile, for ``"promoted"`` the promoted configs' (:data:`fused_swiglu.configs.GROUPED_PROMOTED_TILE`),
+    or for ``""`` the choice's by the mean rows per expert (:func:`fused_swiglu.configs.grouped_token_tile`)."""
+    return configs.config_tile(config, configs.grouped_token_tile(rows, experts)[0])
 
 
 def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tensor, *, config: str = "") -> Tensor:
@@ -134,8 +132,10 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
         expert_offsets: ``(E,)`` int32 on x_sorted's device: cumulative end rows per expert (the
             ``torch._grouped_mm`` convention), non-decreasing, ``expert_offsets[-1] <= T``; rows from
             ``expert_offsets[-1]`` on belong to no expert and get zeros. Read on the device only.
-        config: ``""`` (the choice: :func:`fused_swiglu.configs.grouped_choice`) or a grouped config name for
-            x_sorted's dtype (:func:`fused_swiglu.catalog.grouped_names`).
+        config: ``""`` (the choice, fast accumulation: :func:`fused_swiglu.configs.grouped_choice`),
+            ``"promoted"`` (the choice, promoted accumulation, as :func:`fused_swiglu.swiglu`'s: a second fp32
+            accumulator every 4 k-tiles; 16-row token tiles) or a grouped config name for x_sorted's dtype
+            (:func:`fused_swiglu.catalog.grouped_names`).
 
     Returns:
         ``(T, I)`` in x_sorted's dtype, new and contiguous: fp32 accumulation and SwiGLU, one rounding (the

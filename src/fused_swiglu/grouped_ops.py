@@ -20,9 +20,9 @@ the layout's rule: the CUDA kernel may then leave the later valid tiles unwritte
 bounds); the CPU kernel computes every tile of a valid expert.
 
 ``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped_choice`: the fast config of the layout's
-token tile) or the name of a grouped config for x_pad's dtype with that tile
-(:func:`fused_swiglu.catalog.grouped_names`); ``"promoted"`` is refused (no grouped config accumulates that way
-yet).
+token tile), ``"promoted"`` (the promoted config, whose layout has 16-row tiles,
+:data:`fused_swiglu.configs.GROUPED_PROMOTED_TILE`) or the name of a grouped config for x_pad's dtype with that
+tile (:func:`fused_swiglu.catalog.grouped_names`).
 
 CUDA kernel: C++ (``csrc/torch/grouped_ops.cpp``) on the one launch path (the plan callback, the plan cache,
 one ``fsw_run``): bf16 / fp16, one CUDA device, H and I multiples of 8, gate_up_proj readable in place by TMA
@@ -177,7 +177,7 @@ def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, con
         TypeError: as :func:`check_weights`; tile_expert not an int32 dense tensor.
         ValueError: as :func:`check_weights`; tile_expert not 1-D on x_pad's device with T_pad / tile entries
             for the token tile of a grouped config (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`), or a named
-            config of another tile.
+            config (or ``"promoted"``) of another tile.
     """
     check_dense(OP, tile_expert=tile_expert)
     if tile_expert.dim() != 1:

@@ -597,15 +597,20 @@ def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
 
 # The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
 # token matrix (M = T_pad rows) whose token tiles each belong to one expert. Their configs
-# (catalog.GROUPED_CONFIGS) are chosen by grouped_choice, by the layout's token tile; the layout's tile is
-# chosen by grouped_token_tile, from the routed rows per expert.
+# (catalog.GROUPED_CONFIGS) are chosen by grouped_choice, by the layout's token tile and the accumulation; the
+# layout's tile is chosen by grouped_token_tile, from the routed rows per expert (fast accumulation), or is the
+# promoted configs' tile.
 GROUPED_KERNELS = ("grouped_dual",)
-# The grouped configs by token tile (tile_n; fast accumulation): the dual swap-AB kernel over experts. Its
-# scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
-GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS}
+# The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
+# experts. Its scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
+GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS
+                   if not entry[7]}
+GROUPED_PROMOTED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_")
+                            for entry in catalog.GROUPED_CONFIGS if entry[7]}
 GROUPED_TOKEN_TILES = tuple(sorted(GROUPED_CONFIGS))
-_GROUPED_TILE_OF = {f"{name}_{suffix}": tile for tile, name in GROUPED_CONFIGS.items() for suffix in
-                    DTYPE_SUFFIX.values()}
+GROUPED_PROMOTED_TILE = min(GROUPED_PROMOTED_CONFIGS)  # the layout's tile for config="promoted"
+_GROUPED_TILE_OF = {f"{name}_{suffix}": tile for by_tile in (GROUPED_CONFIGS, GROUPED_PROMOTED_CONFIGS)
+                    for tile, name in by_tile.items() for suffix in DTYPE_SUFFIX.values()}
 GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and the CPU kernel's default
 # The layout's token tile by the mean routed rows per expert, ceil(T k / E): the first tile whose bound the
 # mean does not pass, else the widest. A token tile reads its expert's weights once, so wider tiles read them
@@ -634,25 +639,23 @@ def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
 
 
 def check_grouped_config(config: str, dtype: torch.dtype) -> None:
-    """Raise ValueError unless ``config`` is ``""`` (the choice, fast accumulation; any dtype, as the CPU kernel
-    takes any floating dtype) or the name of a grouped config for ``dtype`` (:func:`catalog.grouped_names`).
-    ``"promoted"`` is refused: no grouped config accumulates that way yet. TypeError for a config that is not a
-    str."""
+    """Raise ValueError unless ``config`` is ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice,
+    promoted accumulation; any dtype for both, as the CPU kernel takes any floating dtype) or the name of a
+    grouped config for ``dtype`` (:func:`catalog.grouped_names`). TypeError for a config that is not a str."""
     if not isinstance(config, str):
-        raise TypeError(f"config must be a str (a grouped config name, or '' for the choice); got config={config!r}")
-    if config == "":
+        raise TypeError(f"config must be a str (a grouped config name, '' or 'promoted' for the choice); got "
+                        f"config={config!r}")
+    if config in AUTO_CONFIG:
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     names = catalog.grouped_names()
-    if isinstance(config, str) and config in names and config.endswith(suffix):
+    if config in names and config.endswith(suffix):
         return
-    if config == "promoted":
-        raise ValueError("config='promoted': the grouped kernel has no config with promoted accumulation yet; use "
-                         "config='' (fast accumulation)")
     mine = [n for n in names if n.endswith(suffix)]
-    hint = f" ({catalog.closest(config, mine)})" if isinstance(config, str) and mine else ""
+    hint = f" ({catalog.closest(config, mine)})" if mine else ""
     raise ValueError(f"config must name a grouped kernel for {dtype} ({', '.join(mine) or 'none'}) or be '' (the "
-                     f"choice, fast accumulation); got config={config!r}{hint}")
+                     f"choice, fast accumulation) or 'promoted' (the choice, promoted accumulation); got "
+                     f"config={config!r}{hint}")
 
 
 def grouped_config_tile(config: str) -> int:
@@ -664,25 +667,37 @@ def grouped_config_tile(config: str) -> int:
     return _GROUPED_TILE_OF[config]
 
 
+def config_tile(config: str, tile: int) -> int:
+    """The token tile a grouped ``config`` runs: a named config's own, the promoted configs' for ``"promoted"``,
+    else ``tile`` (the choice's, fast accumulation)."""
+    if config == "promoted":
+        return GROUPED_PROMOTED_TILE
+    return grouped_config_tile(config) if config else tile
+
+
 def check_grouped_tile(config: str, token_tile: int) -> None:
     """Raise ValueError unless ``token_tile`` is a grouped config's tile (:data:`GROUPED_TOKEN_TILES`) and a named
-    ``config`` (one :func:`check_grouped_config` accepts) has that tile: a kernel tile must cover exactly one
-    layout tile, one expert's rows."""
+    ``config`` (one :func:`check_grouped_config` accepts), or ``"promoted"``, has that tile: a kernel tile must
+    cover exactly one layout tile, one expert's rows."""
     if token_tile not in GROUPED_CONFIGS:
         raise ValueError(f"the layout's token tile must be one of {GROUPED_TOKEN_TILES} rows (a grouped config's); "
                          f"got {token_tile} (T_pad / tile_expert's entries)")
-    if config and grouped_config_tile(config) != token_tile:
-        raise ValueError(f"config {config!r} has {grouped_config_tile(config)}-row token tiles, but the layout's tiles "
-                         f"hold {token_tile} rows (T_pad / tile_expert's entries); build the layout with its tile "
-                         f"(fused_swiglu.grouped.grouped_layout(..., tile={grouped_config_tile(config)})) or pass a "
-                         f"config of {token_tile}-row tiles")
+    wanted = config_tile(config, token_tile)
+    if wanted != token_tile:
+        what = (f"config {config!r} has {wanted}-row token tiles" if config != "promoted" else
+                f"config='promoted': the grouped configs with promoted accumulation have {wanted}-row token tiles")
+        raise ValueError(f"{what}, but the layout's tiles hold {token_tile} rows (T_pad / tile_expert's entries); "
+                         f"build the layout with its tile (fused_swiglu.grouped.grouped_layout(..., tile={wanted})) "
+                         f"or pass a config of {token_tile}-row tiles")
 
 
 def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
                    token_tile: int = GROUPED_TOKEN_TILE) -> tuple[Choice, str]:
     """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
     layout of ``token_tile``-row tiles, and why: the call's config name, or for ``""`` the fast grouped config of
-    that tile (:data:`GROUPED_CONFIGS`); raster 1 (along M), swizzle 1 (the only order its scheduler runs).
+    that tile (:data:`GROUPED_CONFIGS`), for ``"promoted"`` the promoted one (:data:`GROUPED_PROMOTED_CONFIGS`,
+    :data:`GROUPED_PROMOTED_TILE`-row tiles only); raster 1 (along M), swizzle 1 (the only order its scheduler
+    runs).
 
     Raises:
         ValueError: an unknown kernel or dtype, a config :func:`check_grouped_config` refuses, a token tile
@@ -694,10 +709,12 @@ def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
     check_grouped_config(config, dtype)
     check_grouped_tile(config, token_tile)
-    if config:
+    if config not in AUTO_CONFIG:
         return Choice(config, 1, 1), "named by the call's config argument"
-    return (Choice(f"{GROUPED_CONFIGS[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, 1),
-            f"the grouped config of the layout's {token_tile}-row token tiles (fast accumulation)")
+    accumulation = AUTO_CONFIG[config]
+    by_tile = GROUPED_PROMOTED_CONFIGS if accumulation == "promoted" else GROUPED_CONFIGS
+    return (Choice(f"{by_tile[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, 1),
+            f"the grouped config of the layout's {token_tile}-row token tiles ({accumulation} accumulation)")
 
 
 def resolve(

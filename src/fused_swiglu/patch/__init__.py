@@ -131,7 +131,7 @@ def fuse_swiglu_mlps(
     whose layout the grouped kernel reads (no bias, SiLU, the default gate, bf16 / fp16 weights, I and H
     multiples of 8; :func:`fused_swiglu.patch.experts.patch_reason`) are patched to run
     :func:`fused_swiglu.experts.swiglu_experts` (:class:`fused_swiglu.patch.experts.FusedExpertsForward`:
-    inference only; a call it cannot run, one that autograd records included, runs the module's own forward,
+    ``accumulation`` as given, ``kernel`` does not apply; inference only; a call it cannot run, one that autograd records included, runs the module's own forward,
     whatever implementation the config selects); other experts modules (gpt-oss's, FP8 experts, experts
     stored another way) are named in the warning with the reason and run their own code; shared experts and
     dense MLP layers are patched as dense blocks. Blocks the

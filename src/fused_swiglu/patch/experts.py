@@ -138,6 +138,7 @@ class FusedExpertsForward(BlockPatch):
     """
 
     more_arguments = True
+    config = ""  # the grouped operator's config argument: "" (fast accumulation) or "promoted"
 
     def hooks_run(self) -> bool:
         """Whether hooks are registered that the fused forward would skip: on ``act_fn`` (never called), or
@@ -156,20 +157,18 @@ class FusedExpertsForward(BlockPatch):
             return self.original(hidden_states, top_k_index, top_k_weights)
         if not torch.compiler.is_compiling():
             cpu_notice(hidden_states.device)
-        return swiglu_experts(hidden_states, top_k_index, top_k_weights, m.gate_up_proj, m.down_proj)
+        return swiglu_experts(hidden_states, top_k_index, top_k_weights, m.gate_up_proj, m.down_proj,
+                              config=self.config)
 
 
 def patch_reason(module: nn.Module, accumulation: str = "fast", backend: str = "auto") -> str | None:
     """Why :func:`fuse_experts` leaves the experts module ``module`` as it is (None: it patches it):
-    :func:`layout_reason`; weights not bf16 / fp16 or H, I not multiples of 8; ``accumulation="promoted"`` (no
-    grouped config accumulates that way yet); ``backend="torch"`` (the fused experts have no PyTorch path on a
-    GPU: transformers' own runs them); an instance ``forward`` (another patch) or an accelerate hook; hooks on
-    ``act_fn``."""
+    :func:`layout_reason`; weights not bf16 / fp16 or H, I not multiples of 8; ``backend="torch"`` (the fused
+    experts have no PyTorch path on a GPU: transformers' own runs them); an instance ``forward`` (another patch)
+    or an accelerate hook; hooks on ``act_fn``. ``accumulation`` does not decide: the grouped kernel has both."""
     reason = layout_reason(module) or _weights_reason(module)
     if reason is not None:
         return reason
-    if accumulation == "promoted":
-        return "accumulation='promoted': the grouped kernel has no config with promoted accumulation yet"
     if backend == "torch":
         return "backend='torch': routed experts keep transformers' own experts code"
     if "forward" in vars(module):
@@ -190,5 +189,7 @@ def fuse_experts(module: nn.Module, what: str, accumulation: str = "fast", backe
     reason = patch_reason(module, accumulation, backend)
     if reason is not None:
         return f"{what}: {reason}"
-    install(module, FusedExpertsForward(module, backend))
+    patch = FusedExpertsForward(module, backend)
+    patch.config = "promoted" if accumulation == "promoted" else ""
+    install(module, patch)
     return None

@@ -7,8 +7,9 @@
 #   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
 #                         with the machine's nvcc and copies it to $OUT/lib/)
 #   OUT                   where logs and results go (default ./out)
-#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench,host,e2e (default:
-#                         build,info,test,accuracy,bench)
+#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench,host,e2e,families
+#                         (default: build,info,test,accuracy,bench); families: `tune --families`, its
+#                         tuned files written to $OUT/tuning (FAMILIES_ARGS: e.g. "fp8 --models 7B")
 #   PYTEST_ARGS           extra pytest arguments (e.g. "-k qwen" or "-m 'gpu and not slow'")
 #   BENCH_ARGS            extra `bench` arguments (e.g. "--models 7B --tokens 2048,8192")
 #   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
@@ -70,6 +71,8 @@ stage host && run_stage host bash -o pipefail -c \
     "python3 -m fused_swiglu.cli bench host-time --out '$OUT/host_time.json' 2>&1 | tee '$OUT/host_time.log'"
 stage e2e && run_stage e2e bash -o pipefail -c \
     "python3 -m fused_swiglu.cli bench e2e --out '$OUT/e2e.json' ${E2E_ARGS:-} 2>&1 | tee '$OUT/e2e.log'"
+stage families && run_stage families bash -o pipefail -c \
+    "python3 -m fused_swiglu.cli tune --out-dir '$OUT/tuning' --families ${FAMILIES_ARGS:-} 2>&1 | tee '$OUT/families.log'"
 
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "failed stages: ${failed[*]}" | tee -a "$OUT/stages.log"

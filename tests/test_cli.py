@@ -135,6 +135,9 @@ BAD_ARGUMENTS = [
     (["bench", "e2e-ab", "--out", "r.csv"], "--out names the JSON file"),
     (["tune", "--tokens", "x"], "--tokens must be integers >= 1"),
     (["tune", "--families", "foo"], "--families: unknown family 'foo'; known: fp8, training,"),
+    (["bench", "--seconds", "2"], "--seconds applies to the sustained protocol, which times CUDA-graph replays: add "
+     "--cuda-graph"),
+    (["bench", "--methods", "nope"], "--methods: unknown method 'nope'; known: eager,"),
     (["tune", "--families", "fp8", "--sustained"], "--families times interleaved calls: leave out --sustained"),
     (["tune", "--families", "--seconds", "1"], "--families times interleaved calls"),
     (["tune", "--families", "training", "--fresh"], "tune --families keeps no progress"),

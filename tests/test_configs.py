@@ -604,3 +604,30 @@ def test_every_banded_name_is_a_compiled_config_of_its_family():
             assert (name if suffix else f"{name}_bf16") in compiled
             assert configs.banded_config(name).base_name.startswith(kernel.removesuffix("_block").removesuffix(
                 "_e4m3out"))
+
+
+@pytest.mark.parametrize("kernel, config", [("packed_fp8", ""), ("dual_fp8", ""), ("grouped_dual", "promoted"),
+                                            ("dswiglu", ""), ("dual", "")])
+def test_explain_checks_the_problem_and_the_device_for_every_family(kernel, config):
+    ok = (16, 4864, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match="M must be >= 0; got -1"):
+        configs.explain(kernel, config, -1, *ok[1:])
+    with pytest.raises(ValueError, match="N = I and K = H must be positive multiples of 8"):
+        configs.explain(kernel, config, 16, 4860, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match="num_sms must be >= 1"):
+        configs.explain(kernel, config, *ok, num_sms=0)
+    with pytest.raises(TypeError, match="gpu must be a str"):
+        configs.explain(kernel, config, *ok, 132, 123)
+    assert configs.explain(kernel, config, *ok)[0].name
+
+
+def test_an_unknown_kernel_is_refused_naming_every_family():
+    with pytest.raises(ValueError, match="'dswiglu', 'packed_fp8', 'packed_fp8_e4m3out', 'packed_fp8_block', 'dual_fp8', "
+                                         "'grouped_dual'; got kernel='foo'"):
+        configs.explain("foo", "", 1, 8, 8, torch.bfloat16)
+
+
+def test_a_gpu_whose_file_holds_no_calibration_is_told_whose_costs_serve_it():
+    why = configs.explain("dual", "", 1, 18944, 3584, torch.bfloat16, 132, H100)[1]
+    assert "nvidia-h100-80gb-hbm3_bf16.json) holds no calibration of its own" in why
+    assert "holds no calibration" not in configs.explain("dual", "", 1, 18944, 3584, torch.bfloat16, 132, H200)[1]

@@ -86,6 +86,7 @@ def test_families_by_group_and_by_name():
     assert find_families(["training", "dswiglu"]) == [("dual_store", "fast"), ("packed_store", "fast"),
                                                      ("dswiglu", "fast")]
     assert find_families(["packed_fp8@promoted,dual_fp8"]) == [("packed_fp8", "promoted"), ("dual_fp8", "fast")]
+    assert find_families(["FP8"]) == find_families(["fp8"]) and find_families(["DSwiGLU"]) == [("dswiglu", "fast")]
     with pytest.raises(ValueError, match="--families: unknown family 'fp16'; known: fp8, training, packed_fp8, "):
         find_families(["fp16"])
     for kernel, accumulation in every:

@@ -319,13 +319,15 @@ def _kernels(args, console) -> int:
     check_timing_options(reps, warmup_ms)
     protocol, seconds = protocol_options(args, args.cuda_graph)
     out = check_out_path(args.out) if args.out is not None else None
-
-    from ..bench.methods import METHODS, peer_problem
-    from ..bench.run import BenchOptions, run_bench
+    from ..bench.defaults import KERNEL_METHODS as METHODS
 
     for method in methods or []:
         if method not in METHODS:
             raise ValueError(f"--methods: unknown method {method!r}; known: {', '.join(METHODS)}")
+
+    from ..bench.methods import peer_problem
+    from ..bench.run import BenchOptions, run_bench
+
     config_applies(config, methods or list(METHODS), args.dtype)
     for method in methods or []:  # an optional peer asked for by name: its package, on any machine
         if (problem := peer_problem(method)) is not None:

@@ -276,6 +276,9 @@ def protocol_options(args, cuda_graph: bool) -> tuple[str, float]:
     check_seconds(seconds)
     if protocol == "sustained" and not cuda_graph:
         raise ValueError("--protocol sustained times CUDA-graph replays: add --cuda-graph")
+    if args.seconds is not None and not cuda_graph:
+        raise ValueError("--seconds applies to the sustained protocol, which times CUDA-graph replays: add "
+                         "--cuda-graph")
     if args.seconds is not None and protocol == "interleaved":
         raise ValueError("--seconds applies to the sustained protocol, not to --protocol interleaved")
     return protocol, seconds
@@ -317,7 +320,7 @@ def sweep_args(args, default_tokens) -> tuple[list, list[int]]:
 def find_families(names: list[str] | None) -> list[tuple[str, str]]:
     """``tune --families``: group names (``fp8``, ``training``: :data:`fused_swiglu.bench.defaults.TUNE_FAMILY_GROUPS`)
     or family names (a kernel of :data:`fused_swiglu.catalog.BANDED_FAMILIES`, ``packed_fp8@promoted`` for the
-    promoted one), as a b or a,b, in order without repeats; none: every family.
+    promoted one), case-insensitive, as a b or a,b, in order without repeats; none: every family.
 
     Raises:
         ValueError: an unknown name, naming the known ones.
@@ -330,7 +333,8 @@ def find_families(names: list[str] | None) -> list[tuple[str, str]]:
     by_name = {(k if a == "fast" else f"{k}@{a}"): (k, a) for k, a in every}
     out: list[tuple[str, str]] = []
     for name in split(names, "--families"):
-        found = GROUPS.get(name) or ((by_name[name],) if name in by_name else None)
+        key = name.lower()  # case-insensitive, as --models
+        found = GROUPS.get(key) or ((by_name[key],) if key in by_name else None)
         if found is None:
             raise ValueError(f"--families: unknown family {name!r}; known: {', '.join([*GROUPS, *by_name])}")
         out += [f for f in found if f not in out]

@@ -780,6 +780,10 @@ def explain(
         that is not a str, an ``smem_limit`` that is not None or an int, or an ``available`` that is not a
         collection of config names.
     """
+    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
+    _check_device_arguments(gpu, smem_limit, available)
+    if N == 0 or K == 0 or N % 8 or K % 8:
+        raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)
     if kernel in GROUPED_KERNELS:
@@ -792,10 +796,6 @@ def explain(
         return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
                              training_rule(kernel, K, dtype))
     check_config(kernel, config, dtype)
-    _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
-    _check_device_arguments(gpu, smem_limit, available)
-    if N == 0 or K == 0 or N % 8 or K % 8:
-        raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if available is None:
         from .. import _lib
 
@@ -827,6 +827,7 @@ def _explain(
                                                                              picked.swizzle):
         return choice, f"the tuned override for this problem ({data.source}; timed {found.protocol})"
     ranked = sustained_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
+    ranked_sustained = bool(ranked)
     what = f"the sustained costs at the power cap ({data.source}, from M = {data.sustained_from_m})"
     if not ranked:
         ranked = model_ranking(kernel, M, N, K, accumulation, num_sms, data, smem_limit)
@@ -834,6 +835,8 @@ def _explain(
     if data.matched:
         what += (f"; {gpu} has no tuned data of its own and its SM count, SM clock and memory bandwidth match "
                  f"{data.matched}'s, whose data serves it")
+    elif data.costs_from and not ranked_sustained:
+        what += f"; {gpu}'s own file ({data.source.name}) holds no calibration of its own, so these are its costs"
     elif gpu and not data.overrides_apply:
         what += (f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it "
                  f"(tuned data is named by the device name CUDA reports, e.g. {tuning.REFERENCE[0]!r})")
@@ -889,8 +892,8 @@ tuning.on_clear(clear_caches)
 def _check_kernel_and_dtype(kernel: str, dtype: torch.dtype) -> None:
     """Raise ValueError naming ``kernel`` or ``dtype`` when the choice knows no such kernel or dtype."""
     if kernel not in (*KERNELS, *TRAINING_KERNELS):
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, (*KERNELS, *TRAINING_KERNELS)))}; got "
-                         f"kernel={kernel!r}")
+        every = (*KERNELS, *TRAINING_KERNELS, *FP8_KERNELS, *GROUPED_KERNELS)
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, every))}; got kernel={kernel!r}")
     if dtype not in DTYPE_SUFFIX:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
 

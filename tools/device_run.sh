@@ -15,6 +15,11 @@
 #   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
 #   E2E_ARGS              extra `bench e2e` arguments (e.g. "--quick")
 #   FUSED_SWIGLU_LIBRARY  with libfused_swiglu_torch.so beside it, the operator library is used as is
+#   CACHE_TAR             a build cache from an earlier run (default .fsw-carry/cache.tar.xz, used where it
+#                         exists), unpacked into FUSED_SWIGLU_CACHE_DIR (default /tmp/fsw-cache) first; the
+#                         build stage leaves the cache it used in $OUT/cache.tar.xz
+#   PEERS                 a folder holding quack-kernels and its dependencies unpacked as site-packages/ (the
+#                         peers bundle; default /tmp/keep, used where it exists), for the benchmark's peers
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +42,15 @@ if [ -d "$SITE/nvidia_cutlass_dsl/dsl_packages" ]; then
     export PYTHONPATH="$PYTHONPATH:$SITE/nvidia_cutlass_dsl/dsl_packages"
 fi
 
+PEERS="${PEERS:-/tmp/keep}"
+if [ -d "$PEERS/site-packages" ]; then
+    export PYTHONPATH="$PYTHONPATH:$PEERS/site-packages:$PEERS/site-packages/nvidia_cutlass_dsl/dsl_packages"
+fi
+export FUSED_SWIGLU_CACHE_DIR="${FUSED_SWIGLU_CACHE_DIR:-/tmp/fsw-cache}"
+mkdir -p "$FUSED_SWIGLU_CACHE_DIR"
+CACHE_TAR="${CACHE_TAR:-.fsw-carry/cache.tar.xz}"
+[ -f "$CACHE_TAR" ] && tar -xJf "$CACHE_TAR" -C "$FUSED_SWIGLU_CACHE_DIR"
+
 failed=()
 stage() { [[ "$STAGES" == *",$1,"* ]]; }
 run_stage() {  # name, command...
@@ -58,6 +72,7 @@ if stage build; then
         if [ -n "$lib" ] && [ -f "$lib" ]; then
             mkdir -p "$OUT/lib" && cp "$lib" "$(dirname "$lib")/build.json" "$OUT/lib/"
         fi
+        tar -cJf "$OUT/cache.tar.xz" -C "$FUSED_SWIGLU_CACHE_DIR" . && ls -la "$OUT/cache.tar.xz"
     fi
 fi
 stage info && run_stage info bash -o pipefail -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"

@@ -78,16 +78,14 @@ fi
 stage info && run_stage info bash -o pipefail -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"
 stage test && run_stage test bash -o pipefail -c \
     "python3 -m pytest -q -m gpu -x --timeout 900 ${PYTEST_ARGS:-} 2>&1 | tee '$OUT/pytest_gpu.log'"
-stage accuracy && run_stage accuracy bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-} 2>&1 | tee '$OUT/accuracy.log'"
-stage bench && run_stage bench bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli bench --out '$OUT/bench.json' ${BENCH_ARGS:-} 2>&1 | tee '$OUT/bench.log'"
-stage host && run_stage host bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli bench host-time --out '$OUT/host_time.json' 2>&1 | tee '$OUT/host_time.log'"
-stage e2e && run_stage e2e bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli bench e2e --out '$OUT/e2e.json' ${E2E_ARGS:-} 2>&1 | tee '$OUT/e2e.log'"
-stage families && run_stage families bash -o pipefail -c \
-    "python3 -m fused_swiglu.cli tune --out-dir '$OUT/tuning' --families ${FAMILIES_ARGS:-} 2>&1 | tee '$OUT/families.log'"
+cli_stage() {  # stage name, the fused-swiglu arguments (one string); its output also in $OUT/<name>.log
+    stage "$1" && run_stage "$1" bash -o pipefail -c "python3 -m fused_swiglu.cli $2 2>&1 | tee '$OUT/$1.log'"
+}
+cli_stage accuracy "accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-}"
+cli_stage bench "bench --out '$OUT/bench.json' ${BENCH_ARGS:-}"
+cli_stage host "bench host-time --out '$OUT/host_time.json'"
+cli_stage e2e "bench e2e --out '$OUT/e2e.json' ${E2E_ARGS:-}"
+cli_stage families "tune --out-dir '$OUT/tuning' --families ${FAMILIES_ARGS:-}"
 
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "failed stages: ${failed[*]}" | tee -a "$OUT/stages.log"

@@ -57,12 +57,10 @@ def test_bands_go_into_the_gpus_file_beside_its_other_sections(tmp_path):
     assert set(read.families) == {("dswiglu", "fast"), ("packed_fp8", "promoted")}  # a valid file
 
 
-def test_family_calls_name_every_family_and_full_names_take_the_dtype():
+def test_an_unknown_family_is_refused_and_full_names_take_the_dtype():
+    """(Every family's call runs in the next test, on the operators' CPU kernels.)"""
     import torch
 
-    for kernel in catalog.BANDED_FAMILIES:
-        assert callable(tune_families.family_call(kernel, "x", object()) if kernel not in (
-            "dual_fp8", "packed_fp8_block") else (lambda: None))
     with pytest.raises(ValueError, match="kernel must be one of"):
         tune_families.family_call("packed", "x", object())
     assert tune_families.full_name("dswiglu", "dswiglu_pingpong_128x128x64_1x1", torch.float16).endswith("_fp16")

@@ -72,33 +72,20 @@ def legal_at(name: str, M: int, N: int) -> bool:
 
 @dataclass(frozen=True)
 class TrainingSet:
-    """One input set of the training kernels in one dtype: x (M, H), w_gate and w_up (I, H), w_packed (2I, H),
-    w_down (H, I), dz (M, H) and gu (M, 2I)."""
+    """One input set of the training kernels: the training step's (:class:`fused_swiglu.bench.backward.StepSet`:
+    x (M, H), w_gate and w_up (I, H), w_packed (2I, H), w_down (H, I), dz (M, H); read detached, the kernels
+    run without autograd) and the pre-activations gu (M, 2I) that dSwiGLU reads."""
 
-    x: torch.Tensor
-    w_gate: torch.Tensor
-    w_up: torch.Tensor
-    w_packed: torch.Tensor
-    w_down: torch.Tensor
-    dz: torch.Tensor
+    step: object
     gu: torch.Tensor
 
 
 def training_sets(M: int, H: int, I: int, dtype: torch.dtype, device: torch.device, l2_bytes: int) -> list[TrainingSet]:
-    """Enough training input sets for the protocol (their weights together over 2x L2)."""
-    from ..weights import pack_gate_up
-    from . import timing
+    """The training step's input sets (:func:`fused_swiglu.bench.backward.make_sets`), each with its gu."""
+    from .backward import make_sets
 
-    size = 2 if dtype in (torch.bfloat16, torch.float16) else 4
-    per_set = (3 * I * H + 2 * M * H + 2 * M * I) * size
-    sets = []
-    for _ in range(timing.n_input_sets(per_set, 2 * per_set, l2_bytes)):
-        wg, wu = ((torch.randn(I, H, device=device) * H**-0.5).to(dtype) for _ in range(2))
-        sets.append(TrainingSet(torch.randn(M, H, device=device).to(dtype), wg, wu, pack_gate_up(wg, wu),
-                                (torch.randn(H, I, device=device) * I**-0.5).to(dtype),
-                                torch.randn(M, H, device=device).to(dtype),
-                                torch.randn(M, 2 * I, device=device).to(dtype)))
-    return sets
+    return [TrainingSet(s, torch.randn(M, 2 * I, device=device).to(dtype))
+            for s in make_sets(M, H, I, dtype, device, l2_bytes)]
 
 
 def family_call(kernel: str, name: str, s) -> Callable[[], object]:
@@ -117,12 +104,15 @@ def family_call(kernel: str, name: str, s) -> Callable[[], object]:
     if kernel == "dual_fp8":
         args = dual_operands(s)
         return lambda: fp8.swiglu_fp8(*args, config=name)
+    if kernel in ("dual_store", "packed_store", "dswiglu"):
+        st = s.step
+        x, wg, wu, wp, wd, dz = (t.detach() for t in (st.x, st.w_gate, st.w_up, st.w_packed, st.w_down, st.dz))
     if kernel == "dual_store":
-        return lambda: ops.swiglu_dual_store(s.x, s.w_gate, s.w_up, name)
+        return lambda: ops.swiglu_dual_store(x, wg, wu, name)
     if kernel == "packed_store":
-        return lambda: ops.swiglu_packed_store(s.x, s.w_packed, name)
+        return lambda: ops.swiglu_packed_store(x, wp, name)
     if kernel == "dswiglu":
-        return lambda: ops.dswiglu(s.dz, s.w_down, s.gu, name)
+        return lambda: ops.dswiglu(dz, wd, s.gu, name)
     raise ValueError(f"kernel must be one of {', '.join(catalog.BANDED_FAMILIES)}; got {kernel!r}")
 
 

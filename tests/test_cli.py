@@ -140,7 +140,6 @@ BAD_ARGUMENTS = [
     (["bench", "--methods", "nope"], "--methods: unknown method 'nope'; known: eager,"),
     (["tune", "--families", "fp8", "--sustained"], "--families times interleaved calls: leave out --sustained"),
     (["tune", "--families", "--seconds", "1"], "--families times interleaved calls"),
-    (["tune", "--families", "training", "--fresh"], "tune --families keeps no progress"),
     (["tune", "--families", "dswiglu", "--models", "9000B"], "unknown model '9000B'"),
     (["sweep", "--out", "x.json", "--tokens", "0"], "--tokens must be integers >= 1"),
 ]

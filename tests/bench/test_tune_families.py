@@ -142,3 +142,13 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     assert got["packed_store", "fast"] == [(None, "packed_store_pingpong_128x192x64_1x1")]
     assert set(got) == set(families) and all(len(bands) >= 1 for bands in got.values())
     assert set(data["families"][0]["cells"]) == {"16", "1024"}
+    # a run started again with the same identity takes every cell from the saved progress; --fresh times them again
+    assert (tmp_path / "test-gpu_bf16.families-progress.json").is_file()
+    timed_before, protocols[:] = len(seen), []
+    again = tune_families.run_families([MlpShape("tiny", 128, 128)], families, torch.bfloat16, tmp_path, reps=1,
+                                       tokens=[16, 1024], device=torch.device("cpu"), seconds=0.5)
+    assert again == paths and len(seen) == timed_before and protocols == []
+    assert json.loads(paths[0].read_text())["families"] == data["families"]
+    tune_families.run_families([MlpShape("tiny", 128, 128)], families, torch.bfloat16, tmp_path, reps=1,
+                               tokens=[16, 1024], device=torch.device("cpu"), seconds=0.5, fresh=True)
+    assert protocols == ["interleaved", "soak", sustained, "interleaved", sustained]

@@ -155,7 +155,8 @@ def write_families(path: Path, entries: list[dict], gpu: str, dtype: str, num_sm
 
 def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]], dtype: torch.dtype, out_dir: Path,
                  reps: int = 10, tokens: Sequence[int] | None = None, console=None,
-                 device: torch.device | None = None, seconds: float = TUNE_SUSTAINED_SECONDS) -> list[Path]:
+                 device: torch.device | None = None, seconds: float = TUNE_SUSTAINED_SECONDS,
+                 fresh: bool = False) -> list[Path]:
     """Time every config of each of ``families`` ((kernel, accumulation) pairs of
     :data:`fused_swiglu.bench.defaults.TUNE_FAMILY_GROUPS`) on ``shapes`` at
     ``tokens`` (default :data:`FAMILY_TOKENS` for the e4m3 families, :data:`TRAINING_TOKENS` for the training
@@ -163,14 +164,16 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     families' into the bf16 file, the training ones' into ``dtype``'s. Returns the files written. ``device``: the
     CUDA device to tune (None: the current one). Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are
     timed by the sustained protocol (after one heat soak, each config's CUDA-graph replays back to back for
-    ``seconds`` at the power cap), the others interleaved ``reps`` times.
+    ``seconds`` at the power cap), the others interleaved ``reps`` times. Each cell's timings are saved as it is
+    done in ``<gpu>_bf16.families-progress.json`` in ``out_dir``, and a run with the same identity (library
+    version, GPU, dtype, families, shapes, tokens, reps, seconds) continues from there, unless ``fresh``.
 
     Raises:
         RuntimeError: no CUDA device, or another tune holds this GPU's files. ValueError: reps below 1, a shape
             whose sizes a family cannot take (H and I multiples of 16, I of 128 for e4m3 y).
     """
-    from .. import _lib
-    from .tune import exclusive
+    from .. import _lib, _version
+    from .tune import Progress, exclusive
 
     if reps < 1:
         raise ValueError(f"reps must be >= 1; got reps={reps}")
@@ -182,15 +185,25 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
                              f"got H={s.hidden_size}, I={s.intermediate_size}")
     device = device if device is not None else torch.device("cuda", torch.cuda.current_device())
     num_sms, gpu, _ = _lib.target(device.index)
+    stems = list(dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")
+                               for d in ("bf16", configs.DTYPE_SUFFIX[dtype])))
+    identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": configs.DTYPE_SUFFIX[dtype],
+                "families": [list(f) for f in families], "shapes": [[s.hidden_size, s.intermediate_size] for s in shapes],
+                "tokens": list(tokens or []), "reps": reps, "seconds": seconds}
     with contextlib.ExitStack() as held:  # the files' locks for the whole run: no other tune times this GPU meanwhile
-        for stem in dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")
-                                  for d in ("bf16", configs.DTYPE_SUFFIX[dtype])):
+        for stem in stems:
             held.enter_context(exclusive(out_dir / f"{stem}.lock"))
-        return _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu)
+        progress = Progress(out_dir / f"{stems[0]}.families-progress.json", identity)
+        if fresh:
+            progress.state["cells"] = {}
+        return _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu,
+                          progress)
 
 
-def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu) -> list[Path]:
-    """:func:`run_families` on its checked arguments and device, its files locked."""
+def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu,
+               progress) -> list[Path]:
+    """:func:`run_families` on its checked arguments and device, its files locked; each cell's timings saved in
+    ``progress`` as it is done, and a cell found there not timed again."""
     from . import power, timing
     from .fp8 import make_sets
 
@@ -210,26 +223,32 @@ def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, 
         for shape in shapes:
             H, I = shape.hidden_size, shape.intermediate_size
             for M in tokens or (FAMILY_TOKENS if is_fp8 else TRAINING_TOKENS):
-                sets = (make_sets(M, H, I, device, l2, blockwise=any(k == "packed_fp8_block" for k, _ in mine))
-                        if is_fp8 else training_sets(M, H, I, dtype, device, l2))
-                calls = runnable({f"{k}:{name}": [family_call(k, full_name(k, name, dtype), s) for s in sets]
-                                  for k, a in mine for name in catalog.banded_names(k, a)}, say, f"{shape.model} M={M}")
-                if M >= tuning.SUSTAINED_FROM_M:  # at the power cap, as the benchmark times large M
-                    if monitor is None:
-                        monitor = power.Monitor(power.nvml_index(device))
-                        timing.heat_soak(device, monitor)
-                    timed = timing.time_sustained(timing.as_graph_replays(calls, device), device, monitor, seconds,
-                                                  flush)
-                else:
-                    timed = timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
+                key = f"{'fp8' if is_fp8 else 'training'}:{M},{I},{H}"
+                if key not in progress.state["cells"]:
+                    sets = (make_sets(M, H, I, device, l2, blockwise=any(k == "packed_fp8_block" for k, _ in mine))
+                            if is_fp8 else training_sets(M, H, I, dtype, device, l2))
+                    calls = runnable({f"{k}:{name}": [family_call(k, full_name(k, name, dtype), s) for s in sets]
+                                      for k, a in mine for name in catalog.banded_names(k, a)}, say,
+                                     f"{shape.model} M={M}")
+                    if M >= tuning.SUSTAINED_FROM_M:  # at the power cap, as the benchmark times large M
+                        if monitor is None:
+                            monitor = power.Monitor(power.nvml_index(device))
+                            timing.heat_soak(device, monitor)
+                        timed = timing.time_sustained(timing.as_graph_replays(calls, device), device, monitor,
+                                                      seconds, flush)
+                    else:
+                        timed = timing.time_interleaved(calls, device, warmup_ms=5.0, reps=reps, flush=flush)
+                    progress.state["cells"][key] = {name: t.median_ms for name, t in timed.items()}
+                    progress.save()
+                    del sets, calls
+                    say(f"{shape.model} M={M}: " + ", ".join(f"{name} {t.median_ms:.4f} ms"
+                                                             for name, t in timed.items()), highlight=False)
+                timed_ms = progress.state["cells"][key]
                 size = M if is_fp8 else H
                 widths.setdefault(size, []).append((M, I))
                 for k, a in mine:
                     cells[k, a].setdefault(size, []).append(
-                        {n: timed[f"{k}:{n}"].median_ms for n in catalog.banded_names(k, a) if f"{k}:{n}" in timed})
-                say(f"{shape.model} M={M}: " + ", ".join(f"{key} {t.median_ms:.4f} ms" for key, t in timed.items()),
-                    highlight=False)
-                del sets, calls
+                        {n: timed_ms[f"{k}:{n}"] for n in catalog.banded_names(k, a) if f"{k}:{n}" in timed_ms})
         entries = []
         for (k, a), by_size in cells.items():
             bands = bands_from(picks(by_size, legal_at, widths))

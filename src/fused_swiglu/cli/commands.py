@@ -75,7 +75,8 @@ def add_parsers(sub) -> None:
                    "packed_fp8@promoted; none given: all) on --models (default: the seven Qwen2.5 shapes) at "
                    "--tokens (default " + " ".join(map(str, defaults.TUNE_FAMILY_TOKENS)) + " for fp8, "
                    + " ".join(map(str, defaults.TUNE_TRAINING_TOKENS)) + " for training) and write each family's "
-                   "bands, which the choice takes on this GPU")
+                   "bands, which the choice takes on this GPU (progress is saved cell by cell: a run started again "
+                   "continues, unless --fresh)")
 
     s = _command(sub, "sweep")
     s.add_argument("--models", nargs="+", help=models_help("the other public models"))
@@ -330,8 +331,6 @@ def tune(args, console) -> int:
             raise ValueError("--families times interleaved calls: leave out --sustained and --seconds")
         families = find_families(args.families)
         shapes, tokens = sweep_args(args, ())
-        if args.fresh:
-            raise ValueError("--fresh applies to the cost-model and sustained tunes; tune --families keeps no progress")
     elif args.sustained:
         if args.rep != REP_DEFAULT:
             raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")
@@ -363,7 +362,7 @@ def tune(args, console) -> int:
             from ..bench.tune_families import run_families
 
             paths = run_families(shapes or list(MODELS), families, dtype, out_dir, reps=args.rep, tokens=tokens or None,
-                                 console=console)
+                                 console=console, fresh=args.fresh)
             for path in paths:
                 mine = [e for e in json.loads(path.read_text())["families"] if (e["kernel"], e["accumulation"]) in families]
                 console.print(f"wrote {path}: " + "; ".join(

@@ -8,7 +8,7 @@
 #   ROUNDS    rounds (default 2)
 #   CELL_SECONDS  seconds each cell's graph replays run back to back (default 0.25)
 #   STEPS     comma-separated subset of build,rounds,summary (default all; a later call may continue)
-#   OUT       where the results go (default ./out): ab_r<k>_<side>.json, library_ab.json
+#   OUT       where the results go (default ./out): ab_r<k>_<side>.json, library_ab.json, device_code_diff.txt
 #   .whl/*.whl  wheels of missing Python dependencies (tools/fetch_wheels.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +45,8 @@ if [[ "$STEPS" == *",rounds,"* ]]; then
 fi
 if [[ "$STEPS" == *",summary,"* ]]; then
     python3 tools/library_ab.py summary "$OUT"/ab_r*_old.json "$OUT"/ab_r*_new.json --out "$OUT/library_ab.json"
+    # which configs' device code differs between the two builds (needs cuobjdump; exit 1 where any differs)
+    python3 tools/device_code_diff.py /tmp/fsw-ab/cache-old /tmp/fsw-ab/cache-new $(python3 tools/library_ab.py configs) \
+        > "$OUT/device_code_diff.txt" 2>&1
+    tail -n 3 "$OUT/device_code_diff.txt"
 fi

@@ -200,8 +200,14 @@ def plan(key: tuple | None, backend: str, validate) -> tuple[int, int, str]:
 
 def records_grad(args) -> bool:
     """Whether autograd records a call on ``args``: grad mode on and some tensor among them requires
-    grad (other arguments, such as the ops' config string, are passed over)."""
-    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    grad (other arguments, such as the ops' config string, are passed over). A loop, not ``any`` over a
+    generator: every eager call asks, and the generator's frame costs about as much as the test itself."""
+    if not torch.is_grad_enabled():
+        return False
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return True
+    return False
 
 
 BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd

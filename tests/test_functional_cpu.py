@@ -141,6 +141,7 @@ def test_parameter_weights_take_the_direct_path_when_no_graph_is_recorded(kernel
     assert torch.equal(y1, y3.detach()) and torch.equal(y2, y1)
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning")
 def test_nested_tensors_are_refused_by_name():
     nt = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)]).to(torch.bfloat16)
     w = torch.randn(8, 16, dtype=torch.bfloat16)

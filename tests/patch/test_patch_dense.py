@@ -68,8 +68,11 @@ def _count_calls(monkeypatch):
 
 def test_patches_only_swiglu_blocks_and_undoes():
     model = _model()
-    assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # bias and GELU blocks are not SwiGLU MLPs
-    assert fuse_swiglu_mlps(model) == []  # already patched
+    with pytest.warns(UserWarning, match="patched 2 block.* and left 2 unfused .*'2.mlp': its projections have a "
+                                         "bias; '3.mlp': act_fn is GELU"):
+        assert fuse_swiglu_mlps(model) == ["0.mlp", "1.mlp"]  # bias and GELU blocks are not SwiGLU MLPs
+    with pytest.warns(UserWarning, match=r"patched 0 block\(s\) \(2 patched already\) and left 2 unfused"):
+        assert fuse_swiglu_mlps(model) == []  # already patched
     assert sorted(unfuse_swiglu_mlps(model)) == ["0.mlp", "1.mlp"]
     assert "forward" not in vars(model[0].mlp)  # the class's forward again
     assert unfuse_swiglu_mlps(model) == []
@@ -132,7 +135,16 @@ def test_a_block_changed_after_patching_runs_its_original_forward(change, monkey
         mlp.up_proj.register_forward_hook(lambda *args: seen.append(1))
     calls = _count_calls(monkeypatch)
     x = torch.randn(3, 32, dtype=torch.bfloat16)
-    torch.testing.assert_close(mlp(x), MLP.forward(mlp, x), rtol=0, atol=0)
+    from fused_swiglu import _validate
+
+    monkeypatch.setattr(_validate, "_warned", set())  # the notice comes once per process: this test's own
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(mlp(x), MLP.forward(mlp, x), rtol=0, atol=0)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    # a replaced act_fn is a plain attribute the patch watches, and says so; the other changes it sees silently
+    assert (said != []) == (change == "act_fn") and all("a plain attribute of a patched MLP block changed" in m
+                                                        for m in said)
     assert calls == []
     if change == "hook":
         assert seen  # the hook ran: the original forward calls up_proj
@@ -301,8 +313,13 @@ def test_act_fn_is_recognised_by_what_it_is_not_by_its_name(act, fused):
     model = nn.Sequential(Block(act=act)).to(torch.bfloat16)
     x = torch.randn(5, 64, dtype=torch.bfloat16)
     before = model(x)
-    names = fuse_swiglu_mlps(model, backend="torch")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        names = fuse_swiglu_mlps(model, backend="torch")
     assert names == (["0.mlp"] if fused else [])
+    assert [str(w.message) for w in caught if "patched no block" in str(w.message)] == ([] if fused else [
+        "fuse_swiglu_mlps patched no block: 1 block(s) have gate_proj, up_proj and down_proj, none of which could be "
+        f"patched; '0.mlp': {dense.skip_reason(model[0].mlp)}"])
     if fused:  # the fused block computes what the block computed, to bf16 rounding
         torch.testing.assert_close(model(x), before, rtol=2e-2, atol=2e-2)
     else:

@@ -235,3 +235,29 @@ def test_a_bad_family_entry_is_named_with_its_file(monkeypatch, tmp_path, change
     tuning.clear()
     with pytest.raises(ValueError, match="test-gpu_bf16.json: .*" + says.replace("(", r"\(").replace(")", r"\)")):
         tuning.load("Test GPU", "bf16")
+
+
+def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports(monkeypatch):
+    """An H20-like part: 78 SMs (no file's SM count), the H200's clock, 0.83x its memory bandwidth."""
+    import torch
+
+    from fused_swiglu import configs
+
+    ref = tuning.load(H200, "bf16")
+    mine = tuning.Reports(78, ref.reports.sm_mhz / 1.1, ref.reports.memory_gbps * 0.83)
+    monkeypatch.setattr(tuning, "reported", lambda gpu: mine if gpu == "NVIDIA H20" else None)
+    tuning.clear()
+    got = tuning.load("NVIDIA H20", "bf16")
+    assert got.scaled_to == mine and not got.overrides_apply and got.matched == ""
+    name = next(iter(ref.costs))
+    assert got.costs[name].tile_us == pytest.approx(ref.costs[name].tile_us * 1.1)
+    assert got.costs[name].k_tile_us == pytest.approx(ref.costs[name].k_tile_us * 1.1)
+    assert got.device.hbm_gbps == pytest.approx(ref.device.hbm_gbps * 0.83)
+    assert got.device.launch_us == pytest.approx(ref.device.launch_us * 1.1)
+    key = next(iter(ref.sustained))
+    assert got.sustained[key].tile_us == pytest.approx(ref.sustained[key].tile_us * 1.1)
+    assert got.unfused.us_per_mb == pytest.approx(ref.unfused.us_per_mb / 0.83)
+    why = configs.explain("dual", "", 16, 4864, 896, torch.bfloat16, 78, "NVIDIA H20")[1]
+    assert f"its costs scaled to the {mine.sm_mhz:.0f} MHz SM clock and {mine.memory_gbps:.0f} GB/s" in why
+    # not visible (no reports): the reference's costs as measured
+    assert tuning.load("NVIDIA H20 other", "bf16").scaled_to is None

@@ -45,7 +45,9 @@ Optional, what the GPU reported when it was tuned (``tune`` writes it; :class:`R
 
 A GPU without a file of its own takes the data of the GPU whose file's reports match its own: the same SM
 count, SM clock and memory bandwidth each within :data:`NEAR` (the closest such; its overrides do not
-apply); where no file's reports match, the reference GPU's costs as above.
+apply); where no file's reports match, the reference GPU's costs as above, scaled to what this GPU reports
+where it is visible (:func:`scaled`: times per tile by the SM clocks' ratio, bandwidths by the memory
+bandwidths').
 
 Optional, where the fused training step was measured slower than the block's own (:class:`TrainingRule`,
 :func:`fused_swiglu.configs.training_unfused`)::
@@ -242,6 +244,7 @@ class Tuning:
     reports: Reports | None = None
     matched: str = ""
     training_unfused: TrainingRule | None = None
+    scaled_to: Reports | None = None  # the reports the costs were scaled to (:func:`scaled`), None: as measured
     families: dict[tuple[str, str], tuple[Band, ...]] = field(default_factory=dict)
 
     def band(self, kernel: str, accumulation: str, size: int) -> Band | None:
@@ -386,7 +389,29 @@ def load(gpu: str, dtype: str) -> Tuning:
         if near is not None:
             return dataclasses.replace(near, gpu=gpu, dtype=dtype, overrides_apply=False, matched=near.gpu)
     found = _reference(dtype)
+    mine = reported(gpu) if gpu else None
+    if mine is not None and found.reports is not None:
+        found = scaled(found, mine)
     return dataclasses.replace(found, gpu=gpu, dtype=dtype, overrides_apply=False)
+
+
+def scaled(data: Tuning, mine: Reports) -> Tuning:
+    """``data`` (measured on a GPU whose :class:`Reports` it holds) as a first estimate for a GPU reporting
+    ``mine``: every time per tile, per k-tile, per launch and per GFLOP times ``data``'s SM clock over ``mine``'s,
+    every bandwidth (HBM, a config's at decode sizes) and time per MB by the memory bandwidths' ratio, one CTA's
+    bandwidth by the smaller of the two ratios (its issue rate and the memory both bound it); the L2 and power
+    terms as they are. The SM count is the caller's (the choice's ``num_sms``). A first-order estimate, not a
+    measurement: ``fused-swiglu tune`` measures the GPU's own."""
+    clock = data.reports.sm_mhz / mine.sm_mhz  # > 1: this GPU computes slower
+    memory = mine.memory_gbps / data.reports.memory_gbps  # < 1: this GPU streams slower
+    dev = data.device
+    device = dataclasses.replace(dev, launch_us=dev.launch_us * clock, hbm_gbps=dev.hbm_gbps * memory,
+                                 sm_gbps=dev.sm_gbps * min(memory, 1 / clock))
+    costs = {name: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps * memory) for name, c in data.costs.items()}
+    sustained = {key: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps) for key, c in data.sustained.items()}
+    unfused = (UnfusedCosts(data.unfused.us_per_gflop * clock, data.unfused.us_per_mb / memory)
+               if data.unfused is not None else None)
+    return dataclasses.replace(data, device=device, costs=costs, sustained=sustained, unfused=unfused, scaled_to=mine)
 
 
 def _matching(gpu: str, dtype: str) -> Tuning | None:

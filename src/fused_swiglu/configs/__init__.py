@@ -840,6 +840,9 @@ def _explain(
     elif gpu and not data.overrides_apply:
         what += (f"; {gpu} has no tuned data of its own and matches no GPU that has: {tuning.REFERENCE[0]}'s serves it "
                  f"(tuned data is named by the device name CUDA reports, e.g. {tuning.REFERENCE[0]!r})")
+        if data.scaled_to is not None:
+            what += (f", its costs scaled to the {data.scaled_to.sm_mhz:.0f} MHz SM clock and "
+                     f"{data.scaled_to.memory_gbps:.0f} GB/s this GPU reports")
     if not ranked:
         why = ("no config with tuned costs is legal for this problem" if data.costs or data.sustained
                else "no tuned costs for this kernel")

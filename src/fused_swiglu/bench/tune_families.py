@@ -29,6 +29,7 @@ from .defaults import TUNE_FAMILY_TOKENS as FAMILY_TOKENS, TUNE_SUSTAINED_SECOND
 from .defaults import TUNE_TRAINING_TOKENS as TRAINING_TOKENS
 from .shapes import MlpShape
 
+
 def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int, int], bool] | None = None,
           widths: dict[int, list[tuple[int, int]]] | None = None) -> dict[int, str]:
     """size -> the config with the lowest geometric mean of time / the cell's fastest over that size's cells

@@ -31,9 +31,7 @@ mkdir -p "$OUT"
 # modules under a site-packages (or dist-packages) folder as library code; elsewhere its first call
 # fails on nvidia-cutlass-dsl's module state.
 SITE=/tmp/fsw-wheels/site-packages
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl
-fi
+. tools/carried_wheels.sh && carried_wheels "$SITE" || exit 2
 # ./src first, so a fused_swiglu wheel in .whl/ can never shadow the checked-out sources
 export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 # nvidia-cutlass-dsl (quack's compiler) puts its packages on sys.path with a .pth file, which a

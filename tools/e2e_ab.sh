@@ -18,9 +18,7 @@ OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT"
 SITE=/tmp/fsw-e2e-ab/site-packages
 mkdir -p "$SITE"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl || exit 2
-fi
+. tools/carried_wheels.sh && carried_wheels "$SITE" || exit 2
 export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export FUSED_SWIGLU_CACHE_DIR=/tmp/fsw-e2e-ab/cache FUSED_SWIGLU_JOBS="${FUSED_SWIGLU_JOBS:-16}"
 mkdir -p "$FUSED_SWIGLU_CACHE_DIR"

@@ -21,9 +21,7 @@ SITE=/tmp/fsw-gpu-suites/deps
 WHEEL=/tmp/fsw-gpu-suites/wheel
 LIBS=/tmp/fsw-gpu-suites/libs
 rm -rf /tmp/fsw-gpu-suites && mkdir -p "$SITE" "$WHEEL" "$LIBS"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl || exit 2
-fi
+. tools/carried_wheels.sh && carried_wheels "$SITE" || exit 2
 python3 -m pip install -q --no-index --no-deps --target "$WHEEL" dist/fused_swiglu-*.whl || exit 2
 cp "$WHEEL"/fused_swiglu/_prebuilt/* "$LIBS"/ && rm -f "$LIBS/libfused_swiglu_torch.so"
 

@@ -19,9 +19,7 @@ ROUNDS="${ROUNDS:-2}"
 STEPS=",${STEPS:-build,rounds,summary},"
 mkdir -p "$OUT"
 SITE=/tmp/fsw-ab/site-packages
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl
-fi
+. tools/carried_wheels.sh && carried_wheels "$SITE" || exit 2
 declare -A SRC=([old]="$OLD" [new]="$PWD")
 side() {  # name, command...: the command in that version's environment
     local name=$1; shift

@@ -89,7 +89,7 @@ BAD_ARGUMENTS = [
     (["bench", "--modles", "7B", "e2e"], "bench e2e takes no --modles (see fused-swiglu bench e2e --help)"),
     (["bench", "--tokens", "1", "e2e"], "bench e2e takes no --tokens"),
     (["tune", "--sustained", "--seconds", "inf"], "--seconds must be a finite number > 0; got inf"),
-    (["tune", "--seconds", "1"], "--seconds applies to tune --sustained only"),
+    (["tune", "--seconds", "1"], "--seconds applies to tune --sustained and tune --families only"),
     (["tune", "--sustained", "--rep", "3"], "--rep applies to the interleaved tune"),
     (["bench", "--config", "nosuchcfg"], "--config: 'nosuchcfg' is not a config of the kernel library (none is close "
      "to it); `fused-swiglu build --list` lists them all"),
@@ -138,8 +138,8 @@ BAD_ARGUMENTS = [
     (["bench", "--seconds", "2"], "--seconds applies to the sustained protocol, which times CUDA-graph replays: add "
      "--cuda-graph"),
     (["bench", "--methods", "nope"], "--methods: unknown method 'nope'; known: eager,"),
-    (["tune", "--families", "fp8", "--sustained"], "--families times interleaved calls: leave out --sustained"),
-    (["tune", "--families", "--seconds", "1"], "--families times interleaved calls"),
+    (["tune", "--families", "fp8", "--sustained"], "--families and --sustained are two tunes: run one at a time"),
+    (["tune", "--families", "--seconds", "-1"], "--seconds must be a finite number > 0; got -1.0"),
     (["tune", "--families", "dswiglu", "--models", "9000B"], "unknown model '9000B'"),
     (["sweep", "--out", "x.json", "--tokens", "0"], "--tokens must be integers >= 1"),
 ]

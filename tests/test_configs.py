@@ -554,19 +554,18 @@ def test_explain_names_the_shared_memory_limit_that_leaves_no_config():
         configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, gpu=H200, smem_limit=100_000)
 
 
-def _bands_file(tmp_path, gpu: str, dtype: str, families: list[dict]) -> None:
-    """A tuned file of family bands alone for ``gpu`` in the user's tuning folder (package_data_only's)."""
+def _bands_file(tmp_path, gpu: str, families: list[dict]) -> None:
+    """A bands file for ``gpu`` in the user's tuning folder (package_data_only's)."""
     folder = tuning.user_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / tuning.file_name(gpu, dtype)).write_text(json.dumps(
-        {"format": 1, "gpu": gpu, "dtype": dtype, "families": families}))
+    (folder / tuning.bands_file_name(gpu)).write_text(json.dumps({"format": 1, "gpu": gpu, "families": families}))
     tuning.clear()
 
 
 def test_a_gpus_family_bands_take_the_place_of_the_rule_where_legal(tmp_path):
     bands = [{"up_to": 8, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
              {"up_to": None, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3", "raster": 2, "swizzle": 4}]
-    _bands_file(tmp_path, "Test GPU", "bf16", [
+    _bands_file(tmp_path, "Test GPU", [
         {"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "bands": bands},
         {"kernel": "dswiglu", "accumulation": "fast", "by": "H", "bands": [
             {"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}])
@@ -577,7 +576,7 @@ def test_a_gpus_family_bands_take_the_place_of_the_rule_where_legal(tmp_path):
     assert choice == configs.Choice("packed_fp8_pingpong_64x128x128_1x1_e4m3") and "band for M from 1 to 8" in why
     choice, why = configs.explain("packed_fp8", "", 4096, N, K, torch.bfloat16, gpu="Test GPU")
     assert choice == configs.Choice("packed_fp8_pingpong_128x192x128_2x1_e4m3", 2, 4) and "M from 9 on" in why
-    assert "test-gpu_bf16.json" in why
+    assert "test-gpu_families.json" in why
     # 33 token tiles: a 2 x 1 Pingpong cluster is not legal there, so the family's rule serves, saying why
     choice, why = configs.explain("packed_fp8", "", 4097, N, K, torch.bfloat16, gpu="Test GPU")
     assert choice == rule[4097] and "is not legal for M = 4097" in why and "rule by M" in why

@@ -188,10 +188,9 @@ def test_the_training_rule_is_read_from_the_file_that_measured_it(tmp_path):
         tuning._read(bad)
 
 
-def _families_file(folder: Path, gpu: str, families: list[dict]) -> None:
+def _families_file(folder: Path, gpu: str, families) -> None:
     folder.mkdir(exist_ok=True)
-    (folder / tuning.file_name(gpu, "bf16")).write_text(json.dumps(
-        {"format": 1, "gpu": gpu, "dtype": "bf16", "families": families}))
+    (folder / tuning.bands_file_name(gpu)).write_text(json.dumps({"format": 1, "gpu": gpu, "families": families}))
 
 
 FP8_BANDS = {"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "bands": [
@@ -204,14 +203,17 @@ def test_family_bands_serve_their_gpu_by_size_and_no_other(monkeypatch, tmp_path
     monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "user")
     _families_file(tmp_path / "user", "Test GPU", [FP8_BANDS])
     tuning.clear()
-    mine = tuning.load("Test GPU", "bf16")
-    assert mine.costs == tuning.load(H200, "bf16").costs  # a file of bands alone takes the reference calibration
+    mine = tuning.load_bands("Test GPU")
+    assert mine.source == tmp_path / "user" / "test-gpu_families.json"
+    # a GPU's costs do not come from its bands file: the choice of its 16-bit kernels is what it was
+    assert tuning.load("Test GPU", "bf16").source == tuning.load(H200, "bf16").source
     got = {M: mine.band("packed_fp8", "fast", M) for M in (1, 8, 9, 512, 513, 10**6)}
     assert [b.config.split("_")[-3] for b in got.values()] == ["64x16x128", "64x16x128", "64x128x128", "64x128x128",
                                                               "128x192x128", "128x192x128"]
     assert (got[513].raster, got[513].swizzle) == (1, 4) and got[8].up_to == 8 and got[513].up_to is None
     assert mine.band("packed_fp8", "promoted", 4) is None and mine.band("dswiglu", "fast", 4096) is None
-    assert tuning.load("Other GPU", "bf16").band("packed_fp8", "fast", 1) is None  # the reference's data: no bands
+    assert tuning.load_bands("Other GPU").band("packed_fp8", "fast", 1) is None  # no file of its own: no bands
+    assert tuning.load_bands("").families == {}
 
 
 @pytest.mark.parametrize("change, says", [
@@ -228,13 +230,22 @@ def test_family_bands_serve_their_gpu_by_size_and_no_other(monkeypatch, tmp_path
     ({"bands": [{"up_to": None, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3", "swizzle": 3}]},
      "swizzle 1, 2, 4 or 8"),
     ({"bands": [{"up_to": None}]}, "KeyError: 'config'"),
+    ({"bands": [5]}, "bands must be objects; got 5"),
+    ({"bands": "x"}, "an object with a list of bands"),
+    ({"bands": [{"up_to": 16.9, "config": "x"}, {"up_to": None, "config": "x"}]}, "up_to must be an integer; got 16.9"),
+    ({"bands": [{"up_to": True, "config": "x"}, {"up_to": None, "config": "x"}]}, "up_to must be an integer; got True"),
 ])
 def test_a_bad_family_entry_is_named_with_its_file(monkeypatch, tmp_path, change, says):
     monkeypatch.setattr(tuning, "user_dir", lambda: tmp_path / "user")
     _families_file(tmp_path / "user", "Test GPU", [{**FP8_BANDS, **change}])
     tuning.clear()
-    with pytest.raises(ValueError, match="test-gpu_bf16.json: .*" + says.replace("(", r"\(").replace(")", r"\)")):
-        tuning.load("Test GPU", "bf16")
+    with pytest.raises(ValueError, match="test-gpu_families.json: .*" + says.replace("(", r"\(").replace(")", r"\)")):
+        tuning.load_bands("Test GPU")
+    _families_file(tmp_path / "user", "Test GPU", [5])
+    tuning.clear()
+    with pytest.raises(ValueError, match="each entry must be an object"):
+        tuning.load_bands("Test GPU")
+    assert tuning.load("Test GPU", "bf16").costs  # a bad bands file never stops the 16-bit choice
 
 
 def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports(monkeypatch):

@@ -70,7 +70,8 @@ if stage build; then
         if [ -n "$lib" ] && [ -f "$lib" ]; then
             mkdir -p "$OUT/lib" && cp "$lib" "$(dirname "$lib")/build.json" "$OUT/lib/"
         fi
-        tar -cJf "$OUT/cache.tar.xz" -C "$FUSED_SWIGLU_CACHE_DIR" . && ls -la "$OUT/cache.tar.xz"
+        tar -cJf "$OUT/cache.tar.xz" --exclude='./tuning' --exclude='*.lock' -C "$FUSED_SWIGLU_CACHE_DIR" . \
+            && ls -la "$OUT/cache.tar.xz"  # the builds alone: no tuned data or locks travel with them
     fi
 fi
 stage info && run_stage info bash -o pipefail -c "python3 -m fused_swiglu.cli info 2>&1 | tee '$OUT/info.txt'"

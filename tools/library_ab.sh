@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OLD="${OLD:?set OLD to the folder of version A}"
-OLD="$(cd "$OLD" && pwd)"
+OLD="$(cd "$OLD" && pwd)" || exit 2
 OUT="${OUT:-$PWD/out}"
 ROUNDS="${ROUNDS:-2}"
 STEPS=",${STEPS:-build,rounds,summary},"

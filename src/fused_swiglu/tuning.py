@@ -57,20 +57,24 @@ Optional, where the fused training step was measured slower than the block's own
 A patched block's call that autograd records, with at least ``unfused_from_m`` tokens and a hidden size of
 at least ``unfused_from_h``, runs the block's own forward (and so PyTorch's backward) there.
 
-Optional, the configs of the families chosen by one size band each (``fused-swiglu tune --families``;
-:data:`fused_swiglu.catalog.BANDED_FAMILIES`: the e4m3 kernels by M, the training kernels by H)::
+Size bands of the families chosen by one band each (``fused-swiglu tune --families``;
+:data:`fused_swiglu.catalog.BANDED_FAMILIES`: the e4m3 kernels by M, the training kernels by H) live in a file
+of their own per GPU, ``<gpu>_families.json`` (user's folder first, then the package's), so that writing them
+never changes which costs a GPU's 16-bit choice reads (:func:`load_bands`)::
 
-     "families": [{"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "source": "...",
-                   "bands": [{"up_to": 16, "config": "packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3"},
-                             {"up_to": 128, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
-                             {"up_to": null, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3",
-                              "raster": 0, "swizzle": 1}]}, ...]
+     {"format": 1, "gpu": "NVIDIA H200",
+      "families": [{"kernel": "packed_fp8", "accumulation": "fast", "by": "M", "source": "...",
+                    "bands": [{"up_to": 16, "config": "packed_fp8_swapab_pingpong_64x16x128_1x1_e4m3"},
+                              {"up_to": 128, "config": "packed_fp8_pingpong_64x128x128_1x1_e4m3"},
+                              {"up_to": null, "config": "packed_fp8_pingpong_128x192x128_2x1_e4m3",
+                               "raster": 0, "swizzle": 1}]}, ...]}
 
 Each band serves sizes above the previous band's ``up_to`` up to its own (``null``: every larger size; the
 last band's, and only its). Names as :func:`fused_swiglu.catalog.banded_names` gives them (e4m3 names in full,
-training names without their dtype suffix). The block-scaled family's bands are filed under ``"fast"``: its
-mainloop promotes every k-tile whichever accumulation a call asks for. A GPU's bands serve that GPU and a GPU
-whose reports match it; elsewhere each family's built-in rule (:mod:`fused_swiglu.configs`).
+training names without their dtype suffix: one band serves bf16 and fp16). The block-scaled family's bands are
+filed under ``"fast"``: its mainloop promotes every k-tile whichever accumulation a call asks for. A GPU's bands
+serve that GPU (by the device name CUDA reports) and no other; elsewhere each family's built-in rule
+(:mod:`fused_swiglu.configs`).
 """
 
 from __future__ import annotations
@@ -186,13 +190,15 @@ class Band:
 
 
 def parse_bands(entry: dict) -> tuple[tuple[str, str], tuple[Band, ...]]:
-    """((kernel, accumulation), bands) of one entry of a tuned file's ``families`` (module docstring).
+    """((kernel, accumulation), bands) of one entry of a bands file's ``families`` (module docstring).
 
     Raises:
         ValueError: an unknown family or accumulation, ``by`` not the family's size, no bands, bounds not
             increasing positive ints with ``null`` last (and only last), or a config not of the family's
             banded names, naming the field.
     """
+    if not isinstance(entry, dict) or not isinstance(entry.get("bands"), list):
+        raise ValueError(f"families: each entry must be an object with a list of bands; got {entry!r}"[:300])
     kernel, accumulation = str(entry["kernel"]), str(entry.get("accumulation", "fast"))
     if kernel not in catalog.BANDED_FAMILIES:
         raise ValueError(f"families: kernel must be one of {', '.join(catalog.BANDED_FAMILIES)}; got {kernel!r}")
@@ -202,8 +208,14 @@ def parse_bands(entry: dict) -> tuple[tuple[str, str], tuple[Band, ...]]:
     names = catalog.banded_names(kernel, accumulation) if accumulation in ("fast", "promoted") else ()
     if not names:
         raise ValueError(f"families: {kernel} has no configs of accumulation {accumulation!r}")
-    bands = tuple(Band(None if b.get("up_to") is None else int(b["up_to"]), str(b["config"]), int(b.get("raster", 0)),
-                       int(b.get("swizzle", 1))) for b in entry["bands"])
+    for b in entry["bands"]:
+        if not isinstance(b, dict):
+            raise ValueError(f"families: {kernel}'s bands must be objects; got {b!r}"[:300])
+        for name in ("up_to", "raster", "swizzle"):
+            if b.get(name) is not None and (type(b[name]) is not int):
+                raise ValueError(f"families: {kernel}'s band {name} must be an integer; got {b[name]!r}")
+    bands = tuple(Band(b.get("up_to"), str(b["config"]), b.get("raster", 0), b.get("swizzle", 1))
+                  for b in entry["bands"])
     bounds = [b.up_to for b in bands]
     if not bands or bounds[-1] is not None or None in bounds[:-1] or any(
             lo >= hi for lo, hi in zip([0, *bounds[:-2]], bounds[:-1])):
@@ -245,14 +257,6 @@ class Tuning:
     matched: str = ""
     training_unfused: TrainingRule | None = None
     scaled_to: Reports | None = None  # the reports the costs were scaled to (:func:`scaled`), None: as measured
-    families: dict[tuple[str, str], tuple[Band, ...]] = field(default_factory=dict)
-
-    def band(self, kernel: str, accumulation: str, size: int) -> Band | None:
-        """The tuned band of banded family ``kernel`` serving ``size`` (its M or H), or None: no bands for it,
-        or the data is neither this GPU's own nor that of a GPU whose reports match (module docstring)."""
-        if not (self.overrides_apply or self.matched):
-            return None
-        return next((b for b in self.families.get((kernel, accumulation), ()) if b.serves(size)), None)
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
         """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
@@ -346,11 +350,10 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
         if "training" in data:
             t = data["training"]
             training = TrainingRule(int(t["unfused_from_m"]), int(t["unfused_from_h"]), str(t.get("source", "")))
-        families = dict(parse_bands(entry) for entry in data.get("families", []))
         return Tuning(str(data["gpu"]), str(data["dtype"]), device, costs, smem, overrides, source,
                       sustained=sustained, sustained_from_m=from_m, unfused=unfused,
                       costs_from=base.source if base is not None else None, reports=reports,
-                      training_unfused=training, families=families)
+                      training_unfused=training)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"tuning data {source}: {type(e).__name__}: {e}") from None
 
@@ -390,8 +393,9 @@ def load(gpu: str, dtype: str) -> Tuning:
             return dataclasses.replace(near, gpu=gpu, dtype=dtype, overrides_apply=False, matched=near.gpu)
     found = _reference(dtype)
     mine = reported(gpu) if gpu else None
-    if mine is not None and found.reports is not None:
-        found = scaled(found, mine)
+    if mine is not None and found.reports is not None and min(mine.sm_mhz, mine.memory_gbps, found.reports.sm_mhz,
+                                                              found.reports.memory_gbps) > 0:
+        found = scaled(found, mine)  # (a report of 0, e.g. an unknown memory clock, leaves the costs as measured)
     return dataclasses.replace(found, gpu=gpu, dtype=dtype, overrides_apply=False)
 
 
@@ -455,6 +459,56 @@ def _reference(dtype: str) -> Tuning:
     raise FileNotFoundError(f"no tuning data for {REFERENCE[0]} in {', '.join(map(str, _dirs()))}")
 
 
+@dataclass(frozen=True)
+class Bands:
+    """A GPU's family bands (module docstring): (kernel, accumulation) -> bands, in size order; ``source``: the
+    file read (None: none)."""
+
+    families: dict[tuple[str, str], tuple[Band, ...]] = field(default_factory=dict)
+    source: Path | None = None
+
+    def band(self, kernel: str, accumulation: str, size: int) -> Band | None:
+        """The band of banded family ``kernel`` serving ``size`` (its M or H), or None (no bands for it)."""
+        return next((b for b in self.families.get((kernel, accumulation), ()) if b.serves(size)), None)
+
+
+def bands_file_name(gpu: str) -> str:
+    return f"{gpu_slug(gpu)}_families.json"
+
+
+def parse_bands_file(data: dict, source: Path | None = None) -> Bands:
+    """:class:`Bands` from a bands file's JSON object.
+
+    Raises:
+        ValueError: another format, or an entry :func:`parse_bands` refuses, naming the file.
+    """
+    try:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"format must be {FORMAT}")
+        entries = data.get("families", [])
+        if not isinstance(entries, list):
+            raise ValueError("families must be a list")
+        return Bands(dict(parse_bands(entry) for entry in entries), source)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"tuned bands {source}: {type(e).__name__}: {e}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def load_bands(gpu: str) -> Bands:
+    """GPU ``gpu``'s bands (device name; "" for none): its ``<gpu>_families.json`` in the user's tuning folder,
+    else in the package's; none for a GPU without one.
+
+    Raises:
+        ValueError: a file that is not valid (naming it).
+    """
+    if gpu:
+        for folder in _dirs():
+            path = folder / bands_file_name(gpu)
+            if path.is_file():
+                return parse_bands_file(json.loads(path.read_text()), path)
+    return Bands()
+
+
 # What clear() also runs: the caches of choices made from the data (fused_swiglu.configs registers its own).
 _ON_CLEAR: list[Callable[[], None]] = []
 
@@ -467,5 +521,6 @@ def on_clear(forget: Callable[[], None]) -> None:
 def clear() -> None:
     """Forget the files read (after ``fused-swiglu tune`` wrote one) and what was computed from them."""
     load.cache_clear()
+    load_bands.cache_clear()
     for forget in _ON_CLEAR:
         forget()

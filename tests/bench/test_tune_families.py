@@ -37,24 +37,23 @@ def test_runs_of_one_pick_make_one_band_and_the_last_is_open():
     assert tuning.parse_bands(entry) == (("packed_fp8", "fast"), tuple(bands))
 
 
-def test_bands_go_into_the_gpus_file_beside_its_other_sections(tmp_path):
+def test_bands_go_into_the_gpus_bands_file_and_replace_their_family(tmp_path):
     entry = {"kernel": "dswiglu", "accumulation": "fast", "by": "H",
              "bands": [{"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}
-    h100 = "NVIDIA H100 80GB HBM3"  # a GPU the package has data for: a copy of it takes the bands
-    path = tmp_path / tuning.file_name(h100, "bf16")
-    data = tune_families.write_families(path, [entry], h100, "bf16", 132)
-    shipped = json.loads((tuning.PACKAGE_DIR / tuning.file_name(h100, "bf16")).read_text())
-    assert data["sustained"] == shipped["sustained"] and data["families"] == [*shipped.get("families", []), entry]
+    gpu = "NVIDIA H100 80GB HBM3"
+    path = tmp_path / tuning.bands_file_name(gpu)
+    data = tune_families.write_families(path, [entry], gpu)
+    assert set(data) == {"format", "gpu", "families"} and data["families"] == [entry]
     again = {**entry, "bands": [{"up_to": 4096, "config": "dswiglu_pingpong_128x128x64_1x1"},
                                 {"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}
     fp8 = {"kernel": "packed_fp8", "accumulation": "promoted", "by": "M",
            "bands": [{"up_to": None, "config": "packed_fp8_pingpong_64x128x128_1x1_promote1_e4m3"}]}
-    data = tune_families.write_families(path, [again, fp8], h100, "bf16", 132)  # the same family is replaced
-    assert [e for e in data["families"] if e["kernel"] == "dswiglu"] == [again] and fp8 in data["families"]
-    other = tune_families.write_families(tmp_path / "other.json", [entry], "Test GPU", "bf16", 78)
-    assert set(other) == {"format", "gpu", "dtype", "num_sms", "families"}
-    read = tuning.parse(json.loads(path.read_text()), path, base=tuning.load(tuning.REFERENCE[0], "bf16"))
+    data = tune_families.write_families(path, [again, fp8], gpu)  # the same family is replaced
+    assert data["families"] == [again, fp8]
+    read = tuning.parse_bands_file(json.loads(path.read_text()), path)
     assert set(read.families) == {("dswiglu", "fast"), ("packed_fp8", "promoted")}  # a valid file
+    # the GPU's cost data is another file, untouched
+    assert not (tmp_path / tuning.file_name(gpu, "bf16")).exists()
 
 
 def test_an_unknown_family_is_refused_and_full_names_take_the_dtype():
@@ -132,7 +131,7 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     # below M = 1024 interleaved; from there on at the power cap, after one heat soak (e4m3, then training cells)
     sustained = ("sustained", "monitor", 0.5)
     assert protocols == ["interleaved", "soak", sustained, "interleaved", sustained]
-    assert paths == [tmp_path / "test-gpu_bf16.json"]  # e4m3 and training bands: one bf16 file here
+    assert paths == [tmp_path / "test-gpu_families.json"]  # e4m3 and training bands in one file, not a cost file
     assert {k.split(":")[0] for k in seen} == set(catalog.BANDED_FAMILIES)
     assert len(seen) == 2 * sum(len(catalog.banded_names(k, a)) for k, a in families[:5]) + 2 * 5  # 5 training configs
     data = json.loads(paths[0].read_text())
@@ -143,7 +142,7 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     assert set(got) == set(families) and all(len(bands) >= 1 for bands in got.values())
     assert set(data["families"][0]["cells"]) == {"16", "1024"}
     # a run started again with the same identity takes every cell from the saved progress; --fresh times them again
-    assert (tmp_path / "test-gpu_bf16.families-progress.json").is_file()
+    assert (tmp_path / "test-gpu_families.progress.json").is_file()
     timed_before, protocols[:] = len(seen), []
     again = tune_families.run_families([MlpShape("tiny", 128, 128)], families, torch.bfloat16, tmp_path, reps=1,
                                        tokens=[16, 1024], device=torch.device("cpu"), seconds=0.5)
@@ -152,3 +151,30 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     tune_families.run_families([MlpShape("tiny", 128, 128)], families, torch.bfloat16, tmp_path, reps=1,
                                tokens=[16, 1024], device=torch.device("cpu"), seconds=0.5, fresh=True)
     assert protocols == ["interleaved", "soak", sustained, "interleaved", sustained]
+
+
+def test_a_family_with_no_legal_pick_is_left_out_and_the_others_written(monkeypatch, tmp_path):
+    import torch
+
+    from fused_swiglu import _lib
+    from fused_swiglu.bench import timing
+    from fused_swiglu.bench.shapes import MlpShape
+
+    monkeypatch.setattr(timing, "time_interleaved",
+                        lambda calls, device, **kw: {k: timing.summarize([1.0]) for k in calls})
+    monkeypatch.setattr(timing, "flush_buffer", lambda device: None)
+    monkeypatch.setattr(timing, "warm_gpu", lambda device: None)
+    monkeypatch.setattr(_lib, "target", lambda index: (132, "Test GPU", None))
+    monkeypatch.setattr(tune_families, "legal_at", lambda name, M, N: not name.startswith("packed_fp8"))
+    said = []
+
+    class Console:
+        def print(self, text, **kw):
+            said.append(text)
+
+    paths = tune_families.run_families([MlpShape("tiny", 128, 128)], [("packed_fp8", "fast"), ("dswiglu", "fast")],
+                                       torch.bfloat16, tmp_path, reps=1, tokens=[16], device=torch.device("cpu"),
+                                       console=Console())
+    data = json.loads(paths[0].read_text())
+    assert [e["kernel"] for e in data["families"]] == ["dswiglu"]
+    assert any(line.startswith("packed_fp8: no config ran legally in every cell of any size") for line in said)

@@ -309,16 +309,3 @@ def test_a_patched_fp8_block_on_the_cpu_says_once_that_it_runs_the_cpu_kernel(mo
         warnings.simplefilter("error")
         model(x)  # once per process
 
-
-def test_a_patched_fp8_block_on_the_cpu_says_once_that_it_runs_the_cpu_kernel(monkeypatch, mlp):
-    from fused_swiglu import _validate
-
-    monkeypatch.setattr(_validate, "_warned", set())
-    x = torch.randn(3, 256, dtype=torch.bfloat16)
-    with pytest.warns(RuntimeWarning, match="a patched FP8 MLP block on the CPU runs the operator's CPU kernel, "
-                                            "which quantizes x as the GPU kernel does") as caught:
-        mlp(x)
-    assert caught[0].filename == __file__  # at the caller's line
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        mlp(x)  # once per process

@@ -9,8 +9,8 @@ protocol (after one heat soak, each config's CUDA-graph replays back to back at 
 with the lowest geometric mean, over that size's cells, of its time over the cell's fastest, among the configs
 legal at every one of those cells (:func:`fused_swiglu.configs.legal`: a Pingpong 2 x 1 cluster on an odd count
 of token tiles is left to the family's rule, which the choice falls back to there). Consecutive sizes with the
-same pick make one band (:func:`bands_from`), written into the ``families`` section of the GPU's tuned file
-(:mod:`fused_swiglu.tuning`), from which :func:`fused_swiglu.configs.family_choice` takes them.
+same pick make one band (:func:`bands_from`), written into the GPU's bands file, ``<gpu>_families.json``
+(:func:`fused_swiglu.tuning.load_bands`), from which :func:`fused_swiglu.configs.family_choice` takes them.
 """
 
 from __future__ import annotations
@@ -137,18 +137,17 @@ def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:
     return name if catalog.BANDED_FAMILIES[kernel][2] else f"{name}_{configs.DTYPE_SUFFIX[dtype]}"
 
 
-def write_families(path: Path, entries: list[dict], gpu: str, dtype: str, num_sms: int) -> dict:
-    """Put ``entries`` (``families`` entries, module docstring of :mod:`fused_swiglu.tuning`) into the tuned file
-    ``path``, replacing the entries of the same kernel and accumulation: into the file where it exists, else into
-    a copy of the package's file for this GPU and dtype where there is one (so that its other sections still
-    serve), else into a new file holding only them."""
+def write_families(path: Path, entries: list[dict], gpu: str) -> dict:
+    """Put ``entries`` (a bands file's ``families`` entries, :mod:`fused_swiglu.tuning`) into the bands file
+    ``path`` (atomic replace), replacing the entries of the same kernel and accumulation: into the file where it
+    exists, else into a copy of the package's bands file for this GPU where there is one (its other families'
+    bands still serve), else into a new file. Returns what it wrote."""
     from .tune import replace_tuned_file
 
-    package = tuning.PACKAGE_DIR / tuning.file_name(gpu, dtype)
+    package = tuning.PACKAGE_DIR / tuning.bands_file_name(gpu)
     source = path if path.is_file() else package if package.is_file() else None
-    data = json.loads(source.read_text()) if source is not None else {
-        "format": tuning.FORMAT, "gpu": gpu, "dtype": dtype, "num_sms": num_sms}
-    new = {(e["kernel"], e["accumulation"]) for e in entries}
+    data = json.loads(source.read_text()) if source is not None else {"format": tuning.FORMAT, "gpu": gpu}
+    new = {(e["kernel"], e.get("accumulation", "fast")) for e in entries}
     data["families"] = [e for e in data.get("families", []) if (e["kernel"], e.get("accumulation", "fast")) not in new]
     data["families"] += entries
     return replace_tuned_file(path, data)
@@ -161,12 +160,12 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     """Time every config of each of ``families`` ((kernel, accumulation) pairs of
     :data:`fused_swiglu.bench.defaults.TUNE_FAMILY_GROUPS`) on ``shapes`` at
     ``tokens`` (default :data:`FAMILY_TOKENS` for the e4m3 families, :data:`TRAINING_TOKENS` for the training
-    ones), pick a config per size and write the bands into ``out_dir``'s tuned files for this GPU: the e4m3
-    families' into the bf16 file, the training ones' into ``dtype``'s. Returns the files written. ``device``: the
-    CUDA device to tune (None: the current one). Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are
+    ones; the training kernels in ``dtype``), pick a config per size and write the bands into ``out_dir``'s bands
+    file for this GPU (``<gpu>_families.json``; a family no config could be picked for at any size is left out,
+    with a line saying so). Returns [that file]. ``device``: the CUDA device to tune (None: the current one). Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are
     timed by the sustained protocol (after one heat soak, each config's CUDA-graph replays back to back for
     ``seconds`` at the power cap), the others interleaved ``reps`` times. Each cell's timings are saved as it is
-    done in ``<gpu>_bf16.families-progress.json`` in ``out_dir``, and a run with the same identity (library
+    done in ``<gpu>_families.progress.json`` in ``out_dir``, and a run with the same identity (library
     version, GPU, dtype, families, shapes, tokens, reps, seconds) continues from there, unless ``fresh``.
 
     Raises:
@@ -185,7 +184,7 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
             raise ValueError(f"{s.model}: tune --families takes H a multiple of 16 and I of 128 (e4m3 y's groups); "
                              f"got H={s.hidden_size}, I={s.intermediate_size}")
     device = device if device is not None else torch.device("cuda", torch.cuda.current_device())
-    num_sms, gpu, _ = _lib.target(device.index)
+    _, gpu, _ = _lib.target(device.index)
     stems = list(dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")
                                for d in ("bf16", configs.DTYPE_SUFFIX[dtype])))
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": configs.DTYPE_SUFFIX[dtype],
@@ -194,15 +193,13 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     with contextlib.ExitStack() as held:  # the files' locks for the whole run: no other tune times this GPU meanwhile
         for stem in stems:
             held.enter_context(exclusive(out_dir / f"{stem}.lock"))
-        progress = Progress(out_dir / f"{stems[0]}.families-progress.json", identity)
+        progress = Progress(out_dir / tuning.bands_file_name(gpu).replace(".json", ".progress.json"), identity)
         if fresh:
             progress.state["cells"] = {}
-        return _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu,
-                          progress)
+        return _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, gpu, progress)
 
 
-def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, num_sms, gpu,
-               progress) -> list[Path]:
+def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, seconds, gpu, progress) -> list[Path]:
     """:func:`run_families` on its checked arguments and device, its files locked; each cell's timings saved in
     ``progress`` as it is done, and a cell found there not timed again."""
     from . import power, timing
@@ -213,8 +210,8 @@ def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, 
     timing.warm_gpu(device)
     say = console.print if console is not None else (lambda *a, **k: None)
     monitor = None  # NVML's sampler, from the first cell timed at the power cap (after one heat soak)
-    written = []
-    for is_fp8, file_dtype in ((True, "bf16"), (False, configs.DTYPE_SUFFIX[dtype])):
+    entries = []
+    for is_fp8 in (True, False):
         mine = [f for f in families if (catalog.BANDED_FAMILIES[f[0]][0] == "M") == is_fp8]
         if not mine:
             continue
@@ -250,14 +247,16 @@ def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, 
                 for k, a in mine:
                     cells[k, a].setdefault(size, []).append(
                         {n: timed_ms[f"{k}:{n}"] for n in catalog.banded_names(k, a) if f"{k}:{n}" in timed_ms})
-        entries = []
         for (k, a), by_size in cells.items():
-            bands = bands_from(picks(by_size, legal_at, widths))
+            chosen = picks(by_size, legal_at, widths)
+            if not chosen:
+                say(f"{k}{'' if a == 'fast' else '@' + a}: no config ran legally in every cell of any size; no bands "
+                    "written (its rule serves)", highlight=False)
+                continue
             entries.append({"kernel": k, "accumulation": a, "by": catalog.BANDED_FAMILIES[k][0],
                             "source": f"fused-swiglu tune --families on {gpu}: {len(shapes)} shapes",
-                            "bands": [b.as_json() for b in bands], "cells": {str(size): t for size, t in by_size.items()}})
-        path = out_dir / tuning.file_name(gpu, file_dtype)
-        write_families(path, entries, gpu, file_dtype, num_sms)
-        if path not in written:  # bf16 training bands go into the e4m3 families' file
-            written.append(path)
-    return written
+                            "bands": [b.as_json() for b in bands_from(chosen)],
+                            "cells": {str(size): t for size, t in by_size.items()}})
+    path = out_dir / tuning.bands_file_name(gpu)
+    write_families(path, entries, gpu)
+    return [path]

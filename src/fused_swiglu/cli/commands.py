@@ -67,8 +67,8 @@ def add_parsers(sub) -> None:
                    + ") and write their fitted costs, which the choice ranks from M = 2048 on (35 launches "
                    "took about 11 min on an H100 or H200 with the defaults; it now times 45)")
     t.add_argument("--seconds", type=float, default=None,
-                   help="with --sustained: seconds each launch runs back to back (default "
-                   f"{defaults.TUNE_SUSTAINED_SECONDS})")
+                   help="with --sustained or --families: seconds each launch runs back to back at the power cap "
+                   f"(default {defaults.TUNE_SUSTAINED_SECONDS})")
     t.add_argument("--families", nargs="*", metavar="FAMILY",
                    help="instead: time every config of the families chosen by a size band (fp8: the e4m3 kernels, "
                    "by M; training: the store forward and dSwiGLU kernels, by H; or their names, e.g. dswiglu, "
@@ -327,10 +327,13 @@ def tune(args, console) -> int:
     from ..bench.shapes import MODELS
 
     if args.families is not None:
-        if args.sustained or args.seconds is not None:
-            raise ValueError("--families times interleaved calls: leave out --sustained and --seconds")
+        if args.sustained:
+            raise ValueError("--families and --sustained are two tunes: run one at a time")
         families = find_families(args.families)
         shapes, tokens = sweep_args(args, ())
+        args.seconds = defaults.TUNE_SUSTAINED_SECONDS if args.seconds is None else args.seconds
+        if not (math.isfinite(args.seconds) and args.seconds > 0):
+            raise ValueError(f"--seconds must be a finite number > 0; got {args.seconds}")
     elif args.sustained:
         if args.rep != REP_DEFAULT:
             raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")
@@ -342,7 +345,7 @@ def tune(args, console) -> int:
                     for M in tokens]
     else:
         if args.seconds is not None:
-            raise ValueError("--seconds applies to tune --sustained only")
+            raise ValueError("--seconds applies to tune --sustained and tune --families only")
         shapes, tokens = sweep_args(args, model_shapes.SWEEP_TOKENS)
         if shapes is None and not args.tokens:
             problems = model_shapes.tune_problems()
@@ -362,12 +365,13 @@ def tune(args, console) -> int:
             from ..bench.tune_families import run_families
 
             paths = run_families(shapes or list(MODELS), families, dtype, out_dir, reps=args.rep, tokens=tokens or None,
-                                 console=console, fresh=args.fresh)
+                                 console=console, seconds=args.seconds, fresh=args.fresh)
             for path in paths:
-                mine = [e for e in json.loads(path.read_text())["families"] if (e["kernel"], e["accumulation"]) in families]
-                console.print(f"wrote {path}: " + "; ".join(
-                    f"{e['kernel']}{'' if e['accumulation'] == 'fast' else '@' + e['accumulation']} "
-                    f"{len(e['bands'])} band{'s' if len(e['bands']) != 1 else ''}" for e in mine))
+                entries = json.loads(path.read_text())["families"]
+                mine = [e for e in entries if (e["kernel"], e.get("accumulation", "fast")) in families]
+                console.print(f"wrote {path}: " + ("; ".join(
+                    f"{e['kernel']}{'' if e.get('accumulation', 'fast') == 'fast' else '@' + e['accumulation']} "
+                    f"{len(e['bands'])} band{'s' if len(e['bands']) != 1 else ''}" for e in mine) or "no bands"))
             return 0
         if args.sustained:
             path = run_sustained(problems, dtype, out_dir, seconds=args.seconds, fresh=args.fresh, console=console)

@@ -19,9 +19,9 @@ those launches by their own costs instead (:func:`sustained_ranking`).
 This package is the one place that picks a config for any family: the 16-bit inference kernels here, the
 training kernels by hidden size (:func:`training_choice`), the e4m3 families by M
 (:mod:`fused_swiglu.configs.fp8`); every operator asks :func:`resolve` (tests read the other modules'
-sources for rules on M, N or K that name configs). For the training and e4m3 families a GPU's tuned data may
-hold size bands (``fused-swiglu tune --families``, :class:`fused_swiglu.tuning.Band`), which take the place of
-the built-in rule on that GPU wherever the band's launch is legal for the problem (:func:`family_choice`).
+sources for rules on M, N or K that name configs). For the training and e4m3 families a GPU may have size bands
+(``fused-swiglu tune --families``, :func:`fused_swiglu.tuning.load_bands`), which take the place of the built-in
+rule on that GPU wherever the band's launch is legal for the problem (:func:`family_choice`).
 """
 
 from __future__ import annotations
@@ -557,24 +557,24 @@ def banded_config(name: str) -> KernelConfig:
 def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu: str, dtype: str,
                   smem_limit: int | None, rule: tuple[str, str]) -> tuple[Choice, str]:
     """A banded family's choice (:data:`fused_swiglu.catalog.BANDED_FAMILIES`) and why: the band of GPU ``gpu``'s
-    tuned data (``dtype``'s file, "bf16" for the e4m3 families) that serves ``size`` (M or H), where its launch is
-    legal for M tokens and N = I (:func:`legal`, :func:`swap_ab_serves`); else ``rule``, the family's built-in
-    (name, why)."""
-    data = tuning.load(gpu, dtype)
-    band = data.band(kernel, accumulation, size)
+    tuned bands (:func:`fused_swiglu.tuning.load_bands`) that serves ``size`` (M or H), where its launch is legal
+    for M tokens and N = I (:func:`legal`, with ``dtype``'s tuned shared-memory sizes; :func:`swap_ab_serves`);
+    else ``rule``, the family's built-in (name, why)."""
+    bands = tuning.load_bands(gpu)
+    band = bands.band(kernel, accumulation, size)
     if band is None:
         return Choice(rule[0]), rule[1]
     by = catalog.BANDED_FAMILIES[kernel][0]
     config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
-    if not (legal(config, M, N, smem_limit, data.smem_bytes) and swap_ab_serves(config, M)):
+    if not (legal(config, M, N, smem_limit, tuning.load(gpu, dtype).smem_bytes) and swap_ab_serves(config, M)):
         return Choice(rule[0]), (f"{rule[1]}: the tuned band's {band.config} raster {band.raster} swizzle "
                                  f"{band.swizzle} is not legal for M = {M}, I = {N} (cluster fill, swizzle padding, "
                                  "shared memory or swap-AB token tiles)")
     name = band.config if catalog.BANDED_FAMILIES[kernel][2] else f"{band.config}_{dtype}"
-    below = max((b.up_to for b in data.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
+    below = max((b.up_to for b in bands.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
                 default=0)
     bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
-    return Choice(name, band.raster, band.swizzle), f"the tuned {kernel} band for {bound} ({data.source})"
+    return Choice(name, band.raster, band.swizzle), f"the tuned {kernel} band for {bound} ({bands.source})"
 
 
 # The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.configs.fp8.resolve that
@@ -887,6 +887,9 @@ def clear_caches() -> None:
     _select.cache_clear()
     unfused_faster.cache_clear()
     training_unfused.cache_clear()
+    from .. import _lib
+
+    _lib.clear_plans()  # the operators' launch plans were made from the data too (nothing before the first call)
 
 
 tuning.on_clear(clear_caches)

@@ -387,6 +387,14 @@ def test_a_fast_config_with_promoted_accumulation_is_refused():
     assert fp8.swiglu_packed_fp8(x, wp, xs, ws, accumulation="promoted", config="").shape == (3, 16)
 
 
+def test_none_and_the_empty_config_are_the_choice_in_both_fp8_functions():
+    x, xs, gq, gs, uq, us = _operands(M=3)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    assert torch.equal(fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=None), fp8.swiglu_fp8(x, gq, uq, xs, gs, us))
+    assert torch.equal(fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=""), fp8.swiglu_fp8(x, gq, uq, xs, gs, us))
+    assert torch.equal(fp8.swiglu_packed_fp8(x, wp, xs, ws, config=""), fp8.swiglu_packed_fp8(x, wp, xs, ws))
+
+
 @pytest.mark.parametrize("config", [3, 1.5, ["promoted"]])
 def test_a_config_that_is_not_a_str_is_a_type_error(config):
     x, xs, gq, gs, uq, us = _operands(M=3)

@@ -166,7 +166,7 @@ def _check_config_type(config: object) -> None:
 
 
 def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scale: torch.Tensor,
-               gate_scale: torch.Tensor, up_scale: torch.Tensor, *, config: str = "") -> torch.Tensor:
+               gate_scale: torch.Tensor, up_scale: torch.Tensor, *, config: str | None = None) -> torch.Tensor:
     """``silu(x W_gate^T) * (x W_up^T)`` from e4m3 operands and their fp32 scales, in bfloat16: the dual
     kernel, which reads W_gate and W_up as stored (no packing), with fast accumulation.
 
@@ -180,8 +180,8 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             output channel), so that ``W_gate ~ w_gate * gate_scale`` row by row (likewise W_up).
             Concatenated into the kernel's one weight-scale vector per call unless they are views
             ``s[:I]``, ``s[I:]`` of one 16-byte aligned fp32 vector (module docstring).
-        config: ``""`` (the choice by M, :func:`choose_dual_config`) or a name of
-            :data:`DUAL_CONFIG_NAMES` (benchmarks, tests).
+        config: None or ``""`` (the choice by M, :func:`choose_dual_config`; as :func:`swiglu_packed_fp8`) or a
+            name of :data:`DUAL_CONFIG_NAMES` (benchmarks, tests).
 
     Returns:
         y ``(M, I)`` contiguous bfloat16 on x's device: ``silu(g) * u`` in fp32, rounded once, with
@@ -198,6 +198,7 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
+    config = "" if config is None else config
     _check_config_type(config)
     return run_checked(lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),
                        swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, config)

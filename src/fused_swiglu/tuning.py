@@ -226,7 +226,8 @@ def parse_bands(entry: dict) -> tuple[tuple[str, str], tuple[Band, ...]]:
             raise ValueError(f"families: {kernel} ({accumulation}) band config must be one of {', '.join(names)}; "
                              f"got {b.config!r}")
         if b.raster not in (0, 1, 2) or b.swizzle not in (1, 2, 4, 8):
-            raise ValueError(f"families: raster must be 0, 1 or 2 and swizzle 1, 2, 4 or 8; got {b.raster}, {b.swizzle}")
+            raise ValueError(f"families: raster must be 0, 1 or 2 and swizzle 1, 2, 4 or 8; got {b.raster}, "
+                             f"{b.swizzle}")
     return (kernel, accumulation), bands
 
 
@@ -411,7 +412,8 @@ def scaled(data: Tuning, mine: Reports) -> Tuning:
     dev = data.device
     device = dataclasses.replace(dev, launch_us=dev.launch_us * clock, hbm_gbps=dev.hbm_gbps * memory,
                                  sm_gbps=dev.sm_gbps * min(memory, 1 / clock))
-    costs = {name: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps * memory) for name, c in data.costs.items()}
+    costs = {name: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps * memory)
+             for name, c in data.costs.items()}
     sustained = {key: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps) for key, c in data.sustained.items()}
     unfused = (UnfusedCosts(data.unfused.us_per_gflop * clock, data.unfused.us_per_mb / memory)
                if data.unfused is not None else None)

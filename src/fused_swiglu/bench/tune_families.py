@@ -162,9 +162,10 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     ``tokens`` (default :data:`FAMILY_TOKENS` for the e4m3 families, :data:`TRAINING_TOKENS` for the training
     ones; the training kernels in ``dtype``), pick a config per size and write the bands into ``out_dir``'s bands
     file for this GPU (``<gpu>_families.json``; a family no config could be picked for at any size is left out,
-    with a line saying so). Returns [that file]. ``device``: the CUDA device to tune (None: the current one). Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are
-    timed by the sustained protocol (after one heat soak, each config's CUDA-graph replays back to back for
-    ``seconds`` at the power cap), the others interleaved ``reps`` times. Each cell's timings are saved as it is
+    with a line saying so). Returns [that file]. ``device``: the CUDA device to tune (None: the current one).
+    Cells of M >= :data:`fused_swiglu.tuning.SUSTAINED_FROM_M` are timed by the sustained protocol (after one heat
+    soak, each config's CUDA-graph replays back to back for ``seconds`` at the power cap), the others interleaved
+    ``reps`` times. Each cell's timings are saved as it is
     done in ``<gpu>_families.progress.json`` in ``out_dir``, and a run with the same identity (library
     version, GPU, dtype, families, shapes, tokens, reps, seconds) continues from there, unless ``fresh``.
 
@@ -188,7 +189,8 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     stems = list(dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")
                                for d in ("bf16", configs.DTYPE_SUFFIX[dtype])))
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": configs.DTYPE_SUFFIX[dtype],
-                "families": [list(f) for f in families], "shapes": [[s.hidden_size, s.intermediate_size] for s in shapes],
+                "families": [list(f) for f in families],
+                "shapes": [[s.hidden_size, s.intermediate_size] for s in shapes],
                 "tokens": list(tokens or []), "reps": reps, "seconds": seconds}
     with contextlib.ExitStack() as held:  # the files' locks for the whole run: no other tune times this GPU meanwhile
         for stem in stems:

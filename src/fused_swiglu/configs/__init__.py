@@ -528,7 +528,8 @@ def training_rule(kernel: str, K: int, dtype: torch.dtype) -> tuple[str, str]:
     tile_n, cluster_m = TRAINING_TILES[kernel, K >= TRAINING_WIDE_H]
     entry = next(e for e in catalog.TRAINING_CONFIGS if e[0] == kernel and e[3] == tile_n and e[5] == cluster_m)
     return (catalog.name_of(*entry, DTYPE_SUFFIX[dtype]),
-            f"the training kernels' rule by hidden size (H = {K} {'>=' if K >= TRAINING_WIDE_H else '<'} {TRAINING_WIDE_H})")
+            f"the training kernels' rule by hidden size (H = {K} {'>=' if K >= TRAINING_WIDE_H else '<'} "
+            f"{TRAINING_WIDE_H})")
 
 
 def training_choice(kernel: str, K: int, dtype: torch.dtype, M: int = 0, N: int = 0, gpu: str = "",

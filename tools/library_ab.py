@@ -196,9 +196,10 @@ def summarize(results: list[dict]) -> dict:
              "within": abs(statistics.median(v) - 1) <= WITHIN} for (f, m, t), v in ratios.items()]
     families = {}
     for f in dict.fromkeys(r["family"] for r in rows):
-        mine = [r["b_over_a"] for r in rows if r["family"] == f]
-        families[f] = {"geomean": math.exp(statistics.fmean(math.log(x) for x in mine)), "min": min(mine),
-                       "max": max(mine), "cells": len(mine), "within": sum(r["within"] for r in rows if r["family"] == f)}
+        mine = [r for r in rows if r["family"] == f]
+        ratios = [r["b_over_a"] for r in mine]
+        families[f] = {"geomean": math.exp(statistics.fmean(math.log(x) for x in ratios)), "min": min(ratios),
+                       "max": max(ratios), "cells": len(mine), "within": sum(r["within"] for r in mine)}
     return {"meta": {"a": a_name, "b": b_name, "a_meta": a_runs[0]["meta"], "b_meta": b_runs[0]["meta"],
                      "ratio": "(t_B / cuBLAS_B) / (t_A / cuBLAS_A), median over rounds", "within": WITHIN},
             "families": families, "rows": rows}

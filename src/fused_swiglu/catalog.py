@@ -214,18 +214,33 @@ BANDED_FAMILIES: dict[str, tuple[str, tuple[tuple, ...], str]] = {
 }
 
 
-def banded_names(family: str, accumulation: str) -> tuple[str, ...]:
-    """The config names a tuned band of ``family`` (:data:`BANDED_FAMILIES`) may give for ``accumulation``
-    (``"fast"`` or ``"promoted"``: entries without or with a promote count), in catalog order: e4m3 names in
-    full, training names without their dtype suffix. A family none of whose entries accumulates that way
-    has none.
+def banded_entries(family: str) -> tuple[tuple[str, tuple], ...]:
+    """``(name, entry)`` of every entry of ``family`` (:data:`BANDED_FAMILIES`), in catalog order, named as its
+    tuned bands name it: e4m3 names in full, training names without their dtype suffix.
 
     Raises:
         KeyError: not a banded family.
     """
     _, entries, suffix = BANDED_FAMILIES[family]
+    return tuple((name_of(*e, suffix).removesuffix("_"), e) for e in entries)
+
+
+def banded_names(family: str, accumulation: str) -> tuple[str, ...]:
+    """The config names a tuned band of ``family`` (:data:`BANDED_FAMILIES`) may give for ``accumulation``
+    (``"fast"`` or ``"promoted"``: entries without or with a promote count), in catalog order
+    (:func:`banded_entries`). A family none of whose entries accumulates that way has none.
+
+    Raises:
+        KeyError: not a banded family.
+    """
     promoted = accumulation == "promoted"
-    return tuple(name_of(*e, suffix).removesuffix("_") for e in entries if bool(e[7]) == promoted)
+    return tuple(name for name, e in banded_entries(family) if bool(e[7]) == promoted)
+
+
+def library_name(family: str, name: str, dtype: str) -> str:
+    """The library's name of banded config ``name`` (:func:`banded_names`) run in 16-bit ``dtype`` ("bf16",
+    "fp16"): an e4m3 name as it is, a training name with the dtype's suffix."""
+    return name if BANDED_FAMILIES[family][2] else f"{name}_{dtype}"
 
 
 def closest(name: str, known) -> str:

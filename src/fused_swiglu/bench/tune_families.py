@@ -67,8 +67,7 @@ def bands_from(chosen: dict[int, str]) -> list[tuning.Band]:
 
 def legal_at(name: str, M: int, N: int) -> bool:
     """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`) may serve M tokens and N = I."""
-    config = configs.banded_config(name)
-    return configs.legal(config, M, N) and configs.swap_ab_serves(config, M)
+    return configs.serves(configs.banded_config(name), M, N)
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., No
 
 def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:
     """A banded name as the library names it: e4m3 names as they are, training names with ``dtype``'s suffix."""
-    return name if catalog.BANDED_FAMILIES[kernel][2] else f"{name}_{configs.DTYPE_SUFFIX[dtype]}"
+    return catalog.library_name(kernel, name, configs.DTYPE_SUFFIX[dtype])
 
 
 def write_families(path: Path, entries: list[dict], gpu: str) -> dict:

@@ -326,21 +326,15 @@ def tune(args, console) -> int:
     from ..bench.paths import check_out_path
     from ..bench.shapes import MODELS
 
+    if args.families is not None and args.sustained:
+        raise ValueError("--families and --sustained are two tunes: run one at a time")
     if args.families is not None:
-        if args.sustained:
-            raise ValueError("--families and --sustained are two tunes: run one at a time")
         families = find_families(args.families)
         shapes, tokens = sweep_args(args, ())
-        args.seconds = defaults.TUNE_SUSTAINED_SECONDS if args.seconds is None else args.seconds
-        if not (math.isfinite(args.seconds) and args.seconds > 0):
-            raise ValueError(f"--seconds must be a finite number > 0; got {args.seconds}")
     elif args.sustained:
         if args.rep != REP_DEFAULT:
             raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")
         shapes, tokens = sweep_args(args, defaults.TUNE_SUSTAINED_TOKENS)
-        args.seconds = defaults.TUNE_SUSTAINED_SECONDS if args.seconds is None else args.seconds
-        if not (math.isfinite(args.seconds) and args.seconds > 0):
-            raise ValueError(f"--seconds must be a finite number > 0; got {args.seconds}")
         problems = [(M, s.intermediate_size, s.hidden_size) for s in (shapes or model_shapes.SUSTAINED_MODELS)
                     for M in tokens]
     else:
@@ -352,6 +346,10 @@ def tune(args, console) -> int:
         else:
             chosen = shapes if shapes is not None else list(model_shapes.SWEEP_MODELS) + list(MODELS)
             problems = [(M, s.intermediate_size, s.hidden_size) for s in chosen for M in tokens]
+    if args.families is not None or args.sustained:  # the tunes that time launches at the power cap
+        args.seconds = defaults.TUNE_SUSTAINED_SECONDS if args.seconds is None else args.seconds
+        if not (math.isfinite(args.seconds) and args.seconds > 0):
+            raise ValueError(f"--seconds must be a finite number > 0; got {args.seconds}")
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else tuning.user_dir()
     check_out_path(out_dir / "tuned.json", "--out-dir")  # its folder can be made and written, before any GPU work
     if (code := no_hopper("tune")) is not None:

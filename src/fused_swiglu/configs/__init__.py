@@ -541,8 +541,7 @@ def training_choice(kernel: str, K: int, dtype: torch.dtype, M: int = 0, N: int 
 
 
 # The banded families' configs by the names their tuned bands give (catalog.banded_names), for legality.
-_BANDED = {catalog.name_of(*e, suffix).removesuffix("_"): _from_entry(e)
-           for _, entries, suffix in catalog.BANDED_FAMILIES.values() for e in entries}
+_BANDED = {name: _from_entry(e) for family in catalog.BANDED_FAMILIES for name, e in catalog.banded_entries(family)}
 
 
 def banded_config(name: str) -> KernelConfig:
@@ -555,11 +554,18 @@ def banded_config(name: str) -> KernelConfig:
     return _BANDED[name]
 
 
+def serves(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
+           smem_bytes: dict[str, int] | None = None) -> bool:
+    """Whether ``config`` (with its raster and swizzle) may serve M tokens and N = I: :func:`legal` and
+    :func:`swap_ab_serves`."""
+    return legal(config, M, N, smem_limit, smem_bytes) and swap_ab_serves(config, M)
+
+
 def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu: str, dtype: str,
                   smem_limit: int | None, rule: tuple[str, str]) -> tuple[Choice, str]:
     """A banded family's choice (:data:`fused_swiglu.catalog.BANDED_FAMILIES`) and why: the band of GPU ``gpu``'s
     tuned bands (:func:`fused_swiglu.tuning.load_bands`) that serves ``size`` (M or H), where its launch is legal
-    for M tokens and N = I (:func:`legal`, with ``dtype``'s tuned shared-memory sizes; :func:`swap_ab_serves`);
+    for M tokens and N = I (:func:`serves`, with ``dtype``'s tuned shared-memory sizes);
     else ``rule``, the family's built-in (name, why)."""
     bands = tuning.load_bands(gpu)
     band = bands.band(kernel, accumulation, size)
@@ -567,11 +573,11 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
         return Choice(rule[0]), rule[1]
     by = catalog.BANDED_FAMILIES[kernel][0]
     config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
-    if not (legal(config, M, N, smem_limit, tuning.load(gpu, dtype).smem_bytes) and swap_ab_serves(config, M)):
+    if not serves(config, M, N, smem_limit, tuning.load(gpu, dtype).smem_bytes):
         return Choice(rule[0]), (f"{rule[1]}: the tuned band's {band.config} raster {band.raster} swizzle "
                                  f"{band.swizzle} is not legal for M = {M}, I = {N} (cluster fill, swizzle padding, "
                                  "shared memory or swap-AB token tiles)")
-    name = band.config if catalog.BANDED_FAMILIES[kernel][2] else f"{band.config}_{dtype}"
+    name = catalog.library_name(kernel, band.config, dtype)
     below = max((b.up_to for b in bands.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
                 default=0)
     bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
@@ -791,9 +797,9 @@ def explain(
         return grouped_choice(kernel, config, dtype, token_tile)
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
-        choice = resolve(kernel, config, M, N, K, dtype)
+        check_config(kernel, config, dtype)
         if config:
-            return choice, "the call named it"
+            return Choice(config), "the call named it"
         return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
                              training_rule(kernel, K, dtype))
     check_config(kernel, config, dtype)

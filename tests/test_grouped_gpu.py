@@ -125,11 +125,14 @@ def test_fp16(T, seed):
 @pytest.mark.parametrize("T", (1, 129, 4097))
 @pytest.mark.parametrize("shape", ["Qwen3-30B-A3B", "Mixtral-8x7B"])
 def test_promoted_accumulation_is_exact_on_999_per_mille(shape, T, seed):
-    """config="promoted": every routed row written, bit-identical to float64 rounded once on >= 99.9 % of the
-    outputs and no mismatch, as the dense kernels' promoted accumulation; the same bits as the dense dual kernel's
-    promoted accumulation on each expert's rows (one summation order)."""
+    """config="promoted": every routed row written, no mismatch on any expert's rows, the same bits as the dense
+    dual kernel's promoted accumulation on each expert's rows (one summation order), and bit-identical to float64
+    rounded once on >= 99.9 % of the routed output, as the dense kernels' promoted accumulation. The rate is taken
+    over the whole routed output from T = 129 on: at T = 1 the output is one row (768 elements on Qwen3-30B-A3B,
+    where one element is 0.13 %), and the dense kernel's bits and no mismatch are what that size checks."""
     from fused_swiglu import swiglu
     from fused_swiglu.accuracy import compare
+    from fused_swiglu.reference import swiglu_float64
 
     H, I, E = SHAPES[shape]
     w = _weights(shape, torch.bfloat16)
@@ -140,15 +143,21 @@ def test_promoted_accumulation_is_exact_on_999_per_mille(shape, T, seed):
     _check_layout_rows(y_pad, layout, tile, E, what)
     y = grouped.grouped_swiglu(x, w, offsets, config="promoted")
     assert torch.equal(y, y_pad.index_select(0, layout.dest)), what
+    ref64 = torch.empty(y.shape, dtype=torch.float64)
     start = 0
     for e, end in enumerate(offsets.tolist()):
         if end > start:
             rows = y[start:end]
-            r = compare(rows, Float64Truth(x[start:end], w[e, :I], w[e, I:]).ref64)
-            assert r.exact >= 0.999 and r.mismatch == 0, f"{what} expert {e}: {r}"
+            ref64[start:end] = swiglu_float64(x[start:end], w[e, :I], w[e, I:]).cpu()
+            assert compare(rows, ref64[start:end]).mismatch == 0, f"{what} expert {e}"
             dense = swiglu(x[start:end], w[e, :I], w[e, I:], backend="cutlass", accumulation="promoted")
             assert torch.equal(rows, dense), f"{what} expert {e}: not the dense promoted kernel's bits"
         start = end
+    assert start == T, what
+    r = compare(y, ref64)
+    assert r.mismatch == 0, f"{what}: {r}"
+    if T >= 129:
+        assert r.exact >= 0.999, f"{what}: {r}"
 
 
 @pytest.mark.parametrize("expert", [0, 7])

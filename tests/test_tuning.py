@@ -89,12 +89,32 @@ def test_launch_keys_round_trip_and_bad_ones_are_refused():
             tuning.split_launch_key(bad)
 
 
+def _shipped(kind: str) -> list:
+    """The package's tuned files: cost files (``kind="costs"``) or bands files (``"bands"``)."""
+    paths = sorted(tuning.PACKAGE_DIR.glob("*.json"))
+    return [p for p in paths if p.name.endswith("_families.json") == (kind == "bands")]
+
+
 def test_the_shipped_files_name_their_gpus_and_hold_sustained_launches():
-    for path in sorted(tuning.PACKAGE_DIR.glob("*.json")):
+    assert _shipped("costs")
+    for path in _shipped("costs"):
         data = json.loads(path.read_text())
         assert path.name == tuning.file_name(data["gpu"], data["dtype"])
         parsed = tuning.load(data["gpu"], data["dtype"])
         assert parsed.source == path and parsed.sustained and parsed.sustained_from_m >= 1024
+
+
+def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they_cover():
+    for path in _shipped("bands"):
+        data = json.loads(path.read_text())
+        assert path.name == tuning.bands_file_name(data["gpu"])
+        bands = tuning.load_bands(data["gpu"])
+        assert bands.source == path and len(bands.families) == len(data["families"])
+        for entry in data["families"]:
+            sizes = sorted(int(size) for size in entry["cells"])
+            for size in sizes:
+                band = bands.band(entry["kernel"], entry["accumulation"], size)
+                assert all(band.config in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
 
 
 def _reports_of(table):

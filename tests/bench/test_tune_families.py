@@ -40,7 +40,7 @@ def test_runs_of_one_pick_make_one_band_and_the_last_is_open():
 def test_bands_go_into_the_gpus_bands_file_and_replace_their_family(tmp_path):
     entry = {"kernel": "dswiglu", "accumulation": "fast", "by": "H",
              "bands": [{"up_to": None, "config": "dswiglu_pingpong_128x128x64_1x1"}]}
-    gpu = "NVIDIA H100 80GB HBM3"
+    gpu = "Test GPU"  # no bands file in the package
     path = tmp_path / tuning.bands_file_name(gpu)
     data = tune_families.write_families(path, [entry], gpu)
     assert set(data) == {"format", "gpu", "families"} and data["families"] == [entry]
@@ -54,6 +54,12 @@ def test_bands_go_into_the_gpus_bands_file_and_replace_their_family(tmp_path):
     assert set(read.families) == {("dswiglu", "fast"), ("packed_fp8", "promoted")}  # a valid file
     # the GPU's cost data is another file, untouched
     assert not (tmp_path / tuning.file_name(gpu, "bf16")).exists()
+    # a GPU whose bands the package ships: the new file starts from a copy of those, its family replaced
+    h100 = "NVIDIA H100 80GB HBM3"
+    shipped = json.loads((tuning.PACKAGE_DIR / tuning.bands_file_name(h100)).read_text())["families"]
+    data = tune_families.write_families(tmp_path / tuning.bands_file_name(h100), [entry], h100)
+    kept = [e for e in shipped if e["kernel"] != "dswiglu"]
+    assert kept and len(kept) < len(shipped) and data["families"] == kept + [entry]
 
 
 def test_an_unknown_family_is_refused_and_full_names_take_the_dtype():

@@ -504,7 +504,8 @@ def test_the_training_step_runs_unfused_where_the_data_measured_it_slower():
     assert configs.training_unfused(8192, 3584, h200) and configs.training_unfused(16384, 8192, h200)
     assert not configs.training_unfused(8191, 3584, h200)  # fewer tokens than measured
     assert not configs.training_unfused(8192, 2048, h200)  # a smaller hidden size than measured
-    assert not configs.training_unfused(8192, 3584, h100)  # no such data for the H100
+    assert configs.training_unfused(2048, 3584, h100)  # the H100 measured it slower from 2048 tokens
+    assert not configs.training_unfused(2047, 3584, h100) and not configs.training_unfused(2048, 2048, h100)
     with pytest.raises(ValueError, match="dtype must be"):
         configs.training_unfused(8192, 3584, h200, torch.float32)
 

@@ -195,12 +195,28 @@ def test_reported_reads_the_named_device_and_older_properties_give_none(monkeypa
         tuning.reported.cache_clear()
 
 
+def test_each_shipped_training_rule_covers_every_cell_its_source_measured_the_fused_step_slower():
+    root = Path(__file__).resolve().parents[1]
+    for path in _shipped("costs"):
+        data = json.loads(path.read_text())
+        rule = tuning.load(data["gpu"], data["dtype"]).training_unfused
+        if rule is None:
+            continue
+        rows = json.loads((root / rule.source).read_text())["rows"]
+        fused = [r for r in rows if r["method"] == "fused_dual"]  # what a patched block runs
+        assert fused and any(r["eager_over"] < 1 for r in fused)
+        for r in fused:
+            if r["eager_over"] < 1:
+                assert r["tokens"] >= rule.from_m and r["hidden_size"] >= rule.from_h, (path.name, r["model"], r["tokens"])
+
+
 def test_the_training_rule_is_read_from_the_file_that_measured_it(tmp_path):
     h200 = tuning.load(H200, "bf16")
     assert h200.training_unfused == tuning.TrainingRule(8192, 3584, "docs/results/h200/backward_sustained.json")
     root = Path(__file__).resolve().parents[1]
     assert (root / h200.training_unfused.source).is_file()
-    assert tuning.load("NVIDIA H100 80GB HBM3", "bf16").training_unfused is None  # no H100 data for it
+    h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16").training_unfused
+    assert h100 == tuning.TrainingRule(2048, 3584, "docs/results/h100/backward_sustained.json")
     ref = json.loads((tuning.PACKAGE_DIR / "nvidia-h200_bf16.json").read_text())
     bad = tmp_path / "x_bf16.json"
     bad.write_text(json.dumps({**ref, "training": {"unfused_from_m": 8192}}))

@@ -5,10 +5,14 @@ Usage: ``python3 tools/device_code_diff.py CACHE_A CACHE_B [NAME ...]`` (two ``F
 folders, each holding the units ``fused-swiglu build`` wrote; every config found in both, or the names given).
 
 Each config library's cubins are taken out with ``cuobjdump -xelf all`` (``cuobjdump`` on PATH, or the
-``CUOBJDUMP`` variable; ``nvdisasm`` is not needed) and compared section by section in order: code, constant
-banks, attributes and relocations byte for byte; the symbol and string tables are left out, since a kernel's
-name carries its template arguments, which a change of types may rename without changing an instruction.
-Prints one line per config that differs and a count; exit status 1 if any differs, 2 on a usage error.
+``CUOBJDUMP`` variable; ``nvdisasm`` is not needed) and their machine code compared section by section, by
+name: the code (``.text``), the constant banks, and the shared and global memory sections (contents, or the
+size of those without, and the section header's flags; its info field is a symbol index). Left out: the symbol and string tables (a
+kernel's name carries its template arguments, which a change of types may rename without changing an
+instruction), line tables and other debug sections (``FUSED_SWIGLU_LINEINFO`` builds add them), the
+toolkit note (nvcc's command line), and the attribute and relocation sections (they refer to symbols by
+index, which the line tables' symbols shift). Prints one line per config that differs, naming the sections,
+and a count; exit status 1 if any differs, 2 on a usage error.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 _NAMED = re.compile(r"\._Z\w+")  # a section name's kernel symbol
-_SYMBOLS, _STRINGS = 2, 3  # ELF section types left out
+_MACHINE_CODE = (".text.", ".nv.constant", ".nv.shared", ".nv.global")
 _NOBITS = 8
 
 
@@ -33,25 +37,37 @@ def cuobjdump() -> str:
     return tool
 
 
-def sections(library: Path) -> list[tuple[str, bytes]]:
-    """(section kind, contents) of every cubin of ``library``, in order, symbol and string tables left out."""
-    out = []
+def cubin_sections(data: bytes) -> dict[str, bytes]:
+    """Machine-code section name (the kernel symbol in it replaced by ``K``) -> its header's flags and its
+    contents (the size alone for a section without contents), of one cubin's ELF image."""
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = headers[shstrndx][4]
+    out = {}
+    for name_off, kind, flags, _, offset, size, *_ in headers:
+        name = _NAMED.sub(".K", data[names + name_off:data.index(b"\0", names + name_off)].decode())
+        if not name.startswith(_MACHINE_CODE):
+            continue
+        body = b"nobits:%d" % size if kind == _NOBITS else data[offset:offset + size]
+        out[name] = struct.pack("<Q", flags) + body
+    return out
+
+
+def sections(library: Path) -> list[dict[str, bytes]]:
+    """:func:`cubin_sections` of every cubin of ``library``, in cuobjdump's order."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([cuobjdump(), "-xelf", "all", str(library.resolve())], cwd=tmp, check=True,
                        capture_output=True)
-        for cubin in sorted(Path(tmp).glob("*.cubin")):
-            data = cubin.read_bytes()
-            (shoff,) = struct.unpack_from("<Q", data, 0x28)
-            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-            headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-            names = headers[shstrndx][4]
-            for name_off, kind, _, _, offset, size, *_ in headers:
-                name = data[names + name_off:data.index(b"\0", names + name_off)].decode()
-                if kind in (_SYMBOLS, _STRINGS):
-                    continue
-                body = b"nobits:%d" % size if kind == _NOBITS else data[offset:offset + size]
-                out.append((_NAMED.sub(".K", name), body))
-    return out
+        return [cubin_sections(cubin.read_bytes()) for cubin in sorted(Path(tmp).glob("*.cubin"))]
+
+
+def differing(a: list[dict[str, bytes]], b: list[dict[str, bytes]]) -> list[str]:
+    """Names of the machine-code sections that differ between two libraries' cubins (or are in one only);
+    ``cubins`` where their numbers differ."""
+    if len(a) != len(b):
+        return ["cubins"]
+    return sorted({n for x, y in zip(a, b) for n in x.keys() | y.keys() if x.get(n) != y.get(n)})
 
 
 def libraries(cache: Path) -> dict[str, Path]:
@@ -72,9 +88,9 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"device_code_diff: not in both builds: {', '.join(missing)}", file=sys.stderr)
         return 2
-    differ = [n for n in names if sections(a[n]) != sections(b[n])]
-    for n in differ:
-        print(f"{n}: device code differs")
+    differ = {n: found for n in names if (found := differing(sections(a[n]), sections(b[n])))}
+    for n, found in differ.items():
+        print(f"{n}: device code differs ({', '.join(found)})")
     print(f"{len(names) - len(differ)} of {len(names)} configs: the same device code")
     return 1 if differ else 0
 

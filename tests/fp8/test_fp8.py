@@ -21,7 +21,7 @@ def _operands(M=5, H=32, I=16, per_token=True, per_channel=True):
 
 
 def test_quantize_scales_are_amax_over_448_and_round_trip_within_e4m3_precision():
-    t = torch.randn(7, 64)
+    t = torch.randn(7, 64, generator=torch.Generator().manual_seed(0))
     t[3] = 0.0
     q, s = fp8.quantize_e4m3(t, per_row=True)
     assert q.dtype == E4M3 and s.dtype == torch.float32 and s.shape == (7,)
@@ -30,7 +30,8 @@ def test_quantize_scales_are_amax_over_448_and_round_trip_within_e4m3_precision(
     assert torch.allclose(s[rows], t[rows].abs().amax(1) / 448)
     assert (q.float().abs().amax(1)[rows] == 448).all()  # the row's largest value maps to e4m3's largest
     back = q.float() * s[:, None]
-    assert ((back - t).abs() <= t.abs() * 2**-4 + 1e-6 * s[:, None]).all()  # 3 mantissa bits: half-ulp 2^-4
+    # 3 mantissa bits: half an ulp is 2^-4 of the value for normals, 2^-10 (of the scale) for subnormals
+    assert ((back - t).abs() <= t.abs() * 2**-4 + 2**-10 * s[:, None]).all()
     q1, s1 = fp8.quantize_e4m3(t, per_row=False)
     assert s1.shape == (1,) and torch.allclose(s1, t.abs().max().reshape(1) / 448)
 

@@ -1,21 +1,15 @@
 """tools/device_code_diff.py on hand-made cubin images: what counts as device code and what does not."""
 
-import importlib.util
 import struct
-from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "device_code_diff.py"
 KERNEL = "._Z6kernelILi128EEvv"  # a kernel symbol: template arguments in its name
 
 
 @pytest.fixture(scope="module")
-def diff():
-    spec = importlib.util.spec_from_file_location("device_code_diff", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def diff(load_tool):
+    return load_tool("device_code_diff")
 
 
 def elf(sections: list[tuple[str, int, int, bytes]]) -> bytes:

@@ -1,23 +1,15 @@
 """tools/library_ab.py on the CPU: its cells name compiled configs, every family's call runs through this version's
 API (the operators' CPU kernels), and the summary's ratio and bar."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
 from fused_swiglu import catalog
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "library_ab.py"
-
 
 @pytest.fixture(scope="module")
-def ab():
-    spec = importlib.util.spec_from_file_location("library_ab", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ab(load_tool):
+    return load_tool("library_ab")
 
 
 def test_every_named_config_is_compiled(ab):

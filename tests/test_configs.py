@@ -3,6 +3,7 @@ data (every choice compiled and legal, every override reachable), not which conf
 
 import dataclasses
 import json
+import re
 import warnings
 
 import pytest
@@ -631,3 +632,48 @@ def test_a_gpu_whose_file_holds_no_calibration_is_told_whose_costs_serve_it():
     why = configs.explain("dual", "", 1, 18944, 3584, torch.bfloat16, 132, H100)[1]
     assert "nvidia-h100-80gb-hbm3_bf16.json) holds no calibration of its own" in why
     assert "holds no calibration" not in configs.explain("dual", "", 1, 18944, 3584, torch.bfloat16, 132, H200)[1]
+
+
+@pytest.mark.parametrize("kernel, name, dtype", [
+    ("packed", "packed_pingpong_128x192x64_2x1_bf16", torch.bfloat16),
+    ("dual", "dual_pingpong_128x128x64_1x1_fp16", torch.float16),
+    ("dual_store", "dual_store_pingpong_128x128x64_2x1_bf16", torch.bfloat16),
+    ("packed_fp8", "packed_fp8_pingpong_128x192x128_2x1_e4m3", torch.bfloat16),
+    ("packed_fp8_e4m3out", "packed_fp8_cooperative_128x256x128_2x1_e4m3_e4m3out", torch.bfloat16),
+    ("packed_fp8_block", "packed_fp8_blockwise_cooperative_128x192x128_2x1_e4m3", torch.bfloat16),
+    ("dual_fp8", "dual_fp8_pingpong_128x128x128_2x1_e4m3", torch.bfloat16),
+])
+def test_a_named_config_runs_with_the_launch_its_name_gives(kernel, name, dtype):
+    """``<name>@<raster>:<swizzle>``: the config with that tile order, in every family the choice launches by
+    name (the tune of the banded families times launches this way), resolved and explained alike."""
+    for launch, want in [("", (0, 1)), ("@2:8", (2, 8)), ("@1:1", (1, 1)), ("@0:4", (0, 4))]:
+        choice = configs.resolve(kernel, name + launch, 8192, 4864, 896, dtype)
+        assert (choice.name, choice.raster, choice.swizzle) == (name, *want)
+        explained, why = configs.explain(kernel, name + launch, 8192, 4864, 896, dtype, gpu="")
+        assert explained == choice and "named" in why
+
+
+@pytest.mark.parametrize("config, words", [
+    ("packed_pingpong_128x192x64_2x1_bf16@3:8", "raster in (0, 1, 2)"),
+    ("packed_pingpong_128x192x64_2x1_bf16@1:3", "swizzle in (1, 2, 4, 8)"),
+    ("packed_pingpong_128x192x64_2x1_bf16@1", "<name>@<raster>:<swizzle>"),
+    ("packed_pingpong_128x192x64_2x1_bf16@a:b", "<name>@<raster>:<swizzle>"),
+    ("@1:2", "<name>@<raster>:<swizzle>"),
+    ("promoted@1:2", "must name a packed kernel"),
+    ("dual_pingpong_128x128x64_1x1_bf16@1:2", "must name a packed kernel"),
+])
+def test_a_bad_launch_in_a_config_is_named(config, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        configs.resolve("packed", config, 8192, 4864, 896, torch.bfloat16)
+
+
+def test_a_bad_launch_in_an_e4m3_config_is_named():
+    name = "packed_fp8_pingpong_128x192x128_2x1_e4m3"
+    for config, words in [(name + "@4:1", "raster in"), ("promoted@2:8", "must name a config, not the choice"),
+                          ("@2:8", "<name>@<raster>:<swizzle>"), ("dual_fp8_pingpong_128x128x128_2x1_e4m3@1:1",
+                                                              "config must be '', 'promoted' or one of")]:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            configs.resolve("packed_fp8", config, 8192, 4864, 896, torch.bfloat16)
+    with pytest.raises(ValueError, match="grouped kernel takes no launch"):
+        configs.resolve("grouped_dual", "grouped_dual_swapab_pingpong_128x16x64_1x1_bf16@2:8", 64, 768, 2048,
+                        torch.bfloat16, token_tile=16)

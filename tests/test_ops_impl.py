@@ -130,3 +130,11 @@ def test_a_failing_explanation_never_fails_the_plan(stub_library, monkeypatch, c
     monkeypatch.setattr(configs, "explain", broken)
     rc, *_ = _plan(1, b"", 64, 4096, 1024, 0)
     assert rc == 0 and capsys.readouterr().err.rstrip().endswith("; no reason given (ValueError: boom)")
+
+
+def test_plan_callback_launches_a_named_config_with_the_launch_its_name_gives(stub_library):
+    name = "packed_pingpong_128x192x64_2x1_bf16"
+    rc, index, raster, swizzle, _ = _plan(0, f"{name}@2:8".encode(), 8192, 4864, 896, 0)
+    assert rc == 0 and (AVAILABLE[index], raster, swizzle) == (name, 2, 8)
+    rc, *_, message = _plan(0, f"{name}@2:3".encode(), 8192, 4864, 896, 0)
+    assert rc == 1 and "swizzle in (1, 2, 4, 8)" in message

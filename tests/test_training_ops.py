@@ -132,3 +132,13 @@ def test_explain_names_the_argument_at_fault(args, message):
         configs.explain(*args)
     with pytest.raises(TypeError, match="config must be a str .*got config=None"):
         configs.explain("packed", None, 1, 64, 64, torch.bfloat16)
+
+
+def test_a_named_config_with_its_launch_runs_on_the_cpu_as_the_name_alone():
+    x, wg, wu = (t.to(torch.bfloat16) for t in _operands())
+    name = "dual_store_pingpong_128x128x64_2x1_bf16"
+    want = training_ops.swiglu_dual_store(x, wg, wu, name)
+    got = training_ops.swiglu_dual_store(x, wg, wu, name + "@2:8")
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    with pytest.raises(ValueError, match=re.escape("swizzle in (1, 2, 4, 8)")):
+        training_ops.swiglu_dual_store(x, wg, wu, name + "@2:5")

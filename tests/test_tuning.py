@@ -114,7 +114,9 @@ def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they
             sizes = sorted(int(size) for size in entry["cells"])
             for size in sizes:
                 band = bands.band(entry["kernel"], entry["accumulation"], size)
-                assert all(band.config in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
+                key = (band.config if (band.raster, band.swizzle) == (0, 1)
+                       else tuning.launch_key(band.config, band.raster, band.swizzle))
+                assert all(key in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
 
 
 def _reports_of(table):

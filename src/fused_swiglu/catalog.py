@@ -243,6 +243,34 @@ def library_name(family: str, name: str, dtype: str) -> str:
     return name if BANDED_FAMILIES[family][2] else f"{name}_{dtype}"
 
 
+# A launch's tile order: raster 0 = the kernel's heuristic, 1 = along M, 2 = along N; and its swizzle (the
+# number of tiles a raster step spans).
+RASTERS = (0, 1, 2)
+SWIZZLES = (1, 2, 4, 8)
+
+
+def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
+    """An operator's ``config`` argument as (name, launch): ``"<name>@<raster>:<swizzle>"`` names a config and
+    the launch to run it with, ``(raster, swizzle)`` (:data:`RASTERS`, :data:`SWIZZLES`); any other string is
+    the name itself with no launch given (the config's default, raster 0 and swizzle 1).
+
+    Raises:
+        ValueError: a ``@`` not followed by ``<raster>:<swizzle>``, or a raster or swizzle outside its values,
+            naming the rule.
+    """
+    name, at, launch = config.partition("@")
+    if not at:
+        return config, None
+    raster, colon, swizzle = launch.partition(":")
+    if not (name and colon and raster.isdigit() and swizzle.isdigit()):
+        raise ValueError(f"config must be a config name, optionally with its launch as <name>@<raster>:<swizzle>; "
+                         f"got config={config!r}")
+    if int(raster) not in RASTERS or int(swizzle) not in SWIZZLES:
+        raise ValueError(f"config's launch must have raster in {RASTERS} (0 the kernel's order, 1 along M, 2 along "
+                         f"N) and swizzle in {SWIZZLES}; got config={config!r}")
+    return name, (int(raster), int(swizzle))
+
+
 def closest(name: str, known) -> str:
     """For a message about an unknown config ``name``: the up to three names of ``known`` closest to it
     (a typo is a few characters from its config), as ``"closest: a, b, c"``, or ``"none is close to it"``."""

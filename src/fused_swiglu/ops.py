@@ -1,7 +1,9 @@
 """The ``fused_swiglu::swiglu_packed`` and ``fused_swiglu::swiglu_dual`` operators (torch.library).
 
 Both take a 2-D ``x`` (M, H) and return a new contiguous (M, I) tensor of x's dtype.
-``config`` is a library config name, or ``""`` / ``"promoted"`` to let
+``config`` is a library config name, optionally with its launch as ``<name>@<raster>:<swizzle>``
+(:func:`fused_swiglu.catalog.split_config`: raster 0 the kernel's order, 1 along M, 2 along N; swizzle 1, 2,
+4 or 8; without it raster 0, swizzle 1), or ``""`` / ``"promoted"`` to let
 :func:`fused_swiglu.configs.select` choose among the fast / promoted-accumulation configs.
 
 CUDA kernel: C++ (``csrc/torch/inference_ops.cpp``, PyTorch's stable ABI), loaded with the kernel

@@ -14,7 +14,8 @@
 
 Every output is new and contiguous, of the first operand's dtype. ``config``: ``""`` lets the config
 choice pick (:func:`fused_swiglu.configs.resolve`), else a config name of that kernel and dtype
-(``dual_store_*``, ``packed_store_*``, ``dswiglu_*``). No autograd formula: the MLP operators of
+(``dual_store_*``, ``packed_store_*``, ``dswiglu_*``), optionally with its launch as
+``<name>@<raster>:<swizzle>`` (:func:`fused_swiglu.catalog.split_config`). No autograd formula: the MLP operators of
 :mod:`fused_swiglu.mlp_ops` differentiate through them.
 
 CUDA kernels: C++ (``csrc/torch/training_ops.cpp``), as the inference operators' (:mod:`fused_swiglu.ops`):

@@ -106,8 +106,10 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     from fused_swiglu.bench import power, timing
     from fused_swiglu.bench.shapes import MlpShape
 
-    fast = {"packed_fp8_pingpong_64x128x128_1x1_e4m3", "dswiglu_pingpong_128x128x64_1x1_bf16",
-            "packed_store_pingpong_128x192x64_1x1_bf16"}
+    # a launch other than the default is timed from M = 256 on (along M) and may be picked: a tie at M = 1024
+    # goes to the first key, 128 x 192 along M here
+    fast = {"packed_fp8_pingpong_64x128x128_1x1_e4m3", "packed_fp8_pingpong_128x192x128_1x1_e4m3@1:1",
+            "dswiglu_pingpong_128x128x64_1x1_bf16", "packed_store_pingpong_128x192x64_1x1_bf16"}
     seen = []
 
     def fake_timer(calls, device, **kw):
@@ -116,7 +118,7 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
             fns[-1]()  # the call runs (the CPU kernel)
             seen.append(key)
             name = key.split(":", 1)[1]
-            out[key] = timing.summarize([1.0 if any(name in f for f in fast) else 2.0])
+            out[key] = timing.summarize([1.0 if any(f in (name, name + "_bf16") for f in fast) else 2.0])
         return out
 
     protocols = []
@@ -139,12 +141,22 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     assert protocols == ["interleaved", "soak", sustained, "interleaved", sustained]
     assert paths == [tmp_path / "test-gpu_families.json"]  # e4m3 and training bands in one file, not a cost file
     assert {k.split(":")[0] for k in seen} == set(catalog.BANDED_FAMILIES)
-    assert len(seen) == 2 * sum(len(catalog.banded_names(k, a)) for k, a in families[:5]) + 2 * 5  # 5 training configs
+    # every launch the choice considers at each cell, for every config: swap-AB ones not past their token tiles
+    def launches(group, M):
+        return [f"{k}:{n}" for k, a in group for name in catalog.banded_names(k, a)
+                for n in tune_families.launch_names(name, M, 128)]
+
+    e4m3, training = families[:5], families[5:]  # the e4m3 cells first, then the training cells
+    assert seen == launches(e4m3, 16) + launches(e4m3, 1024) + launches(training, 16) + launches(training, 1024)
+    assert "packed_fp8:packed_fp8_pingpong_128x192x128_1x1_e4m3@1:1" in launches(e4m3, 1024)
+    assert not any("swapab" in key for key in launches(e4m3, 1024))
     data = json.loads(paths[0].read_text())
-    got = {(e["kernel"], e["accumulation"]): [(b["up_to"], b["config"]) for b in e["bands"]] for e in data["families"]}
-    assert got["packed_fp8", "fast"] == [(None, "packed_fp8_pingpong_64x128x128_1x1_e4m3")]
-    assert got["dswiglu", "fast"] == [(None, "dswiglu_pingpong_128x128x64_1x1")]
-    assert got["packed_store", "fast"] == [(None, "packed_store_pingpong_128x192x64_1x1")]
+    got = {(e["kernel"], e["accumulation"]): [(b["up_to"], b["config"], b["raster"], b["swizzle"]) for b in e["bands"]]
+           for e in data["families"]}
+    assert got["packed_fp8", "fast"] == [(16, "packed_fp8_pingpong_64x128x128_1x1_e4m3", 0, 1),
+                                         (None, "packed_fp8_pingpong_128x192x128_1x1_e4m3", 1, 1)]
+    assert got["dswiglu", "fast"] == [(None, "dswiglu_pingpong_128x128x64_1x1", 0, 1)]
+    assert got["packed_store", "fast"] == [(None, "packed_store_pingpong_128x192x64_1x1", 0, 1)]
     assert set(got) == set(families) and all(len(bands) >= 1 for bands in got.values())
     assert set(data["families"][0]["cells"]) == {"16", "1024"}
     # a run started again with the same identity takes every cell from the saved progress; --fresh times them again

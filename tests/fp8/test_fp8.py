@@ -425,3 +425,16 @@ def test_infinities_saturate_and_leave_the_scale_to_the_finite_values():
     assert s.item() == pytest.approx(1000 / 448) and q.float()[0, :3].tolist() == [448, 448, -448]
     q, s = fp8.quantize_e4m3_blocks(torch.tensor([[2.0, float("inf")], [1.0, 0.5]]))
     assert s.item() == pytest.approx(2 / 448) and q.float()[0, 1] == 448
+
+
+def test_a_named_config_with_its_launch_runs_on_the_cpu_as_the_name_alone():
+    x, xs, gq, gs, uq, us = _operands(M=5)
+    wp, ws = fp8.pack_weights(gq, uq, gs, us)
+    name = "packed_fp8_pingpong_128x192x128_2x1_e4m3"
+    want = fp8.swiglu_packed_fp8(x, wp, xs, ws, config=name)
+    assert torch.equal(fp8.swiglu_packed_fp8(x, wp, xs, ws, config=name + "@1:2"), want)
+    dual = "dual_fp8_pingpong_128x128x128_2x1_e4m3"
+    assert torch.equal(fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=dual + "@2:8"),
+                       fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=dual))
+    with pytest.raises(ValueError, match="raster in"):
+        fp8.swiglu_packed_fp8(x, wp, xs, ws, config=name + "@7:2")

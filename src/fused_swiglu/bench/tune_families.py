@@ -2,7 +2,9 @@
 the training kernels by H; :data:`fused_swiglu.catalog.BANDED_FAMILIES`).
 
 Every config a family compiles is timed on each shape at each token count through its operator, with the
-config named, L2 flushed before each call and input sets rotated: below M = 1024 CUDA-event medians of calls
+config named, in each launch the choice considers there (:func:`launch_names`: the default order, along M from
+M = 256, swizzled orders from M = 2048; a swap-AB config only up to its token-tile bound), L2 flushed before
+each call and input sets rotated: below M = 1024 CUDA-event medians of calls
 taken in turn rep by rep (:func:`fused_swiglu.bench.timing.time_interleaved`), from there on by the sustained
 protocol (after one heat soak, each config's CUDA-graph replays back to back at the power cap,
 :func:`fused_swiglu.bench.timing.time_sustained`). For each size (M, or a shape's H) the pick is the config
@@ -10,12 +12,14 @@ with the lowest geometric mean, over that size's cells, of its time over the cel
 legal at every one of those cells (:func:`fused_swiglu.configs.legal`: a Pingpong 2 x 1 cluster on an odd count
 of token tiles is left to the family's rule, which the choice falls back to there). Consecutive sizes with the
 same pick make one band (:func:`bands_from`), written into the GPU's bands file, ``<gpu>_families.json``
-(:func:`fused_swiglu.tuning.load_bands`), from which :func:`fused_swiglu.configs.family_choice` takes them.
+(:func:`fused_swiglu.tuning.load_bands`), each band with its config's raster and swizzle, from which
+:func:`fused_swiglu.configs.family_choice` takes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -48,8 +52,8 @@ def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int
 
 
 def bands_from(chosen: dict[int, str]) -> list[tuning.Band]:
-    """Bands from per-size picks: each run of consecutive sizes with one pick, bounded by its largest size; the
-    last band open (every larger size).
+    """Bands from per-size picks (config names, or launches ``<name>@<raster>:<swizzle>``): each run of
+    consecutive sizes with one pick, bounded by its largest size; the last band open (every larger size).
 
     Raises:
         ValueError: no picks.
@@ -61,13 +65,28 @@ def bands_from(chosen: dict[int, str]) -> list[tuning.Band]:
     for i, size in enumerate(sizes):
         last = i == len(sizes) - 1
         if last or chosen[sizes[i + 1]] != chosen[size]:
-            bands.append(tuning.Band(None if last else size, chosen[size]))
+            name, launch = catalog.split_config(chosen[size])
+            bands.append(tuning.Band(None if last else size, name, *(launch or (0, 1))))
     return bands
 
 
+def launch_names(name: str, M: int, N: int) -> list[str]:
+    """The launches of banded config ``name`` timed at M tokens and N = I: those the choice considers there
+    (:func:`fused_swiglu.configs.launch_options`: its default order, along M from M = 256, swizzled orders from
+    M = 2048; legal ones; none for a swap-AB config past its token tiles), as the config name for the default
+    launch (raster 0, swizzle 1) and ``<name>@<raster>:<swizzle>`` for the others."""
+    return [name if (v.raster, v.swizzle) == (0, 1) else tuning.launch_key(name, v.raster, v.swizzle)
+            for v in configs.launch_options(configs.banded_config(name), M, N)]
+
+
 def legal_at(name: str, M: int, N: int) -> bool:
-    """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`) may serve M tokens and N = I."""
-    return configs.serves(configs.banded_config(name), M, N)
+    """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`), or a launch of it
+    (``<name>@<raster>:<swizzle>``), may serve M tokens and N = I."""
+    base, launch = catalog.split_config(name)
+    config = configs.banded_config(base)
+    if launch is not None:
+        config = dataclasses.replace(config, raster=launch[0], swizzle=launch[1])
+    return configs.serves(config, M, N)
 
 
 @dataclass(frozen=True)
@@ -132,8 +151,10 @@ def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., No
 
 
 def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:
-    """A banded name as the library names it: e4m3 names as they are, training names with ``dtype``'s suffix."""
-    return catalog.library_name(kernel, name, configs.DTYPE_SUFFIX[dtype])
+    """A banded name (or a launch of it, ``<name>@<raster>:<swizzle>``) as the library's operators take it:
+    e4m3 names as they are, training names with ``dtype``'s suffix (before the launch)."""
+    base, at, launch = name.partition("@")
+    return catalog.library_name(kernel, base, configs.DTYPE_SUFFIX[dtype]) + at + launch
 
 
 def write_families(path: Path, entries: list[dict], gpu: str) -> dict:
@@ -190,7 +211,7 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
     identity = {"library_version": _version.__version__, "gpu": gpu, "dtype": configs.DTYPE_SUFFIX[dtype],
                 "families": [list(f) for f in families],
                 "shapes": [[s.hidden_size, s.intermediate_size] for s in shapes],
-                "tokens": list(tokens or []), "reps": reps, "seconds": seconds}
+                "tokens": list(tokens or []), "reps": reps, "seconds": seconds, "launches": "launch_options"}
     with contextlib.ExitStack() as held:  # the files' locks for the whole run: no other tune times this GPU meanwhile
         for stem in stems:
             held.enter_context(exclusive(out_dir / f"{stem}.lock"))
@@ -226,9 +247,9 @@ def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, 
                 if key not in progress.state["cells"]:
                     sets = (make_sets(M, H, I, device, l2, blockwise=any(k == "packed_fp8_block" for k, _ in mine))
                             if is_fp8 else training_sets(M, H, I, dtype, device, l2))
-                    calls = runnable({f"{k}:{name}": [family_call(k, full_name(k, name, dtype), s) for s in sets]
-                                      for k, a in mine for name in catalog.banded_names(k, a)}, say,
-                                     f"{shape.model} M={M}")
+                    calls = runnable({f"{k}:{launch}": [family_call(k, full_name(k, launch, dtype), s) for s in sets]
+                                      for k, a in mine for name in catalog.banded_names(k, a)
+                                      for launch in launch_names(name, M, I)}, say, f"{shape.model} M={M}")
                     if M >= tuning.SUSTAINED_FROM_M:  # at the power cap, as the benchmark times large M
                         if monitor is None:
                             monitor = power.Monitor(power.nvml_index(device))
@@ -246,8 +267,10 @@ def _timed_run(shapes, families, dtype, out_dir, reps, tokens, console, device, 
                 size = M if is_fp8 else H
                 widths.setdefault(size, []).append((M, I))
                 for k, a in mine:
+                    names = catalog.banded_names(k, a)
                     cells[k, a].setdefault(size, []).append(
-                        {n: timed_ms[f"{k}:{n}"] for n in catalog.banded_names(k, a) if f"{k}:{n}" in timed_ms})
+                        {key.partition(":")[2]: ms for key, ms in timed_ms.items()
+                         if key.partition(":")[0] == k and catalog.split_config(key.partition(":")[2])[0] in names})
         for (k, a), by_size in cells.items():
             chosen = picks(by_size, legal_at, widths)
             if not chosen:

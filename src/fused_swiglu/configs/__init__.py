@@ -596,7 +596,7 @@ def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
     config as it is, else :func:`family_choice` of the family's rule by M."""
     name = fp8_rules.resolve(config, M, **FP8_KERNELS[kernel])
     if config not in ("", "fast", "promoted"):
-        return Choice(name), "named by the call's config argument"
+        return named_choice(config), "named by the call's config argument"
     accumulation = "promoted" if kernel == "packed_fp8" and config == "promoted" else "fast"
     return family_choice(kernel, accumulation, M, M, N, gpu, "bf16", smem_limit,
                          (name, f"the {kernel} family's rule by M (fused_swiglu.configs.fp8)"))
@@ -658,6 +658,9 @@ def check_grouped_config(config: str, dtype: torch.dtype) -> None:
     names = catalog.grouped_names()
     if config in names and config.endswith(suffix):
         return
+    if "@" in config:
+        raise ValueError(f"config of a grouped kernel takes no launch (<name>@<raster>:<swizzle>): its scheduler's "
+                         f"tile order is fixed, along M; got config={config!r}")
     mine = [n for n in names if n.endswith(suffix)]
     hint = f" ({catalog.closest(config, mine)})" if mine else ""
     raise ValueError(f"config must name a grouped kernel for {dtype} ({', '.join(mine) or 'none'}) or be '' (the "
@@ -743,11 +746,21 @@ def resolve(
         return grouped_choice(kernel, config, dtype, token_tile)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
-        return training_choice(kernel, K, dtype, M, N, gpu, smem_limit) if config == "" else Choice(config)
+        return training_choice(kernel, K, dtype, M, N, gpu, smem_limit) if config == "" else named_choice(config)
     if config in AUTO_CONFIG:
         return select(kernel, M, N, K, dtype, accumulation=AUTO_CONFIG[config], num_sms=num_sms, gpu=gpu,
                       smem_limit=smem_limit)
-    return Choice(config)
+    return named_choice(config)
+
+
+def named_choice(config: str) -> Choice:
+    """The launch of a config the call named (its ``config`` argument, already checked): the name with raster 0
+    and swizzle 1, or with the launch it gives as ``<name>@<raster>:<swizzle>``
+    (:func:`fused_swiglu.catalog.split_config`). Named launches are run as they are, as named configs are:
+    no legality rule of the choice applies (they are the choice's speed rules; any raster and swizzle computes
+    the same result)."""
+    name, launch = catalog.split_config(config)
+    return Choice(name) if launch is None else Choice(name, *launch)
 
 
 def _check_device_arguments(gpu: object, smem_limit: object, available: object) -> None:
@@ -799,7 +812,7 @@ def explain(
     if kernel in TRAINING_KERNELS:
         check_config(kernel, config, dtype)
         if config:
-            return Choice(config), "the call named it"
+            return named_choice(config), "the call named it"
         return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
                              training_rule(kernel, K, dtype))
     check_config(kernel, config, dtype)
@@ -819,7 +832,7 @@ def _explain(
 ) -> tuple[Choice, str]:
     """:func:`explain` of a checked problem."""
     if config not in AUTO_CONFIG:
-        return Choice(config), "named by the call's config argument"
+        return named_choice(config), "named by the call's config argument"
     accumulation = AUTO_CONFIG[config]
     choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
     picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
@@ -921,11 +934,12 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     training = kernel in TRAINING_KERNELS
     if config == "" or (not training and config in AUTO_CONFIG):
         return
+    name, _ = catalog.split_config(config)
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    if not isinstance(config, str) or not _names_kernel(config, kernel, suffix) or config not in _KNOWN_NAMES:
+    if not _names_kernel(name, kernel, suffix) or name not in _KNOWN_NAMES:
         autos = "or be ''" if training else "'' (the choice, fast accumulation) or 'promoted'"
         mine = [n for n in _KNOWN_NAMES if _names_kernel(n, kernel, suffix)]
-        hint = f" ({catalog.closest(config, mine)})" if isinstance(config, str) and mine else ""
+        hint = f" ({catalog.closest(name, mine)})" if mine else ""
         raise ValueError(
             f"config must name a {kernel} kernel for {dtype} (a name starting with {kernel + '_'!r} and "
             f"ending with {suffix!r}, one the library compiles){'' if training else ','} {autos}; got "

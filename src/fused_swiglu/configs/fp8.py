@@ -71,11 +71,19 @@ def _in_family(config: str, names: tuple[str, ...], family: str) -> str:
 
 def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, dual: bool = False) -> str:
     """The config name an operator's ``config`` argument stands for at M tokens ("" or an accumulation:
-    the choice by M; else a name of the family, checked). ``dual``: the dual kernel's family (fast only).
+    the choice by M; else a name of the family, checked, optionally with its launch as
+    ``<name>@<raster>:<swizzle>``, :func:`fused_swiglu.catalog.split_config`). ``dual``: the dual kernel's
+    family (fast only).
 
     Raises:
-        ValueError: a name outside the family.
+        ValueError: a name outside the family, or a bad launch.
     """
+    name, launch = catalog.split_config(config)
+    if launch is not None:
+        if name in ("", "fast", "promoted"):
+            raise ValueError(f"config with a launch (<name>@<raster>:<swizzle>) must name a config, not the choice; "
+                             f"got config={config!r}")
+        return resolve(name, M, e4m3_out, block, dual)
     if dual:
         return choose_dual_config(M) if config in ("", "fast") else _in_family(
             config, DUAL_CONFIG_NAMES, "for the dual e4m3 kernel (fast accumulation only)")

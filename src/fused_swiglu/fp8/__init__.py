@@ -106,7 +106,8 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
             ``(2I / 8, ceil(H / 128))`` (:func:`pack_weights_blockwise`).
         accumulation: ``"fast"`` or ``"promoted"`` (module docstring); e4m3 y: ``"fast"`` only; block
             scaling promotes every k-tile whichever is given.
-        config: an e4m3 config name to run instead of the choice by M (benchmarks, tests).
+        config: an e4m3 config name to run instead of the choice by M (benchmarks, tests), optionally with
+            its launch as ``<name>@<raster>:<swizzle>`` (:func:`fused_swiglu.catalog.split_config`).
         out_dtype: ``torch.bfloat16``, or ``torch.float8_e4m3fn`` (I then a multiple of 16).
         out_scale: e4m3 y only: fp32 ``(1,)`` static scale; None: one scale per 1 x 128 group.
         scaling: ``"row"`` (per tensor, token or weight row, in the epilogue) or ``"block"`` (1 x 128 /
@@ -181,7 +182,7 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             Concatenated into the kernel's one weight-scale vector per call unless they are views
             ``s[:I]``, ``s[I:]`` of one 16-byte aligned fp32 vector (module docstring).
         config: None or ``""`` (the choice by M, :func:`choose_dual_config`; as :func:`swiglu_packed_fp8`) or a
-            name of :data:`DUAL_CONFIG_NAMES` (benchmarks, tests).
+            name of :data:`DUAL_CONFIG_NAMES` (benchmarks, tests), optionally ``<name>@<raster>:<swizzle>``.
 
     Returns:
         y ``(M, I)`` contiguous bfloat16 on x's device: ``silu(g) * u`` in fp32, rounded once, with

@@ -22,7 +22,8 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
         x: ``(M, H)`` ``torch.bfloat16`` or ``torch.float16``, H a multiple of 16, any strides.
         w_packed, w_scale: ``(2I, H)`` e4m3 and fp32 ``(2I / 8, ceil(H / 128))`` from
             :func:`~fused_swiglu.fp8.pack_weights_blockwise`, on x's device.
-        config: a name of :data:`~fused_swiglu.catalog.FP8_BLOCKWISE_CONFIGS` to run instead of the
+        config: a name of :data:`~fused_swiglu.catalog.FP8_BLOCKWISE_CONFIGS` (optionally
+            ``<name>@<raster>:<swizzle>``) to run instead of the
             choice by M.
 
     Returns:

@@ -225,7 +225,7 @@ def parse_bands(entry: dict) -> tuple[tuple[str, str], tuple[Band, ...]]:
         if b.config not in names:
             raise ValueError(f"families: {kernel} ({accumulation}) band config must be one of {', '.join(names)}; "
                              f"got {b.config!r}")
-        if b.raster not in (0, 1, 2) or b.swizzle not in (1, 2, 4, 8):
+        if b.raster not in catalog.RASTERS or b.swizzle not in catalog.SWIZZLES:
             raise ValueError(f"families: raster must be 0, 1 or 2 and swizzle 1, 2, 4 or 8; got {b.raster}, "
                              f"{b.swizzle}")
     return (kernel, accumulation), bands

@@ -486,6 +486,8 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--repeats", "-1"], "--repeats must be an integer >= 1; got -1"),
     (["bench", "e2e-ab", "--warmups", "0"], "--warmups must be an integer >= 1; got 0"),
     (["bench", "e2e-ab", "--decode-batch", "0"], "--decode-batch must be an integer >= 1; got 0"),
+    (["bench", "e2e-ab", "--modes", "training", "--train-len", "0"], "--train-len must be an integer >= 1; got 0"),
+    (["bench", "e2e-ab", "--train-batch", "0"], "--train-batch must be an integer >= 1; got 0"),
     (["bench", "e2e-ab", "--rounds", "ten"], "argument --rounds: invalid int value: 'ten'"),
     (["bench", "e2e-ab", "--models", "Qwen9"], "--models: unknown model 'Qwen9' for the end-to-end benchmark; known: "
      "Qwen2.5-0.5B"),
@@ -497,8 +499,8 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--variants", "fused", "patched"], "argument --variants: invalid choice: 'fused' (choose from "
      "'stock', 'patched', 'backend')"),
     (["bench", "e2e-ab", "--variants", "backend"], "argument --variants: expected 2 arguments"),
-    (["bench", "e2e-ab", "--one-process"], "fused-swiglu bench e2e-ab: --one-process needs modes captured in CUDA "
-     "graphs (captured_decode_step, prefill); compiled_decode compiles the model"),
+    (["bench", "e2e-ab", "--one-process"], "fused-swiglu bench e2e-ab: --one-process needs modes that do not compile "
+     "the model (captured_decode_step, prefill, training); compiled_decode compiles the model"),
     (["bench", "e2e-ab", "--one-process", "--variants", "stock", "backend", "--modes", "compiled_decode"],
      "--one-process times the stock and patched variants of one model; got variants stock backend"),
     (["bench", "e2e-ab", "--variants", "patched", "patched"], "fused-swiglu bench e2e-ab: --variants must be two "
@@ -561,7 +563,7 @@ def test_bench_e2e_ab_options_reach_the_run():
         ["Llama-3-8B"], ["prefill", "compiled_decode"], 4, 3, 2, "fp16", 8)
     assert opts.variants == ["stock", "patched"]
     default = cli.bench._ab_options(cli._parser().parse_args(["bench", "e2e-ab"]))
-    assert default.modes == list(e2e_ab.MODES) and (default.rounds, default.repeats, default.warmups) == (10, 5, 10)
+    assert default.modes == list(e2e_ab.DEFAULT_MODES) and (default.rounds, default.repeats, default.warmups) == (10, 5, 10)
     assert default.decode_batch == 1
     assert default.models == [s.name for s in e2e_models.MODELS] and default.variants == ["stock", "patched"]
 

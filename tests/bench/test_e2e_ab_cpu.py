@@ -225,7 +225,8 @@ def test_bad_variants_are_named(variants, modes, says):
 
 
 def test_the_default_modes_of_a_pair():
-    assert e2e_ab.default_modes(["stock", "patched"]) == list(e2e_ab.MODES)
+    assert e2e_ab.default_modes(["stock", "patched"]) == ["compiled_decode", "captured_decode_step", "prefill"]
+    assert "training" in e2e_ab.MODES  # run when named
     assert e2e_ab.default_modes(["backend", "patched"]) == ["compiled_decode"]
     e2e_ab.check_options(_opts(variants=["patched", "backend"], modes=e2e_ab.default_modes(["patched", "backend"])))
 
@@ -336,8 +337,53 @@ def test_one_process_runs_each_variant_on_the_model_as_that_variant(monkeypatch)
 @pytest.mark.parametrize("kw,says", [
     ({"variants": ["patched", "backend"], "modes": ["compiled_decode"]},
      "one_process times the stock and patched variants of one model; got variants patched backend"),
-    ({"modes": ["prefill", "compiled_decode"]}, "one_process needs modes captured in CUDA graphs"),
+    ({"modes": ["prefill", "compiled_decode"]}, "one_process needs modes that do not compile the model"),
 ])
 def test_one_process_options_are_checked(kw, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         e2e_ab.check_options(_opts(one_process=True, **kw))
+
+
+@pytest.mark.parametrize("one_process", [False, True])
+def test_the_training_step_is_timed_per_round_in_both_variants(tmp_path, one_process):
+    """training: forward with labels and backward, each variant per round, in two processes or in one (which
+    unpatches and patches the model between the variants' turns)."""
+    opts = _opts(modes=["training"], rounds=2, train_batch=1, train_len=8, one_process=one_process)
+    e2e_ab.check_options(opts)
+    (row,) = e2e_ab.run_ab(opts, tmp_path / "ab.json", Console(quiet=True))["rows"]
+    assert "error" not in row, row.get("error")
+    assert row["mode"] == "training" and len(row["ratios"]) == 2
+    assert all(t > 0 for t in row["stock_samples_ms"] + row["fused_samples_ms"])
+
+
+def test_a_training_step_runs_backward_through_the_variant_the_model_is_in(monkeypatch):
+    """In one process the training step runs on the model as each variant: the untimed step after a switch and
+    every timed one see the patched blocks exactly in the patched turns, and the steps leave gradients."""
+    from fused_swiglu.patch import base
+
+    seen, models = [], []
+    real = e2e_ab._training_step
+
+    def watched(model, opts, device):
+        models.append(model)
+        inner = real(model, opts, device).step  # one untimed step, as the real one takes
+
+        def step():
+            seen.append(any(base.installed(m) is not None for m in model.modules()))
+            inner()
+
+        def timed():
+            step()
+            return 1.0
+
+        timed.step = step
+        return timed
+
+    monkeypatch.setattr(e2e_ab, "_training_step", watched)
+    conn = _Conn([("time", "stock"), ("time", "patched"), ("time", "patched"), ("time", "stock"), "stop"])
+    e2e_ab.worker_both(conn, e2e_models.TINY_QWEN2, "training", _opts(one_process=True, train_len=8))
+    assert [m[0] for m in conn.sent] == ["ready", "ms", "ms", "ms", "ms"], conn.sent
+    # at prepare: stock, patched; then asked stock (a switch: untimed, timed), patched (switch), patched, stock
+    assert seen == [False, True, False, False, True, True, True, False, False]
+    (model,) = set(models)
+    assert model.training and all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -17,7 +17,7 @@ from ..tuning import SUSTAINED_FROM_M
 
 __all__ = [
     "BACKWARD_METHODS", "BACKWARD_REPS", "BACKWARD_TOKENS", "BACKWARD_WARMUP_MS", "E2E_AB_COMPILED_MODES",
-    "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
+    "E2E_AB_DEFAULT_MODES", "E2E_AB_DEFAULT_VARIANTS", "E2E_AB_MODES", "E2E_AB_VARIANTS", "E2E_ACCURACY", "E2E_MODES", "E2E_STEPS",
     "FP8_METHODS", "FP8_REPS", "FP8_TOKENS", "FP8_WARMUP_MS", "KERNEL_METHODS", "KERNEL_REPS", "KERNEL_WARMUP_MS",
     "MOE_METHODS", "MOE_REPS", "MOE_TILE_METHODS", "MOE_TOKENS", "MOE_WARMUP_MS", "PROTOCOLS", "SUSTAINED_FROM_M", "SUSTAINED_SECONDS", "TP_MODELS", "TP_REPS", "TP_TOKENS",
     "TUNE_SUSTAINED_SECONDS", "TUNE_SUSTAINED_TOKENS", "TUNE_FAMILY_GROUPS", "TUNE_FAMILY_TOKENS",
@@ -67,7 +67,8 @@ E2E_STEPS = (*E2E_MODES, E2E_ACCURACY)
 # bench e2e-ab: its modes; the variants it times against each other (stock: Hugging Face's MLPs; patched:
 # fuse_swiglu_mlps; backend: the stock model compiled with fused_backend()), the pair timed by default,
 # and the modes that compile the model, the only ones where the backend variant applies
-E2E_AB_MODES = ("compiled_decode", "captured_decode_step", "prefill")
+E2E_AB_MODES = ("compiled_decode", "captured_decode_step", "prefill", "training")
+E2E_AB_DEFAULT_MODES = ("compiled_decode", "captured_decode_step", "prefill")  # training: asked for by name
 E2E_AB_VARIANTS = ("stock", "patched", "backend")
 E2E_AB_DEFAULT_VARIANTS = ("stock", "patched")
 E2E_AB_COMPILED_MODES = ("compiled_decode",)

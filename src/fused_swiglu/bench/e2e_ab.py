@@ -32,6 +32,11 @@ Modes (each a measurement of ``repeats`` calls per round, their median):
   cache holding their prompts) captured in a CUDA graph; ms per replay (CUDA events).
 * ``prefill``: one forward of ``prefill_batch`` x ``prefill_len`` tokens (no cache, last position's
   logits) captured in a CUDA graph; ms per replay (CUDA events).
+* ``training`` (only when named): one training step of ``train_batch`` x ``train_len`` tokens in train
+  mode, forward with ``labels`` (the causal-LM loss) and ``loss.backward()``, gradients set to None before
+  each, run eagerly (autograd is not captured); ms per step (CUDA events), an untimed step after each switch
+  of variant in one process. A 7B model's bf16 weights and gradients alone take 30 GB, so on an 80 GB GPU
+  it runs with ``one_process``, where the model is unpatched and patched again between the variants' turns.
 
 Result: ``{"meta": {...}, "rows": [{"model", "mode", "rounds", "ratio_median", "ratio_min",
 "ratio_max", "stock_ms", "fused_ms", "ratios", ..., "variant_a", "variant_b"}]}``. Each variant's
@@ -52,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .defaults import E2E_AB_COMPILED_MODES as COMPILED_MODES
+from .defaults import E2E_AB_DEFAULT_MODES as DEFAULT_MODES
 from .defaults import E2E_AB_DEFAULT_VARIANTS as DEFAULT_VARIANTS
 from .defaults import E2E_AB_MODES as MODES
 from .defaults import E2E_AB_VARIANTS as VARIANTS
@@ -59,6 +65,7 @@ from .defaults import E2E_AB_VARIANTS as VARIANTS
 # the prefix of a variant's fields in a row: the patched model's is "fused", as in bench e2e's rows
 KEYS = {"stock": "stock", "patched": "fused", "backend": "backend"}
 ONE_PROCESS_MODES = tuple(m for m in MODES if m not in COMPILED_MODES)  # captured or (on a CPU) plain calls
+EAGER_MODES = ("training",)  # not captured on a GPU either: one process switches the model's variant
 
 
 @dataclass
@@ -68,7 +75,7 @@ class ABOptions:
     the lengths, dtype and device."""
 
     models: list  # names, or e2e_models.ModelSpec objects
-    modes: list[str] = field(default_factory=lambda: list(MODES))
+    modes: list[str] = field(default_factory=lambda: list(DEFAULT_MODES))
     variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
     rounds: int = 10
     repeats: int = 5
@@ -77,6 +84,8 @@ class ABOptions:
     prefill_batch: int = 4
     decode_batch: int = 1
     prefill_len: int = 2048
+    train_batch: int = 1
+    train_len: int = 2048
     warmups: int = 10
     dtype: str = "bf16"
     device: str = "cuda"
@@ -85,9 +94,10 @@ class ABOptions:
 
 
 def default_modes(variants) -> list[str]:
-    """The modes a run of ``variants`` times when none are named: every mode, or with the ``backend``
-    variant the modes that compile the model (:data:`COMPILED_MODES`)."""
-    return [m for m in MODES if "backend" not in variants or m in COMPILED_MODES]
+    """The modes a run of ``variants`` times when none are named: every mode but ``training``
+    (:data:`DEFAULT_MODES`), or with the ``backend`` variant the modes that compile the model
+    (:data:`COMPILED_MODES`)."""
+    return [m for m in DEFAULT_MODES if "backend" not in variants or m in COMPILED_MODES]
 
 
 def check_options(opts: ABOptions) -> None:
@@ -112,11 +122,11 @@ def check_options(opts: ABOptions) -> None:
             raise ValueError(f"one_process times the stock and patched variants of one model; got variants "
                              f"{' '.join(variants)}")
         if compiled := [m for m in opts.modes if m in COMPILED_MODES]:
-            raise ValueError(f"one_process needs modes captured in CUDA graphs ({', '.join(ONE_PROCESS_MODES)}); "
+            raise ValueError(f"one_process needs modes that do not compile the model ({', '.join(ONE_PROCESS_MODES)}); "
                              f"{', '.join(compiled)} compiles the model")
     e2e_models.find(opts.models)
     for name in ("rounds", "repeats", "new_tokens", "prompt_len", "prefill_batch", "prefill_len", "decode_batch",
-                 "warmups"):
+                 "train_batch", "train_len", "warmups"):
         value = getattr(opts, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
@@ -131,16 +141,18 @@ def check_options(opts: ABOptions) -> None:
 
 def _prepare(model, mode: str, opts: ABOptions, device, backend=None):
     """Compile or capture ``mode`` on ``model``, compiling with ``backend`` where given (compiled
-    modes only); returns the function that times one call (ms). On a CPU (for tests) only ``prefill``
-    runs, uncaptured, timed by wall clock."""
+    modes only); returns the function that times one call (ms). ``training`` runs eagerly. On a CPU
+    (for tests) only ``prefill`` and ``training`` run, uncaptured, timed by wall clock."""
     import torch
 
     from . import e2e_modes as em
 
     if backend is not None and mode not in COMPILED_MODES:
         raise RuntimeError(f"{mode} does not compile the model: the backend variant does not apply")
-    if device.type != "cuda" and mode != "prefill":
+    if device.type != "cuda" and mode not in ("prefill", "training"):
         raise RuntimeError(f"{mode} needs a CUDA device")
+    if mode == "training":
+        return _training_step(model, opts, device)
     s = em.Settings(device=device, new_tokens=opts.new_tokens, prompt_len=opts.prompt_len, seed=opts.seed)
     if mode == "compiled_decode":
         cache = em.static_cache(model, opts.prompt_len + opts.new_tokens, 1)
@@ -170,6 +182,29 @@ def _prepare(model, mode: str, opts: ABOptions, device, backend=None):
         return lambda: em.wall_ms(lambda: _no_grad(step), device)
     graph = _capture(step, device)
     return lambda: em.event_ms(graph.replay, device)
+
+
+def _training_step(model, opts: ABOptions, device):
+    """The timer of one training step of ``model`` (module docstring), after one untimed step; the model is
+    left in train mode."""
+    from . import e2e_modes as em
+
+    ids = em.prompt(model, opts.train_batch, opts.train_len, opts.seed, device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise RuntimeError("training: the model has no parameter that requires grad")
+    model.train()
+
+    def step():
+        for p in params:
+            p.grad = None
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+
+    step()
+    timer = em.event_ms if device.type == "cuda" else em.wall_ms
+    measure = lambda: timer(step, device)  # noqa: E731
+    measure.step = step  # the untimed step after a switch of variant
+    return measure
 
 
 def _no_grad(fn):
@@ -321,9 +356,12 @@ def worker_both(conn, spec, mode: str, opts: ABOptions) -> None:
 
     def measure_for(what):
         variant = what[1]
-        if device.type != "cuda" and variant != state[0]:  # uncaptured calls run the model as it is now
+        uncaptured = device.type != "cuda" or mode in EAGER_MODES  # these calls run the model as it is now
+        if uncaptured and variant != state[0]:
             unfuse_swiglu_mlps(model) if variant == "stock" else _patch(model, spec)
             state[0] = variant
+            if hasattr(measure[variant], "step"):  # a patched block's first call checks its weights
+                measure[variant].step()
         return measure[variant]
 
     _serve(conn, opts, measure_for)
@@ -444,8 +482,8 @@ def run_ab(opts: ABOptions, out: Path | None, console) -> dict:
     a, b = opts.variants
     meta = {**machine_meta(), "kind": "e2e_ab", "options": {**vars(opts), "models": [getattr(m, "name", m) for m in opts.models]},
             "unit": f"ratio = {a} ms / {b} ms, per round; > 1: the {b} model is faster",
-            "protocol": (f"one process, {a} and {b} captured on the same weights" if opts.one_process
-                         else f"two processes ({a}, {b})")
+            "protocol": (f"one process, {a} and {b} captured on the same weights (training: the model unpatched "
+                         "and patched between turns)" if opts.one_process else f"two processes ({a}, {b})")
                         + ", rounds alternating ABBA, each round's time the median of repeats_per_round calls"}
     rows = []
     start = time.perf_counter()

@@ -132,12 +132,14 @@ def add_parsers(sub) -> None:
                         "ratios are A time / B time (default: "
                         f"{' '.join(d.E2E_AB_DEFAULT_VARIANTS)})")
     m.add_argument("--modes", dest="ab_modes", nargs="+", metavar="MODES",
-                   help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: all; with the backend "
+                   help=f"a subset of {', '.join(e2e_ab.MODES)}, as a b or a,b (default: "
+                        f"{', '.join(d.E2E_AB_DEFAULT_MODES)}; with the backend "
                         f"variant {', '.join(d.E2E_AB_COMPILED_MODES)}): compiled_decode = "
                         f"generate of {ab.new_tokens} tokens (batch 1) on a static cache, compiled with CUDA graphs "
                         "(ms per token); captured_decode_step = one decode forward of --decode-batch sequences "
-                        "captured in a CUDA graph (ms per replay); prefill = one forward of {ab.prefill_batch} x {ab.prefill_len} tokens captured "
-                        "in a CUDA graph (ms per replay)")
+                        f"captured in a CUDA graph (ms per replay); prefill = one forward of {ab.prefill_batch} x "
+                        f"{ab.prefill_len} tokens captured in a CUDA graph (ms per replay); training = one training step (forward with labels + "
+                        "backward) of --train-batch x --train-len tokens, eager (ms per step)")
     m.add_argument("--rounds", type=int, default=ab.rounds,
                    help=f"rounds per model and mode, each timing both variants, the order flipping every round; "
                         f"one ratio per round (default {ab.rounds})")
@@ -146,10 +148,15 @@ def add_parsers(sub) -> None:
     m.add_argument("--decode-batch", type=int, default=ab.decode_batch,
                    help=f"captured_decode_step: sequences decoded together, one new token each (default "
                         f"{ab.decode_batch})")
+    m.add_argument("--train-batch", type=int, default=ab.train_batch,
+                   help=f"training: sequences per step (default {ab.train_batch})")
+    m.add_argument("--train-len", type=int, default=ab.train_len,
+                   help=f"training: tokens per sequence (default {ab.train_len})")
     m.add_argument("--one-process", action="store_true",
                    help="both variants in one process on the same weights, for a model that fits the GPU once but "
                         "not twice: the stock model captured, then patched and captured again, the two graphs "
-                        f"replayed in alternating rounds (variants stock and patched; modes "
+                        "replayed in alternating rounds (training: the model unpatched and patched again between "
+                        f"the variants' turns; variants stock and patched; modes "
                         f"{', '.join(e2e_ab.ONE_PROCESS_MODES)})")
     m.add_argument("--warmups", type=int, default=ab.warmups,
                    help=f"compiled_decode: untimed generate calls before the first round, compilation and "
@@ -490,7 +497,7 @@ def _e2e(args, console) -> int:
 
 # an option of bench e2e-ab, by the ABOptions field that check_options names first in its message
 _AB_OPTIONS = {"rounds": "--rounds", "repeats": "--repeats", "warmups": "--warmups", "dtype": "--dtype",
-               "decode_batch": "--decode-batch",
+               "decode_batch": "--decode-batch", "train_batch": "--train-batch", "train_len": "--train-len",
                "variants": "--variants", "one_process": "--one-process"}
 
 
@@ -507,7 +514,8 @@ def _ab_options(args):
     variants = list(args.variants)
     modes = split(args.ab_modes, "--modes") if args.ab_modes else e2e_ab.default_modes(variants)
     opts = e2e_ab.ABOptions(models=models, modes=modes, variants=variants, rounds=args.rounds, repeats=args.repeats,
-                            decode_batch=args.decode_batch, warmups=args.warmups, dtype=args.dtype,
+                            decode_batch=args.decode_batch, train_batch=args.train_batch,
+                            train_len=args.train_len, warmups=args.warmups, dtype=args.dtype,
                             one_process=args.one_process)
     try:
         e2e_ab.check_options(opts)

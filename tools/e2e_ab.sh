@@ -9,6 +9,7 @@
 #   MODELS, MODES       for bench e2e-ab (default: Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B; compiled_decode)
 #   VARIANTS            for bench e2e-ab: the two variants timed, A B (default: stock patched; e.g. "backend patched")
 #   ROUNDS, REPEATS     for bench e2e-ab (default 10, 5)
+#   AB_ARGS             other bench e2e-ab arguments (e.g. "--one-process --train-len 2048" with MODES=training)
 #   PYTEST_ARGS         the tests to run first (default: the patch's tests; "" skips them)
 #   AB_OUT              file name of the result under $OUT (default e2e_ab.json)
 #   OUT                 where logs, results and the cache tarball go (default ./out)
@@ -52,7 +53,7 @@ start=$SECONDS
 # shellcheck disable=SC2086
 PYTHONUNBUFFERED=1 python3 -m fused_swiglu.cli bench e2e-ab --models ${MODELS:-Qwen2.5-0.5B Qwen3-1.7B Llama-3-8B} \
     --modes ${MODES:-compiled_decode} --variants ${VARIANTS:-stock patched} \
-    --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" \
+    --rounds "${ROUNDS:-10}" --repeats "${REPEATS:-5}" ${AB_ARGS:-} \
     --out "$OUT/${AB_OUT:-e2e_ab.json}" 2>&1 | grep -v "Warning\|warn(" || status=5
 echo "=== e2e_ab: $((SECONDS - start)) s"
 exit $status

@@ -1,0 +1,39 @@
+"""tools/hidden_choice.py on the CPU, on a committed H100 sweep: both choices made, the hidden one from the
+reference GPU's costs scaled to the H100's reports, priced by the sweep, and the tuned data restored after."""
+
+import json
+
+import pytest
+
+from fused_swiglu import tuning
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_the_hidden_choice_takes_scaled_reference_costs_and_is_priced_by_the_sweep(load_tool, tmp_path):
+    tool = load_tool("hidden_choice")
+    sweep = tuning.PACKAGE_DIR.parents[2] / "docs" / "results" / "h100" / "launch_sweep_coop256.json"
+    gpu, cells = tool.cells_of([sweep])
+    assert gpu == H100 and len(cells) == 75  # 15 shapes x 5 token counts
+    result = tool.compare(gpu, cells, 0.05)
+    assert result["hidden_takes"].startswith("the reference GPU's costs scaled to")
+    for kernel in ("packed", "dual"):
+        k = result["kernels"][kernel]
+        assert k["rows"] and len(k["rows"]) + len(k["untimed"]) == len(cells)
+        for r in k["rows"]:
+            assert r["hidden_over_tuned"] == r["hidden_over_cublas"] / r["tuned_over_cublas"] > 0
+            if r["hidden"] == r["tuned"]:  # one launch: one time
+                assert r["hidden_over_tuned"] == 1.0
+        assert k["worse"] == [r for r in k["rows"] if r["hidden_over_tuned"] > 1.05]
+    # the tuned data is the package's again, and the stand-in reports nothing outside the tool
+    assert tuning.load(H100, "bf16").source == tuning.PACKAGE_DIR / tuning.file_name(H100, "bf16")
+    assert tuning.reported(tool.STAND_IN) is None
+    (tmp_path / "out.json").write_text(json.dumps(result))  # what --out writes is JSON
+
+
+def test_sweeps_of_two_gpus_are_refused(load_tool, tmp_path):
+    tool = load_tool("hidden_choice")
+    for i, gpu in enumerate(("GPU A", "GPU B")):
+        (tmp_path / f"{i}.json").write_text(json.dumps({"meta": {"gpu": gpu}, "rows": []}))
+    with pytest.raises(SystemExit, match="come from 2 GPUs"):
+        tool.cells_of([tmp_path / "0.json", tmp_path / "1.json"])

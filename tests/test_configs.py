@@ -237,6 +237,20 @@ def test_env_override_of_the_choice_keeps_its_launch_parameters(monkeypatch):
     assert (got.name, got.raster, got.swizzle) == (other.name(torch.bfloat16), 0, 1)
 
 
+def test_env_override_may_give_the_launch_and_a_bad_launch_is_ignored_with_a_warning(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_1x1_bf16@7:8, "
+                       "packed_pingpong_128x192x64_2x1_bf16@1:4")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = select("packed", 8192, 18944, 3584, torch.bfloat16, ALL, gpu=H200)
+    assert (got.name, got.raster, got.swizzle) == ("packed_pingpong_128x192x64_2x1_bf16", 1, 4)
+    (message,) = [str(w.message) for w in caught]
+    assert "FUSED_SWIGLU_CONFIG: config's launch must have raster in (0, 1, 2)" in message and "ignored" in message
+    choice, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, gpu=H200, available=ALL)
+    assert (choice.raster, choice.swizzle) == (1, 4) and why == "FUSED_SWIGLU_CONFIG names it"
+
+
 def test_fallback_to_available_config_warns_once(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
     avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16",

@@ -17,9 +17,11 @@ or use :func:`fused_swiglu.configs.set_config_override`, which also drops the pl
 ``FUSED_SWIGLU_VERBOSE``    ``1`` prints each nvcc command and build step to stderr (empty, ``0``,
                             ``false``, ``no``, ``off``, any case: quiet).
 ``FUSED_SWIGLU_CONFIG``     Comma-separated kernel config names that override the heuristic, e.g.
-                            ``packed_pingpong_128x192x64_2x1_bf16``; each applies to the kernel,
-                            dtype and accumulation its name spells (for benchmarking and tuning);
-                            names not in the library are ignored with one warning each.
+                            ``packed_pingpong_128x192x64_2x1_bf16``, each optionally with its launch
+                            (``packed_pingpong_128x192x64_2x1_bf16@2:8``: raster, swizzle); each applies
+                            to the kernel, dtype and accumulation its name spells (for benchmarking and
+                            tuning); names not in the library, or bad launches, are ignored with one
+                            warning each.
                             :func:`fused_swiglu.configs.set_config_override` replaces it in the
                             running process.
 ``FUSED_SWIGLU_LOG_PLANS``  ``1`` prints one line to stderr per launch plan the operators make (each

@@ -477,16 +477,25 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
 
     cfg = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
     chosen_name = cfg.name(dtype)
+    wanted = []
     for n in overrides:
-        if n not in available:
+        try:
+            name, launch = catalog.split_config(n)
+        except ValueError as e:
+            warn_once(f"override:{n}", f"fused_swiglu: {env.config_override_origin()}: {e}; it is ignored.")
+            continue
+        if name not in available:
             warn_once(
                 f"override:{n}",
-                f"fused_swiglu: {env.config_override_origin()} names {n!r}, which is not a config of the kernel "
-                f"library; it is ignored ({catalog.closest(n, available) if available else 'none is available'}).",
+                f"fused_swiglu: {env.config_override_origin()} names {name!r}, which is not a config of the kernel "
+                f"library; it is ignored ({catalog.closest(name, available) if available else 'none is available'}).",
             )
-    wanted = [n for n in overrides if n in available and fits(n)]
+        elif fits(name):
+            wanted.append((name, launch))
     if wanted:
-        name = wanted[0]
+        name, launch = wanted[0]
+        if launch is not None:  # the launch the override gives
+            return Choice(name, *launch)
         # the choice's launch parameters stay with its config; another config runs with the defaults
         raster, swizzle = (cfg.raster, cfg.swizzle) if name == chosen_name else (0, 1)
         return Choice(name, raster, swizzle)
@@ -836,7 +845,7 @@ def _explain(
     accumulation = AUTO_CONFIG[config]
     choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
     picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
-    if choice.name in env.config_override():
+    if choice.name in {n.partition("@")[0] for n in env.config_override()}:
         return choice, f"{env.config_override_origin()} names it"
     if choice.name != picked.name(dtype):
         return choice, (f"the choice, {picked.name(dtype)}, is not in the kernel library; the first available "

@@ -672,6 +672,10 @@ def test_a_named_config_runs_with_the_launch_its_name_gives(kernel, name, dtype)
     ("packed_pingpong_128x192x64_2x1_bf16@1:3", "swizzle in (1, 2, 4, 8)"),
     ("packed_pingpong_128x192x64_2x1_bf16@1", "<name>@<raster>:<swizzle>"),
     ("packed_pingpong_128x192x64_2x1_bf16@a:b", "<name>@<raster>:<swizzle>"),
+    ("packed_pingpong_128x192x64_2x1_bf16@\u00b2:8", "<name>@<raster>:<swizzle>"),  # a digit int() refuses
+    ("packed_pingpong_128x192x64_2x1_bf16@\u0661:8", "<name>@<raster>:<swizzle>"),  # not an ASCII digit
+    ("packed_pingpong_128x192x64_2x1_bf16@ 1:8", "<name>@<raster>:<swizzle>"),
+    ("packed_pingpong_128x192x64_2x1_bf16@1:8@1:8", "<name>@<raster>:<swizzle>"),
     ("@1:2", "<name>@<raster>:<swizzle>"),
     ("promoted@1:2", "must name a packed kernel"),
     ("dual_pingpong_128x128x64_1x1_bf16@1:2", "must name a packed kernel"),

@@ -262,7 +262,7 @@ def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
     if not at:
         return config, None
     raster, colon, swizzle = launch.partition(":")
-    if not (name and colon and raster.isdigit() and swizzle.isdigit()):
+    if not (name and colon and all(p.isascii() and p.isdigit() for p in (raster, swizzle))):
         raise ValueError(f"config must be a config name, optionally with its launch as <name>@<raster>:<swizzle>; "
                          f"got config={config!r}")
     if int(raster) not in RASTERS or int(swizzle) not in SWIZZLES:

@@ -677,7 +677,9 @@ def test_a_named_config_runs_with_the_launch_its_name_gives(kernel, name, dtype)
     ("packed_pingpong_128x192x64_2x1_bf16@ 1:8", "<name>@<raster>:<swizzle>"),
     ("packed_pingpong_128x192x64_2x1_bf16@1:8@1:8", "<name>@<raster>:<swizzle>"),
     ("@1:2", "<name>@<raster>:<swizzle>"),
-    ("promoted@1:2", "must name a packed kernel"),
+    ("promoted@1:2", "must name a config, not the choice"),
+    ("@1:2", "<name>@<raster>:<swizzle>"),
+    ("packed_pingpong_128x192x64_2x1_bf16@100:8", "<name>@<raster>:<swizzle>"),  # at most two digits
     ("dual_pingpong_128x128x64_1x1_bf16@1:2", "must name a packed kernel"),
 ])
 def test_a_bad_launch_in_a_config_is_named(config, words):
@@ -695,3 +697,17 @@ def test_a_bad_launch_in_an_e4m3_config_is_named():
     with pytest.raises(ValueError, match="grouped kernel takes no launch"):
         configs.resolve("grouped_dual", "grouped_dual_swapab_pingpong_128x16x64_1x1_bf16@2:8", 64, 768, 2048,
                         torch.bfloat16, token_tile=16)
+
+
+def test_a_config_that_is_not_a_str_is_a_type_error_in_every_family():
+    for kernel in ("packed", "dual_store", "packed_fp8", "dual_fp8", "grouped_dual"):
+        with pytest.raises(TypeError, match="config must be a str"):
+            configs.explain(kernel, None, 2048, 768, 2048, torch.bfloat16)
+
+
+def test_explain_of_a_training_kernel_says_where_the_patched_step_runs_unfused():
+    h100 = "NVIDIA H100 80GB HBM3"
+    _, why = configs.explain("dual_store", "", 2048, 18944, 3584, torch.bfloat16, gpu=h100)
+    assert "runs the block's own forward and PyTorch's backward instead" in why
+    _, why = configs.explain("dual_store", "", 1024, 18944, 3584, torch.bfloat16, gpu=h100)
+    assert "PyTorch's backward" not in why  # fewer tokens than the rule's

@@ -23,6 +23,8 @@ An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, p
 
 from __future__ import annotations
 
+import re
+
 DTYPES = ("bf16", "fp16")
 
 CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
@@ -262,12 +264,12 @@ def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
     if not at:
         return config, None
     raster, colon, swizzle = launch.partition(":")
-    if not (name and colon and all(p.isascii() and p.isdigit() for p in (raster, swizzle))):
+    if not (name and colon and all(re.fullmatch("[0-9]{1,2}", p) for p in (raster, swizzle))):
         raise ValueError(f"config must be a config name, optionally with its launch as <name>@<raster>:<swizzle>; "
-                         f"got config={config!r}")
+                         f"got config={config!r:.120}")
     if int(raster) not in RASTERS or int(swizzle) not in SWIZZLES:
         raise ValueError(f"config's launch must have raster in {RASTERS} (0 the kernel's order, 1 along M, 2 along "
-                         f"N) and swizzle in {SWIZZLES}; got config={config!r}")
+                         f"N) and swizzle in {SWIZZLES}; got config={config!r:.120}")
     return name, (int(raster), int(swizzle))
 
 

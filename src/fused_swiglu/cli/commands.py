@@ -70,7 +70,8 @@ def add_parsers(sub) -> None:
                    help="with --sustained or --families: seconds each launch runs back to back at the power cap "
                    f"(default {defaults.TUNE_SUSTAINED_SECONDS})")
     t.add_argument("--families", nargs="*", metavar="FAMILY",
-                   help="instead: time every config of the families chosen by a size band (fp8: the e4m3 kernels, "
+                   help="instead: time every config, in each launch the choice considers, of the families chosen by a "
+                   "size band (fp8: the e4m3 kernels, "
                    "by M; training: the store forward and dSwiGLU kernels, by H; or their names, e.g. dswiglu, "
                    "packed_fp8@promoted; none given: all) on --models (default: the seven Qwen2.5 shapes) at "
                    "--tokens (default " + " ".join(map(str, defaults.TUNE_FAMILY_TOKENS)) + " for fp8, "

@@ -820,10 +820,13 @@ def explain(
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         check_config(kernel, config, dtype)
-        if config:
-            return named_choice(config), "the call named it"
-        return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
-                             training_rule(kernel, K, dtype))
+        choice, why = ((named_choice(config), "the call named it") if config else
+                       family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
+                                     training_rule(kernel, K, dtype)))
+        if kernel != "dswiglu" and training_unfused(M, K, gpu, dtype):
+            why += ("; a patched block's call that autograd records at this size runs the block's own forward and "
+                    "PyTorch's backward instead (the GPU's training rule, fused_swiglu.configs.training_unfused)")
+        return choice, why
     check_config(kernel, config, dtype)
     if available is None:
         from .. import _lib
@@ -943,7 +946,10 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     training = kernel in TRAINING_KERNELS
     if config == "" or (not training and config in AUTO_CONFIG):
         return
-    name, _ = catalog.split_config(config)
+    name, launch = catalog.split_config(config)
+    if launch is not None and (name == "" or name in AUTO_CONFIG):
+        raise ValueError(f"config with a launch (<name>@<raster>:<swizzle>) must name a config, not the choice; "
+                         f"got config={config!r}")
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if not _names_kernel(name, kernel, suffix) or name not in _KNOWN_NAMES:
         autos = "or be ''" if training else "'' (the choice, fast accumulation) or 'promoted'"

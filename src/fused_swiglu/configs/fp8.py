@@ -76,8 +76,11 @@ def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, du
     family (fast only).
 
     Raises:
+        TypeError: config not a str.
         ValueError: a name outside the family, or a bad launch.
     """
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a str (an e4m3 config name, or '' for the choice); got {config!r}")
     name, launch = catalog.split_config(config)
     if launch is not None:
         if name in ("", "fast", "promoted"):

@@ -154,7 +154,8 @@ def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
         return "promoted" if accumulation == "promoted" else ""
     _check_config_type(config)
     if scaling != "block" and accumulation == "promoted":
-        if not (config == "promoted" or "_promote" in config):
+        name = config.partition("@")[0]  # a launch is checked with the name (fused_swiglu.catalog.split_config)
+        if not (name == "promoted" or "_promote" in name):
             raise ValueError(f"config={config!r} runs fast accumulation; got accumulation='promoted' (give the "
                              "config alone, or a promoted one)")
     return config

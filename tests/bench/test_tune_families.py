@@ -196,3 +196,14 @@ def test_a_family_with_no_legal_pick_is_left_out_and_the_others_written(monkeypa
     data = json.loads(paths[0].read_text())
     assert [e["kernel"] for e in data["families"]] == ["dswiglu"]
     assert any(line.startswith("packed_fp8: no config ran legally in every cell of any size") for line in said)
+
+
+def test_shapes_are_checked_by_the_families_asked_for_before_any_gpu_work():
+    from fused_swiglu.bench.shapes import MlpShape, check_family_shapes
+
+    odd_i = [MlpShape("4096x14344", 4096, 14344)]  # I a multiple of 8, not of 128
+    check_family_shapes(odd_i, [("dswiglu", "fast")])  # the training kernels take 16-byte rows
+    with pytest.raises(ValueError, match="takes H a multiple of 16 and I of 128"):
+        check_family_shapes(odd_i, [("dswiglu", "fast"), ("packed_fp8", "fast")])
+    with pytest.raises(ValueError, match="takes H a multiple of 8 and I of 8"):
+        check_family_shapes([MlpShape("4100x14340", 4100, 14340)], [("dual_store", "fast")])

@@ -78,7 +78,7 @@ def test_bench_e2e_ab_variants_are_refused_without_torch():
 
 
 # the options whose values the commands check before importing their benchmark (with the choices argparse checks)
-TORCH_FREE = {"--tokens", "--models", "--rep", "--warmup-ms", "--seconds", "--out", "--protocol", "--dtype",
+TORCH_FREE = {"--families", "--tokens", "--models", "--rep", "--warmup-ms", "--seconds", "--out", "--protocol", "--dtype",
               "--sustained", "--gpus", "--seed"}
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import catalog
+
 
 @dataclass(frozen=True)
 class MlpShape:
@@ -186,3 +188,19 @@ def find_fp8(names: list[str] | None) -> list[MlpShape]:
         return [own[n.lower()] if n.lower() in own else find([n])[0] for n in names]
     except ValueError as e:
         raise ValueError(f"{e}; or an FP8 checkpoint's shape: {', '.join(m.model for m in FP8_MODELS)}") from None
+
+
+def check_family_shapes(shapes, families) -> None:
+    """Whether ``families`` ((kernel, accumulation) pairs of tune --families) can be timed on ``shapes``
+    (:class:`MlpShape`): H a multiple of 16 and I of 128 (e4m3 y's 1 x 128 groups) where an e4m3 family is
+    among them, else H and I multiples of 8 (the 16-bit kernels' 16-byte rows).
+
+    Raises:
+        ValueError: a shape outside that, naming it and the rule.
+    """
+    e4m3 = any(catalog.BANDED_FAMILIES[kernel][0] == "M" for kernel, _ in families)
+    h, i, why = (16, 128, "the e4m3 kernels' rows and e4m3 y's 1 x 128 groups") if e4m3 else (8, 8, "16-byte rows")
+    for s in shapes:
+        if s.hidden_size % h or s.intermediate_size % i:
+            raise ValueError(f"{s.model}: tune --families takes H a multiple of {h} and I of {i} ({why}); "
+                             f"got H={s.hidden_size}, I={s.intermediate_size}")

@@ -31,7 +31,7 @@ import torch
 from .. import catalog, configs, fp8, tuning
 from .defaults import TUNE_FAMILY_TOKENS as FAMILY_TOKENS, TUNE_SUSTAINED_SECONDS
 from .defaults import TUNE_TRAINING_TOKENS as TRAINING_TOKENS
-from .shapes import MlpShape
+from .shapes import MlpShape, check_family_shapes
 
 
 def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int, int], bool] | None = None,
@@ -198,12 +198,9 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
 
     if reps < 1:
         raise ValueError(f"reps must be >= 1; got reps={reps}")
+    check_family_shapes(shapes, families)
     if device is None and not torch.cuda.is_available():
         raise RuntimeError("fused-swiglu tune needs a CUDA GPU")
-    for s in shapes:
-        if s.hidden_size % 16 or s.intermediate_size % 128:
-            raise ValueError(f"{s.model}: tune --families takes H a multiple of 16 and I of 128 (e4m3 y's groups); "
-                             f"got H={s.hidden_size}, I={s.intermediate_size}")
     device = device if device is not None else torch.device("cuda", torch.cuda.current_device())
     _, gpu, _ = _lib.target(device.index)
     stems = list(dict.fromkeys(tuning.file_name(gpu, d).removesuffix(".json")

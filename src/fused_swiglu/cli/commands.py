@@ -330,8 +330,11 @@ def tune(args, console) -> int:
     if args.families is not None and args.sustained:
         raise ValueError("--families and --sustained are two tunes: run one at a time")
     if args.families is not None:
+        from ..bench.shapes import check_family_shapes
+
         families = find_families(args.families)
         shapes, tokens = sweep_args(args, ())
+        check_family_shapes(shapes or list(MODELS), families)  # before the GPU check: a bad shape is bad input anywhere
     elif args.sustained:
         if args.rep != REP_DEFAULT:
             raise ValueError("--rep applies to the interleaved tune; tune --sustained times each launch for --seconds")

@@ -489,6 +489,7 @@ def test_an_unknown_protocol_is_a_usage_error(capsys):
     (["bench", "e2e-ab", "--modes", "training", "--train-len", "0"], "--train-len must be an integer >= 1; got 0"),
     (["bench", "e2e-ab", "--train-batch", "0"], "--train-batch must be an integer >= 1; got 0"),
     (["tune", "--families", "fp8", "--models", "4096x14344"], "tune --families takes H a multiple of 16 and I of 128"),
+    (["tune", "--families", "packed_fp8", "--models", "4104x14336"], "tune --families takes H a multiple of 16 and I of 8"),
     (["bench", "e2e-ab", "--rounds", "ten"], "argument --rounds: invalid int value: 'ten'"),
     (["bench", "e2e-ab", "--models", "Qwen9"], "--models: unknown model 'Qwen9' for the end-to-end benchmark; known: "
      "Qwen2.5-0.5B"),

@@ -251,6 +251,16 @@ def test_env_override_may_give_the_launch_and_a_bad_launch_is_ignored_with_a_war
     assert (choice.raster, choice.swizzle) == (1, 4) and why == "FUSED_SWIGLU_CONFIG names it"
 
 
+def test_explain_does_not_credit_an_override_whose_launch_was_ignored(monkeypatch):
+    monkeypatch.setattr(v, "_warned", set())
+    own = configs.select("packed", 8192, 18944, 3584, torch.bfloat16, ALL, gpu=H200)
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", own.name + "@7:8")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        choice, why = configs.explain("packed", "", 8192, 18944, 3584, torch.bfloat16, gpu=H200, available=ALL)
+    assert choice == own and "FUSED_SWIGLU_CONFIG" not in why
+
+
 def test_fallback_to_available_config_warns_once(monkeypatch):
     monkeypatch.setattr(v, "_warned", set())
     avail = frozenset({"dual_cooperative_128x256x64_1x1_bf16", "packed_pingpong_64x128x64_1x1_bf16",
@@ -678,7 +688,6 @@ def test_a_named_config_runs_with_the_launch_its_name_gives(kernel, name, dtype)
     ("packed_pingpong_128x192x64_2x1_bf16@1:8@1:8", "<name>@<raster>:<swizzle>"),
     ("@1:2", "<name>@<raster>:<swizzle>"),
     ("promoted@1:2", "must name a config, not the choice"),
-    ("@1:2", "<name>@<raster>:<swizzle>"),
     ("packed_pingpong_128x192x64_2x1_bf16@100:8", "<name>@<raster>:<swizzle>"),  # at most two digits
     ("dual_pingpong_128x128x64_1x1_bf16@1:2", "must name a packed kernel"),
 ])

@@ -7,7 +7,8 @@ folders, each holding the units ``fused-swiglu build`` wrote; every config found
 Each config library's cubins are taken out with ``cuobjdump -xelf all`` (``cuobjdump`` on PATH, or the
 ``CUOBJDUMP`` variable; ``nvdisasm`` is not needed) and their machine code compared section by section, by
 name: the code (``.text``), the constant banks, and the shared and global memory sections (contents, or the
-size of those without, and the section header's flags; its info field is a symbol index). Left out: the symbol and string tables (a
+size of those without, and the section header's flags; its info field is a symbol index), and each kernel's
+register count and stack sizes from the attributes (``.nv.info``), without the symbol indices they carry. Left out: the symbol and string tables (a
 kernel's name carries its template arguments, which a change of types may rename without changing an
 instruction), line tables and other debug sections (``FUSED_SWIGLU_LINEINFO`` builds add them), the
 toolkit note (nvcc's command line), and the attribute and relocation sections (they refer to symbols by
@@ -28,6 +29,8 @@ from pathlib import Path
 _NAMED = re.compile(r"\._Z\w+")  # a section name's kernel symbol
 _MACHINE_CODE = (".text.", ".nv.constant", ".nv.shared", ".nv.global")
 _NOBITS = 8
+_VALUE = 4  # an attribute's format: a payload of the given size
+_RESOURCES = {0x2F: "registers", 0x11: "frame size", 0x12: "min stack size", 0x23: "max stack size"}
 
 
 def cuobjdump() -> str:
@@ -47,11 +50,34 @@ def cubin_sections(data: bytes) -> dict[str, bytes]:
     out = {}
     for name_off, kind, flags, _, offset, size, *_ in headers:
         name = _NAMED.sub(".K", data[names + name_off:data.index(b"\0", names + name_off)].decode())
-        if not name.startswith(_MACHINE_CODE):
+        if name == ".nv.info":
+            name, body = "registers and stack", resources(data[offset:offset + size])
+        elif name.startswith(_MACHINE_CODE):
+            body = struct.pack("<Q", flags) + (b"nobits:%d" % size if kind == _NOBITS else data[offset:offset + size])
+        else:
             continue
-        body = b"nobits:%d" % size if kind == _NOBITS else data[offset:offset + size]
-        out[name] = struct.pack("<Q", flags) + body
+        key, n = name, 1
+        while key in out:  # a second kernel's section of the same name
+            n += 1
+            key = f"{name}#{n}"
+        out[key] = body
     return out
+
+
+def resources(info: bytes) -> bytes:
+    """The register counts and stack sizes of a cubin's ``.nv.info`` attributes (:data:`_RESOURCES`), each as
+    (attribute, value) without the kernel's symbol index, in order."""
+    out, i = [], 0
+    while i + 4 <= len(info):
+        fmt, attr = info[i], info[i + 1]
+        if fmt != _VALUE:
+            i += 4
+            continue
+        (size,) = struct.unpack_from("<H", info, i + 2)
+        if attr in _RESOURCES and size == 8:
+            out.append(struct.pack("<BI", attr, struct.unpack_from("<I", info, i + 8)[0]))
+        i += 4 + size
+    return b"".join(out)
 
 
 def sections(library: Path) -> list[dict[str, bytes]]:

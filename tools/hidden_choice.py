@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from fused_swiglu import configs, tuning
+from fused_swiglu import catalog, configs, env, tuning
 
 STAND_IN = "a Hopper GPU without tuned data"  # the name the hidden choice is made for
 
@@ -72,17 +72,18 @@ def compare(gpu: str, cells: dict, within: float) -> dict:
     if gpu == tuning.REFERENCE[0]:
         raise SystemExit(f"{gpu} is the reference GPU: its data is what a GPU without any takes; nothing to hide")
     others = Path(tempfile.mkdtemp())  # the package's files but the GPU's own
-    for path in tuning.PACKAGE_DIR.glob("*.json"):
-        if not path.name.startswith(tuning.gpu_slug(gpu) + "_"):
-            shutil.copy(path, others)
-    tuning.reported = lambda name: reports if name == STAND_IN else own(name)
-    tuning.clear()
     try:
+        env.set_config_names("")  # no FUSED_SWIGLU_CONFIG override in either choice
+        for path in tuning.PACKAGE_DIR.glob("*.json"):
+            if not path.name.startswith(tuning.gpu_slug(gpu) + "_"):
+                shutil.copy(path, others)
+        tuning.reported = lambda name: reports if name == STAND_IN else own(name)
         tuning._dirs = lambda: [others]
         hidden_from = tuning.load(STAND_IN, "bf16")
         out = {"gpu": gpu, "reports": vars(reports), "hidden_takes": hidden_from.matched or (
             f"the reference GPU's costs scaled to {gpu}'s reports" if hidden_from.scaled_to else "the reference GPU's"),
                "within": within, "kernels": {}}
+        every = frozenset(catalog.names())  # every config compiled, without loading a library
         for kernel in ("packed", "dual"):
             rows, untimed = [], []
             for (model, H, I, M), launches in sorted(cells.items()):
@@ -90,7 +91,8 @@ def compare(gpu: str, cells: dict, within: float) -> dict:
                 for who, name in (("tuned", gpu), ("hidden", STAND_IN)):
                     tuning._dirs = dirs if who == "tuned" else (lambda: [others])
                     tuning.clear()
-                    picks[who] = launch_of(configs.select(kernel, M, I, H, torch.bfloat16, gpu=name))
+                    picks[who] = launch_of(configs.select(kernel, M, I, H, torch.bfloat16, every, num_sms=reports.num_sms,
+                                                          gpu=name))
                 times = {who: launches.get(key) for who, key in picks.items()}
                 if not all(times.values()):
                     untimed.append({"model": model, "tokens": M, **picks})
@@ -108,6 +110,7 @@ def compare(gpu: str, cells: dict, within: float) -> dict:
         return out
     finally:
         tuning.reported, tuning._dirs = own, dirs
+        env.set_config_names(None)
         tuning.clear()
         shutil.rmtree(others, ignore_errors=True)
 

@@ -257,9 +257,12 @@ def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
     the name itself with no launch given (the config's default, raster 0 and swizzle 1).
 
     Raises:
+        TypeError: config not a str.
         ValueError: a ``@`` not followed by ``<raster>:<swizzle>``, or a raster or swizzle outside its values,
             naming the rule.
     """
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a str (a config name, optionally <name>@<raster>:<swizzle>); got {config!r}")
     name, at, launch = config.partition("@")
     if not at:
         return config, None

@@ -281,11 +281,13 @@ def split_launch_key(key: str) -> tuple[str, int, int]:
     Raises:
         ValueError: not of the form ``<config>@<raster>:<swizzle>``.
     """
-    config, sep, launch = key.partition("@")
-    raster, sep2, swizzle = launch.partition(":")
-    if not (config and sep and sep2 and raster.isdigit() and swizzle.isdigit()):
+    try:
+        config, launch = catalog.split_config(key)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"a launch key is <config>@<raster>:<swizzle>; got {key!r} ({e})") from None
+    if launch is None:
         raise ValueError(f"a launch key is <config>@<raster>:<swizzle>; got {key!r}")
-    return config, int(raster), int(swizzle)
+    return config, *launch
 
 
 def gpu_slug(gpu: str) -> str:

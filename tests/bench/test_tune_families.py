@@ -107,7 +107,7 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
     from fused_swiglu.bench.shapes import MlpShape
 
     # a launch other than the default is timed from M = 256 on (along M) and may be picked: a tie at M = 1024
-    # goes to the first key, 128 x 192 along M here
+    # goes to the key first in sort order, 128 x 192 along M here
     fast = {"packed_fp8_pingpong_64x128x128_1x1_e4m3", "packed_fp8_pingpong_128x192x128_1x1_e4m3@1:1",
             "dswiglu_pingpong_128x128x64_1x1_bf16", "packed_store_pingpong_128x192x64_1x1_bf16"}
     seen = []
@@ -203,7 +203,10 @@ def test_shapes_are_checked_by_the_families_asked_for_before_any_gpu_work():
 
     odd_i = [MlpShape("4096x14344", 4096, 14344)]  # I a multiple of 8, not of 128
     check_family_shapes(odd_i, [("dswiglu", "fast")])  # the training kernels take 16-byte rows
+    check_family_shapes(odd_i, [("dswiglu", "fast"), ("packed_fp8", "fast")])  # e4m3: H of 16, I of 8
     with pytest.raises(ValueError, match="takes H a multiple of 16 and I of 128"):
-        check_family_shapes(odd_i, [("dswiglu", "fast"), ("packed_fp8", "fast")])
+        check_family_shapes(odd_i, [("dswiglu", "fast"), ("packed_fp8_e4m3out", "fast")])
+    with pytest.raises(ValueError, match="takes H a multiple of 16 and I of 8"):
+        check_family_shapes([MlpShape("4104x14336", 4104, 14336)], [("packed_fp8", "fast")])
     with pytest.raises(ValueError, match="takes H a multiple of 8 and I of 8"):
         check_family_shapes([MlpShape("4100x14340", 4100, 14340)], [("dual_store", "fast")])

@@ -1,4 +1,4 @@
-"""tools/hidden_choice.py on the CPU, on a committed H100 sweep: both choices made, the hidden one from the
+"""tools/hidden_choice.py on the CPU, on the committed H100 sweeps: both choices made, the hidden one from the
 reference GPU's costs scaled to the H100's reports, priced by the sweep, and the tuned data restored after."""
 
 import json
@@ -12,19 +12,21 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def test_the_hidden_choice_takes_scaled_reference_costs_and_is_priced_by_the_sweep(load_tool, tmp_path):
     tool = load_tool("hidden_choice")
-    sweep = tuning.PACKAGE_DIR.parents[2] / "docs" / "results" / "h100" / "launch_sweep_coop256.json"
-    gpu, cells = tool.cells_of([sweep])
-    assert gpu == H100 and len(cells) == 75  # 15 shapes x 5 token counts
+    sweeps = sorted((tuning.PACKAGE_DIR.parents[2] / "docs" / "results" / "h100").glob("launch_sweep*.json"))
+    gpu, cells = tool.cells_of(sweeps)
+    assert gpu == H100 and len(cells) == 105  # 15 shapes x 7 token counts (1000 to 12000)
     result = tool.compare(gpu, cells, 0.05)
     assert result["hidden_takes"].startswith("the reference GPU's costs scaled to")
     for kernel in ("packed", "dual"):
         k = result["kernels"][kernel]
         assert k["rows"] and len(k["rows"]) + len(k["untimed"]) == len(cells)
-        for r in k["rows"]:
-            assert r["hidden_over_tuned"] == r["hidden_over_cublas"] / r["tuned_over_cublas"] > 0
-            if r["hidden"] == r["tuned"]:  # one launch: one time
-                assert r["hidden_over_tuned"] == 1.0
-        assert k["worse"] == [r for r in k["rows"] if r["hidden_over_tuned"] > 1.05]
+        assert all(r["tuned_over_cublas"] > 0 and r["hidden_over_cublas"] > 0 for r in k["rows"])
+    # what this sweep shows (perf-notes 105): the packed kernel's hidden choice keeps within 5 %, the dual
+    # kernel's does not (the reference data prices the H100's Cooperative 256-row tile as the 128-row one)
+    assert result["kernels"]["packed"]["worse"] == []
+    dual = result["kernels"]["dual"]
+    cooperative = [r for r in dual["worse"] if r["tuned"].startswith("dual_cooperative_256x128")]
+    assert dual["worse"] and len(cooperative) > len(dual["worse"]) // 2
     # the tuned data is the package's again, and the stand-in reports nothing outside the tool
     assert tuning.load(H100, "bf16").source == tuning.PACKAGE_DIR / tuning.file_name(H100, "bf16")
     assert tuning.reported(tool.STAND_IN) is None

@@ -192,14 +192,17 @@ def find_fp8(names: list[str] | None) -> list[MlpShape]:
 
 def check_family_shapes(shapes, families) -> None:
     """Whether ``families`` ((kernel, accumulation) pairs of tune --families) can be timed on ``shapes``
-    (:class:`MlpShape`): H a multiple of 16 and I of 128 (e4m3 y's 1 x 128 groups) where an e4m3 family is
-    among them, else H and I multiples of 8 (the 16-bit kernels' 16-byte rows).
+    (:class:`MlpShape`): H and I multiples of 8 (16-byte rows), H of 16 for the e4m3 kernels (their k-tiles
+    of 16 bytes), and I of 128 for e4m3 y (``packed_fp8_e4m3out``: whole 1 x 128 scale groups, as the tune's
+    inputs are made).
 
     Raises:
         ValueError: a shape outside that, naming it and the rule.
     """
     e4m3 = any(catalog.BANDED_FAMILIES[kernel][0] == "M" for kernel, _ in families)
-    h, i, why = (16, 128, "the e4m3 kernels' rows and e4m3 y's 1 x 128 groups") if e4m3 else (8, 8, "16-byte rows")
+    e4m3_out = any(kernel == "packed_fp8_e4m3out" for kernel, _ in families)
+    h, i = (16 if e4m3 else 8), (128 if e4m3_out else 8)
+    why = "e4m3 y's 1 x 128 groups" if e4m3_out else "the e4m3 kernels' rows" if e4m3 else "16-byte rows"
     for s in shapes:
         if s.hidden_size % h or s.intermediate_size % i:
             raise ValueError(f"{s.model}: tune --families takes H a multiple of {h} and I of {i} ({why}); "

@@ -191,7 +191,7 @@ def run_families(shapes: Sequence[MlpShape], families: Sequence[tuple[str, str]]
 
     Raises:
         RuntimeError: no CUDA device, or another tune holds this GPU's files. ValueError: reps below 1, a shape
-            whose sizes a family cannot take (H and I multiples of 16, I of 128 for e4m3 y).
+            whose sizes a family cannot take (:func:`fused_swiglu.bench.shapes.check_family_shapes`).
     """
     from .. import _lib, _version
     from .tune import Progress, exclusive

@@ -411,10 +411,10 @@ def select(
     """Choose the config for one problem on GPU ``gpu`` (device name; "" for none) of ``num_sms`` SMs.
 
     Order: the first ``FUSED_SWIGLU_CONFIG`` name that is in ``available`` (default: the loaded
-    library's configs) and is of this kernel, dtype and accumulation (launched with the chosen
-    rasterisation and swizzle if it is the choice's own config, else the defaults); else
-    :func:`choose_config`'s choice. Override names that are not in ``available`` are ignored with one
-    warning each. If the chosen name is not in ``available``, any available config of the same
+    library's configs) and is of this kernel, dtype and accumulation (launched as the override gives it,
+    ``<name>@<raster>:<swizzle>``, else with the chosen rasterisation and swizzle if it is the choice's own
+    config, else the defaults); else :func:`choose_config`'s choice. Override names that are not in
+    ``available``, and malformed launches, are ignored with one warning each. If the chosen name is not in ``available``, any available config of the same
     kernel, dtype and accumulation is used instead, with one warning.
 
     Args:
@@ -581,16 +581,21 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
     if band is None:
         return Choice(rule[0]), rule[1]
     by = catalog.BANDED_FAMILIES[kernel][0]
-    config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
-    if not serves(config, M, N, smem_limit, tuning.load(gpu, dtype).smem_bytes):
-        return Choice(rule[0]), (f"{rule[1]}: the tuned band's {band.config} raster {band.raster} swizzle "
-                                 f"{band.swizzle} is not legal for M = {M}, I = {N} (cluster fill, swizzle padding, "
-                                 "shared memory or swap-AB token tiles)")
     name = catalog.library_name(kernel, band.config, dtype)
     below = max((b.up_to for b in bands.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
                 default=0)
     bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
-    return Choice(name, band.raster, band.swizzle), f"the tuned {kernel} band for {bound} ({bands.source})"
+    why = f"the tuned {kernel} band for {bound} ({bands.source})"
+    smem = tuning.load(gpu, dtype).smem_bytes
+    illegal = (f"the tuned band's {band.config} raster {band.raster} swizzle {band.swizzle} is not legal for M = {M}, "
+               f"I = {N} (cluster fill, swizzle padding, shared memory or swap-AB token tiles)")
+    config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
+    if serves(config, M, N, smem_limit, smem):
+        return Choice(name, band.raster, band.swizzle), why
+    if (band.raster, band.swizzle) != (0, 1) and serves(dataclasses.replace(config, raster=0, swizzle=1), M, N,
+                                                        smem_limit, smem):
+        return Choice(name), f"{why}, launched with raster 0 and swizzle 1: {illegal}"
+    return Choice(rule[0]), f"{rule[1]}: {illegal}"
 
 
 # The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.configs.fp8.resolve that
@@ -746,8 +751,10 @@ def resolve(
     ``""`` = :func:`training_choice`, else a config name as is.
 
     Raises:
+        TypeError: config not a str.
         ValueError: a config name of another kernel (a packed config reads 2I weight rows, a dual
-            config two I-row weights, a store config also writes g and u), or of another dtype.
+            config two I-row weights, a store config also writes g and u), or of another dtype, or a
+            malformed launch (:func:`fused_swiglu.catalog.split_config`).
     """
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)[0]
@@ -838,6 +845,17 @@ def explain(
     return choice, why
 
 
+def _override_names() -> set[str]:
+    """The config names of the overrides :func:`select` takes (those whose launch, if any, is well formed)."""
+    names = set()
+    for n in env.config_override():
+        try:
+            names.add(catalog.split_config(n)[0])
+        except ValueError:
+            pass  # select warns and ignores it
+    return names
+
+
 def _explain(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None, available: frozenset[str] | None = None,
@@ -848,7 +866,7 @@ def _explain(
     accumulation = AUTO_CONFIG[config]
     choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
     picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
-    if choice.name in {n.partition("@")[0] for n in env.config_override()}:
+    if choice.name in _override_names():
         return choice, f"{env.config_override_origin()} names it"
     if choice.name != picked.name(dtype):
         return choice, (f"the choice, {picked.name(dtype)}, is not in the kernel library; the first available "
@@ -896,8 +914,8 @@ def _explain(
 
 
 def set_config_override(names: str | None) -> None:
-    """Override the choice in this process with ``names`` (comma-separated config names, as
-    ``FUSED_SWIGLU_CONFIG``; ``""`` for none) instead of the variable's, or return to the variable with
+    """Override the choice in this process with ``names`` (comma-separated config names, each optionally
+    with its launch as ``<name>@<raster>:<swizzle>``, as ``FUSED_SWIGLU_CONFIG``; ``""`` for none) instead of the variable's, or return to the variable with
     None; the operators' launch plans made before are dropped, so the next call of each problem chooses
     again (``FUSED_SWIGLU_CONFIG`` itself is read only when a plan is made).
 

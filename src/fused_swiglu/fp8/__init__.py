@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import catalog
 from .._validate import check_choice
 from ..configs.fp8 import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
@@ -154,7 +155,7 @@ def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
         return "promoted" if accumulation == "promoted" else ""
     _check_config_type(config)
     if scaling != "block" and accumulation == "promoted":
-        name = config.partition("@")[0]  # a launch is checked with the name (fused_swiglu.catalog.split_config)
+        name = catalog.split_config(config)[0]
         if not (name == "promoted" or "_promote" in name):
             raise ValueError(f"config={config!r} runs fast accumulation; got accumulation='promoted' (give the "
                              "config alone, or a promoted one)")

@@ -13,7 +13,8 @@ of its ratios). Prints each kernel's cells where the hidden choice is slower tha
 ``--within`` (default 5 %), the geometric mean of hidden / tuned, and the cells where a chosen launch was not
 timed (no verdict there).
 
-Usage: ``python3 tools/hidden_choice.py docs/results/h100/launch_sweep*.json [--out hidden.json]``.
+Usage: ``python3 tools/hidden_choice.py docs/results/h100/launch_sweep*.json [--out hidden.json]`` (``--out``:
+``{"meta": {..., "summary": per kernel}, "rows": one per kernel and cell}``).
 """
 from __future__ import annotations
 
@@ -132,8 +133,12 @@ def main() -> None:
         for r in k["worse"]:
             print(f"  {r['model']} M={r['tokens']}: {r['hidden']} {r['hidden_over_tuned']:.3f}x the time of "
                   f"{r['tuned']}")
-    if a.out:
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
+    if a.out:  # a results file: meta and one row per kernel and cell (untimed cells without times)
+        rows = [{"kernel": kernel, **r} for kernel, k in result["kernels"].items() for r in k["rows"] + k["untimed"]]
+        meta = {key: value for key, value in result.items() if key != "kernels"}
+        meta["summary"] = {kernel: {"geomean": k["geomean"], "worse": len(k["worse"]), "same_launch": k["same_launch"],
+                                    "untimed": len(k["untimed"])} for kernel, k in result["kernels"].items()}
+        a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
         print(f"wrote {a.out}")
 
 

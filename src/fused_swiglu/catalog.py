@@ -258,8 +258,8 @@ def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
 
     Raises:
         TypeError: config not a str.
-        ValueError: a ``@`` not followed by ``<raster>:<swizzle>``, or a raster or swizzle outside its values,
-            naming the rule.
+        ValueError: a ``@`` not followed by ``<raster>:<swizzle>``, a launch given to the choice (``"fast"`` or
+            ``"promoted"``) instead of a config name, or a raster or swizzle outside its values, naming the rule.
     """
     if not isinstance(config, str):
         raise TypeError(f"config must be a str (a config name, optionally <name>@<raster>:<swizzle>); got {config!r}")
@@ -269,6 +269,9 @@ def split_config(config: str) -> tuple[str, tuple[int, int] | None]:
     raster, colon, swizzle = launch.partition(":")
     if not (name and colon and all(re.fullmatch("[0-9]{1,2}", p) for p in (raster, swizzle))):
         raise ValueError(f"config must be a config name, optionally with its launch as <name>@<raster>:<swizzle>; "
+                         f"got config={config!r:.120}")
+    if name in ("fast", "promoted"):
+        raise ValueError(f"config with a launch (<name>@<raster>:<swizzle>) must name a config, not the choice; "
                          f"got config={config!r:.120}")
     if int(raster) not in RASTERS or int(swizzle) not in SWIZZLES:
         raise ValueError(f"config's launch must have raster in {RASTERS} (0 the kernel's order, 1 along M, 2 along "

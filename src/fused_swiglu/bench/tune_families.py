@@ -19,7 +19,6 @@ same pick make one band (:func:`bands_from`), written into the GPU's bands file,
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -82,11 +81,7 @@ def launch_names(name: str, M: int, N: int) -> list[str]:
 def legal_at(name: str, M: int, N: int) -> bool:
     """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`), or a launch of it
     (``<name>@<raster>:<swizzle>``), may serve M tokens and N = I."""
-    base, launch = catalog.split_config(name)
-    config = configs.banded_config(base)
-    if launch is not None:
-        config = dataclasses.replace(config, raster=launch[0], swizzle=launch[1])
-    return configs.serves(config, M, N)
+    return configs.serves(configs.banded_config(name), M, N)
 
 
 @dataclass(frozen=True)

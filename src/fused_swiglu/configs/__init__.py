@@ -465,6 +465,18 @@ def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
     return name.startswith(kernel + "_") and not name.startswith(kernel + "_store_") and name.endswith(suffix)
 
 
+def _parsed_overrides(overrides) -> list[tuple[str, str, tuple[int, int] | None]]:
+    """(as given, config name, launch or None) of each override name
+    (:func:`fused_swiglu.catalog.split_config`); a malformed one is left out, with one warning."""
+    out = []
+    for n in overrides:
+        try:
+            out.append((n, *catalog.split_config(n)))
+        except ValueError as e:
+            warn_once(f"override:{n}", f"fused_swiglu: {env.config_override_origin()}: {e}; it is ignored.")
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms, gpu, smem_limit) -> Choice:
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
@@ -478,12 +490,7 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
     cfg = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
     chosen_name = cfg.name(dtype)
     wanted = []
-    for n in overrides:
-        try:
-            name, launch = catalog.split_config(n)
-        except ValueError as e:
-            warn_once(f"override:{n}", f"fused_swiglu: {env.config_override_origin()}: {e}; it is ignored.")
-            continue
+    for n, name, launch in _parsed_overrides(overrides):
         if name not in available:
             warn_once(
                 f"override:{n}",
@@ -555,12 +562,15 @@ _BANDED = {name: _from_entry(e) for family in catalog.BANDED_FAMILIES for name, 
 
 def banded_config(name: str) -> KernelConfig:
     """The :class:`KernelConfig` of a banded family's config as its tuned bands name it
-    (:func:`fused_swiglu.catalog.banded_names`), raster 0 and swizzle 1.
+    (:func:`fused_swiglu.catalog.banded_names`), with raster 0 and swizzle 1, or with the launch given as
+    ``<name>@<raster>:<swizzle>`` (:func:`fused_swiglu.catalog.split_config`).
 
     Raises:
-        KeyError: no banded family compiles ``name``.
+        KeyError: no banded family compiles ``name``. ValueError: a malformed launch.
     """
-    return _BANDED[name]
+    base, launch = catalog.split_config(name)
+    return _BANDED[base] if launch is None else dataclasses.replace(_BANDED[base], raster=launch[0],
+                                                                     swizzle=launch[1])
 
 
 def serves(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
@@ -845,17 +855,6 @@ def explain(
     return choice, why
 
 
-def _override_names() -> set[str]:
-    """The config names of the overrides :func:`select` takes (those whose launch, if any, is well formed)."""
-    names = set()
-    for n in env.config_override():
-        try:
-            names.add(catalog.split_config(n)[0])
-        except ValueError:
-            pass  # select warns and ignores it
-    return names
-
-
 def _explain(
     kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int = NUM_SMS, gpu: str = "",
     smem_limit: int | None = None, available: frozenset[str] | None = None,
@@ -866,7 +865,7 @@ def _explain(
     accumulation = AUTO_CONFIG[config]
     choice = select(kernel, M, N, K, dtype, available, accumulation, num_sms, gpu, smem_limit)
     picked = choose_config(kernel, M, N, K, accumulation, num_sms, gpu, dtype, smem_limit)
-    if choice.name in _override_names():
+    if choice.name in {name for _, name, _ in _parsed_overrides(env.config_override())}:
         return choice, f"{env.config_override_origin()} names it"
     if choice.name != picked.name(dtype):
         return choice, (f"the choice, {picked.name(dtype)}, is not in the kernel library; the first available "
@@ -964,10 +963,7 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
     training = kernel in TRAINING_KERNELS
     if config == "" or (not training and config in AUTO_CONFIG):
         return
-    name, launch = catalog.split_config(config)
-    if launch is not None and (name == "" or name in AUTO_CONFIG):
-        raise ValueError(f"config with a launch (<name>@<raster>:<swizzle>) must name a config, not the choice; "
-                         f"got config={config!r}")
+    name, _ = catalog.split_config(config)
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     if not _names_kernel(name, kernel, suffix) or name not in _KNOWN_NAMES:
         autos = "or be ''" if training else "'' (the choice, fast accumulation) or 'promoted'"

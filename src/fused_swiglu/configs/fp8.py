@@ -79,13 +79,8 @@ def resolve(config: str, M: int, e4m3_out: bool = False, block: bool = False, du
         TypeError: config not a str.
         ValueError: a name outside the family, or a bad launch.
     """
-    if not isinstance(config, str):
-        raise TypeError(f"config must be a str (an e4m3 config name, or '' for the choice); got {config!r}")
     name, launch = catalog.split_config(config)
     if launch is not None:
-        if name in ("", "fast", "promoted"):
-            raise ValueError(f"config with a launch (<name>@<raster>:<swizzle>) must name a config, not the choice; "
-                             f"got config={config!r}")
         return resolve(name, M, e4m3_out, block, dual)
     if dual:
         return choose_dual_config(M) if config in ("", "fast") else _in_family(

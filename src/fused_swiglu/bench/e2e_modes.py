@@ -349,8 +349,9 @@ def _peak_gib(fn: Callable[[], object], device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2**30
 
 
-def training(model, s: Settings) -> dict:
-    ids = prompt(model, s.train_batch, s.train_len, s.seed, s.device)
+def training_step(model, ids: torch.Tensor) -> tuple[Callable[[], None], list[torch.nn.Parameter]]:
+    """One training step of ``model`` on token ids ``ids`` (forward with ``labels`` = ids, the causal-LM loss,
+    then ``loss.backward()``, every gradient set to None first), and the parameters it sets gradients of."""
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step():
@@ -358,6 +359,11 @@ def training(model, s: Settings) -> dict:
             p.grad = None
         model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
 
+    return step, params
+
+
+def training(model, s: Settings) -> dict:
+    step, params = training_step(model, prompt(model, s.train_batch, s.train_len, s.seed, s.device))
     was_training = model.training
     model.train()
     try:

@@ -107,26 +107,21 @@ def make_call(family: str, config: str | None, M: int, H: int, I: int, device):
 
 
 def graph_median_ms(fn, flush, seconds: float) -> float:
-    """``fn`` captured in a CUDA graph (after warm-up calls on a side stream), replayed back to back for
-    ``seconds`` with ``flush`` zeroed before each replay; the median of the replays' CUDA-event times, ms."""
+    """``fn`` captured in a CUDA graph (the version's own ``bench.timing.as_graph_replays``, which both sides
+    have), replayed back to back for ``seconds`` with ``flush`` zeroed before each replay; the median of the
+    replays' CUDA-event times, ms."""
     import torch
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    from fused_swiglu.bench import timing
+
+    replay = timing.as_graph_replays({"fn": [fn]}, torch.device("cuda", torch.cuda.current_device()))["fn"][0]
     events = []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end or len(events) < 10:
         flush.zero_()
         begin, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
-        graph.replay()
+        replay()
         done.record()
         events.append((begin, done))
         if len(events) % 32 == 0:

@@ -22,8 +22,18 @@ the time per call is the Python, dispatcher and launch time of the call. Methods
   rows say so (``us_per_call`` None).
 
 Protocol, all under ``torch.no_grad()``: per method ``warmup`` calls and a synchronize; then, per
-repeat, for each method (the order rotating every repeat): ``n`` calls back to back, one
-synchronize at the end, us/call = wall time / ``n``. Reported: the median over ``repeats``.
+repeat, for each method (the order rotating every repeat):
+
+* host time: after a synchronize, ``queued`` calls back to back, timed until the last call returns
+  (before any synchronize), us/call = that wall time / ``queued``. This is the CPU's time per call
+  (Python, dispatcher, checks, allocation and launch) whether or not the GPU keeps up, as long as
+  the launch queue does not fill: ``queued`` (default 100) stays well below its depth.
+* throughput: ``n`` calls back to back, one synchronize at the end, us/call = wall time / ``n``:
+  the larger of the host time and the GPU time per call.
+
+Reported: the medians over ``repeats`` (``host_us``, ``us_per_call``). Where the throughput exceeds
+the host time by more than 10 %, the GPU bounds a stream of calls (``bound`` = ``"gpu"``), and the
+ratios, taken on host time, say nothing about that method's GPU time.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ RATIOS = (("swiglu", "torch_mm"), ("swiglu_packed", "torch_mm"), ("fp8_packed", 
           ("fp8_dynamic", "torch_mm"), ("dual_store", "torch_mm"), ("dswiglu", "torch_mm"), ("mlp_fused", "mlp_stock"))
 DTYPES = configs.DTYPE_OF_SUFFIX
 SHAPE = (1, 896, 4864)  # M, H, I: one token through Qwen2.5-0.5B's MLP
+GPU_BOUND = 1.1  # throughput / host time above which a stream of calls is bound by the GPU
 
 
 def _qwen2_mlp(H: int, I: int, dtype: torch.dtype, device: torch.device):
@@ -131,6 +142,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def host_us(fn: Callable[[], object], queued: int, device: torch.device) -> float:
+    """``queued`` calls of ``fn`` back to back after a synchronize, timed until the last returns (no
+    synchronize inside the timing): the host's microseconds per call."""
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(queued):
+        fn()
+    elapsed = time.perf_counter() - start
+    _sync(device)
+    return elapsed / queued * 1e6
+
+
 def per_call_us(fn: Callable[[], object], n: int, device: torch.device) -> float:
     """``n`` calls of ``fn`` back to back, one synchronize at the end: microseconds per call."""
     _sync(device)
@@ -142,15 +165,17 @@ def per_call_us(fn: Callable[[], object], n: int, device: torch.device) -> float
 
 
 def measure(device: str | torch.device = "cuda", backend: str = "auto", dtype: str = "bf16", n: int = 2000,
-            repeats: int = 5, warmup: int = 50, shape: tuple[int, int, int] = SHAPE) -> list[dict]:
-    """Rows ``{"method", "us_per_call", "samples_us", ...}`` in :data:`METHODS` order, by the
-    protocol above; a method that cannot run here has ``us_per_call`` None and ``skipped``.
+            repeats: int = 5, warmup: int = 50, shape: tuple[int, int, int] = SHAPE, queued: int = 100) -> list[dict]:
+    """Rows ``{"method", "host_us", "us_per_call", "bound", "samples_us", "host_samples_us", ...}`` in
+    :data:`METHODS` order, by the protocol above (microseconds per call); a method that cannot run
+    here has ``host_us`` and ``us_per_call`` None and ``skipped``.
 
     Raises:
-        ValueError: ``n``, ``repeats`` or a size below 1, ``warmup`` below 0, or an unknown dtype.
+        ValueError: ``n``, ``queued``, ``repeats`` or a size below 1, ``warmup`` below 0, or an unknown
+            dtype.
     """
     M, H, I = shape
-    for name, value, low in (("n", n, 1), ("repeats", repeats, 1), ("warmup", warmup, 0),
+    for name, value, low in (("n", n, 1), ("queued", queued, 1), ("repeats", repeats, 1), ("warmup", warmup, 0),
                              ("M", M, 1), ("H", H, 1), ("I", I, 1)):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
@@ -158,6 +183,7 @@ def measure(device: str | torch.device = "cuda", backend: str = "auto", dtype: s
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     device = torch.device(device)
     samples: dict[str, list[float]] = {}
+    host_samples: dict[str, list[float]] = {}
     with torch.no_grad():
         calls, setup, skipped = build_calls(M, H, I, DTYPES[dtype], device, backend)
         names = [m for m in METHODS if m in calls]
@@ -166,25 +192,30 @@ def measure(device: str | torch.device = "cuda", backend: str = "auto", dtype: s
             for _ in range(warmup):
                 calls[name]()
             _sync(device)
-            samples[name] = []
+            samples[name], host_samples[name] = [], []
         for rep in range(repeats):
             for name in names[rep % len(names):] + names[: rep % len(names)]:
                 setup.get(name, lambda: None)()
+                host_samples[name].append(host_us(calls[name], queued, device))
                 samples[name].append(per_call_us(calls[name], n, device))
         setup.get("mlp_stock", lambda: None)()
     rows = []
     for method in METHODS:
         if method in samples:
-            rows.append({"method": method, "us_per_call": statistics.median(samples[method]),
-                         "samples_us": samples[method], "n": n, "repeats": repeats})
+            host, through = statistics.median(host_samples[method]), statistics.median(samples[method])
+            rows.append({"method": method, "host_us": host, "us_per_call": through,
+                         "bound": "gpu" if through > GPU_BOUND * host else "host",
+                         "host_samples_us": host_samples[method], "samples_us": samples[method],
+                         "n": n, "queued": queued, "repeats": repeats})
         else:
-            rows.append({"method": method, "us_per_call": None, "skipped": skipped[method]})
+            rows.append({"method": method, "host_us": None, "us_per_call": None, "skipped": skipped[method]})
     return rows
 
 
 def ratios(rows: list[dict]) -> dict[str, float | None]:
-    """``"a/b"`` -> a's us/call / b's for :data:`RATIOS` (None where one is missing)."""
-    us = {r["method"]: r["us_per_call"] for r in rows}
+    """``"a/b"`` -> a's host time per call / b's for :data:`RATIOS` (None where one is missing). Rows of
+    files written before host time was taken apart (no ``host_us``) give their throughput's ratios."""
+    us = {r["method"]: r.get("host_us", r["us_per_call"]) for r in rows}
     return {f"{a}/{b}": (us[a] / us[b] if us.get(a) and us.get(b) else None) for a, b in RATIOS}
 
 
@@ -193,16 +224,20 @@ def table(rows: list[dict], shape: tuple[int, int, int] = SHAPE):
 
     M, H, I = shape
     t = Table(title=f"Host time per call (M = {M}, H = {H}, I = {I})", min_width=64,
-              caption="median of repeats; each: n calls back to back, one synchronize")
-    for col in ("method", "us / call", "note"):
-        t.add_column(col, justify="right" if col == "us / call" else "left")
+              caption="median of repeats; host: calls queued, timed until the last returns; "
+                      "throughput: n calls back to back, one synchronize")
+    for col in ("method", "host us / call", "throughput us / call", "bound", "note"):
+        t.add_column(col, justify="right" if "us" in col else "left")
     for r in rows:
-        t.add_row(r["method"], "-" if r["us_per_call"] is None else f"{r['us_per_call']:.1f}", r.get("skipped", ""))
+        def cell(key: str) -> str:
+            return "-" if r.get(key) is None else f"{r[key]:.1f}"
+        t.add_row(r["method"], cell("host_us"), cell("us_per_call"), r.get("bound", ""), r.get("skipped", ""))
     return t
 
 
 def run_host_time(console, out: Path | None = None, device: str | torch.device = "cuda", backend: str = "auto",
-                  dtype: str = "bf16", n: int = 2000, repeats: int = 5, shape: tuple[int, int, int] = SHAPE) -> dict:
+                  dtype: str = "bf16", n: int = 2000, repeats: int = 5, shape: tuple[int, int, int] = SHAPE,
+                  queued: int = 100) -> dict:
     """Measure (:func:`measure`), print the table and the ratios, and with ``out`` write
     ``{"meta", "rows", "ratios"}`` as JSON there. Returns that dict.
 
@@ -214,11 +249,11 @@ def run_host_time(console, out: Path | None = None, device: str | torch.device =
     if out is not None:
         out = report.check_out_path(out)
     device = torch.device(device)
-    rows = measure(device, backend, dtype, n, repeats, shape=shape)
+    rows = measure(device, backend, dtype, n, repeats, shape=shape, queued=queued)
     r = ratios(rows)
     console.print(table(rows, shape))
     for name, value in r.items():
-        console.print(f"{name}: {'-' if value is None else f'{value:.2f}'}")
+        console.print(f"{name} (host time): {'-' if value is None else f'{value:.2f}'}")
     meta = report.machine_meta(device if device.type == "cuda" else None)
     try:
         import transformers
@@ -228,8 +263,11 @@ def run_host_time(console, out: Path | None = None, device: str | torch.device =
         meta["transformers_version"] = None
     meta.update({"device": str(device), "backend": backend, "dtype": dtype, "n": n, "repeats": repeats,
                  "tokens": shape[0], "hidden_size": shape[1], "intermediate_size": shape[2],
-                 "protocol": "n calls back to back, one synchronize, us/call = wall / n; median of repeats; "
-                             "methods rotating between repeats; torch.no_grad()"})
+                 "queued": queued,
+                 "protocol": "host_us: `queued` calls after a synchronize, timed until the last returns, "
+                             "us/call = wall / queued; us_per_call: n calls back to back, one synchronize, "
+                             "us/call = wall / n; medians of repeats; methods rotating between repeats; "
+                             "ratios on host_us; torch.no_grad()"})
     results = {"meta": meta, "rows": rows, "ratios": r}
     if out is not None:
         try:

@@ -24,9 +24,17 @@ def _routing(T: int, E: int, k: int, seed: int, device="cuda") -> torch.Tensor:
 
 
 def _both(index: torch.Tensor, E: int, tile: int):
+    """The CUDA kernel's layout and the CPU kernel's algorithm (``layout_by_sorting``, which the CPU operator
+    runs after refusing ids outside [0, E): the CUDA kernel does not read ids on the host)."""
     rows = grouped.padded_rows(index.numel(), E, tile)
     on_gpu = routing_ops.moe_layout(index, E, tile, rows)
-    on_cpu = routing_ops.moe_layout(index.cpu(), E, tile, rows)
+    on_cpu = routing_ops.layout_by_sorting(index.cpu(), E, tile)
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= E):
+        with pytest.raises(ValueError, match=r"top_k_index must hold expert ids in \[0, "):
+            routing_ops.moe_layout(index.cpu(), E, tile, rows)
+    else:
+        for a, b in zip(on_cpu, routing_ops.moe_layout(index.cpu(), E, tile, rows)):
+            assert torch.equal(a, b)
     return on_gpu, on_cpu
 
 

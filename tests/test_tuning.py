@@ -106,6 +106,8 @@ def test_the_shipped_files_name_their_gpus_and_hold_sustained_launches():
 
 
 def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they_cover():
+    """Every cell of a size a band covers timed the band's launch, or, where that launch was not timed (not legal
+    there), its config's default launch, which the choice runs instead."""
     assert _shipped("bands")
     for path in _shipped("bands"):
         data = json.loads(path.read_text())
@@ -118,7 +120,9 @@ def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they
                 band = bands.band(entry["kernel"], entry["accumulation"], size)
                 key = (band.config if (band.raster, band.swizzle) == (0, 1)
                        else tuning.launch_key(band.config, band.raster, band.swizzle))
-                assert all(key in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
+                assert all(key in cell or band.config in cell for cell in entry["cells"][str(size)]), \
+                    (path.name, size, band)
+                assert any(key in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
 
 
 def _reports_of(table):

@@ -26,6 +26,27 @@ def test_the_pick_is_the_lowest_geometric_mean_over_the_cells_of_a_size():
     assert tune_families.picks({1: [{}]}) == {}  # nothing timed: no pick
 
 
+def test_a_launch_is_priced_at_its_default_where_the_choice_falls_back_to_it():
+    """A swizzled launch timed where it is legal and not where its padding leaves the grid: the choice runs the
+    band's config at raster 0 / swizzle 1 there, so the pick prices that cell by the default launch's time."""
+    swizzled = f"{WIDE}@2:4"
+    cells = {8192: [{WIDE: 1.10, swizzled: 1.00, NARROW: 1.04},  # a large shape: the swizzle wins by 10 %
+                    {WIDE: 1.00, NARROW: 1.02}]}  # a shape where the swizzle was not timed
+    # the swizzled launch costs 1.00 and 1.00 (its default) over the cells' fastest: geomean 1.0, the pick
+    assert tune_families.picks(cells) == {8192: swizzled}
+    # the priced geometric mean decides: swizzled 1.00 and 1.00 / 0.98 (1.010) against NARROW's 1.04 and
+    # 1.00 (1.020) and WIDE's 1.10 and 1.00 / 0.98
+    cells[8192][1][NARROW] = 0.98
+    assert tune_families.picks(cells) == {8192: swizzled}
+    # with legality: the swizzled launch is illegal at the second cell's width, priced by the default there
+    widths = {8192: [(8192, 29568), (8192, 4864)]}
+    legal = lambda name, M, N: not (name == swizzled and N == 4864)  # noqa: E731
+    assert tune_families.picks(cells, legal, widths) == {8192: swizzled}
+    # a config whose default launch is illegal at a cell has no price there: not picked
+    legal_wide = lambda name, M, N: not (name.startswith(WIDE) and N == 4864)  # noqa: E731
+    assert tune_families.picks(cells, legal_wide, widths) == {8192: NARROW}
+
+
 def test_runs_of_one_pick_make_one_band_and_the_last_is_open():
     bands = tune_families.bands_from({1: SMALL, 8: SMALL, 64: SMALL, 128: WIDE, 512: WIDE, 2048: SMALL, 8192: WIDE})
     assert [(b.up_to, b.config) for b in bands] == [(64, SMALL), (512, WIDE), (2048, SMALL), (None, WIDE)]

@@ -8,9 +8,11 @@ each call and input sets rotated: below M = 1024 CUDA-event medians of calls
 taken in turn rep by rep (:func:`fused_swiglu.bench.timing.time_interleaved`), from there on by the sustained
 protocol (after one heat soak, each config's CUDA-graph replays back to back at the power cap,
 :func:`fused_swiglu.bench.timing.time_sustained`). For each size (M, or a shape's H) the pick is the config
-with the lowest geometric mean, over that size's cells, of its time over the cell's fastest, among the configs
-legal at every one of those cells (:func:`fused_swiglu.configs.legal`: a Pingpong 2 x 1 cluster on an odd count
-of token tiles is left to the family's rule, which the choice falls back to there). Consecutive sizes with the
+or launch with the lowest geometric mean, over that size's cells, of its time over the cell's fastest, each cell
+priced as the choice runs the band there (:func:`picks`): a launch not legal at a cell (a swizzle's padding past
+the grid) at its config's default launch, as :func:`fused_swiglu.configs.family_choice` falls back; a config
+with no legal launch at some cell (a Pingpong 2 x 1 cluster on an odd count of token tiles) is not picked for
+that size. Consecutive sizes with the
 same pick make one band (:func:`bands_from`), written into the GPU's bands file, ``<gpu>_families.json``
 (:func:`fused_swiglu.tuning.load_bands`), each band with its config's raster and swizzle, from which
 :func:`fused_swiglu.configs.family_choice` takes them.
@@ -35,16 +37,31 @@ from .shapes import MlpShape, check_family_shapes
 
 def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int, int], bool] | None = None,
           widths: dict[int, list[tuple[int, int]]] | None = None) -> dict[int, str]:
-    """size -> the config with the lowest geometric mean of time / the cell's fastest over that size's cells
-    (``cells``: size -> one ``{config: ms}`` per cell), among the configs timed in every cell and, with
-    ``legal_at(config, M, N)`` and ``widths`` (size -> each cell's (M, N)), legal in every cell. A size where
-    no config qualifies has no pick."""
+    """size -> the config or launch with the lowest geometric mean of time / the cell's fastest over that size's
+    cells (``cells``: size -> one ``{config or launch: ms}`` per cell). Each candidate is priced per cell as the
+    choice runs its band there (:func:`fused_swiglu.configs.family_choice`): by its own time where it was timed
+    and, with ``legal_at(name, M, N)`` and ``widths`` (size -> each cell's (M, N)), is legal; else, for a launch
+    ``<name>@<raster>:<swizzle>``, by its config's default launch (raster 0, swizzle 1) where that was timed and is
+    legal. A candidate that cannot be priced in every cell of a size is not picked there; a size where none
+    can has no pick."""
     out = {}
     for size, timed in sorted(cells.items()):
-        common = set.intersection(*(set(t) for t in timed)) if timed else set()
-        if legal_at is not None and widths is not None:
-            common = {c for c in common if all(legal_at(c, M, N) for M, N in widths[size])}
-        scores = {c: math.fsum(math.log(t[c] / min(t.values())) for t in timed) / len(timed) for c in sorted(common)}
+        cell_widths = widths[size] if legal_at is not None and widths is not None else [None] * len(timed)
+
+        def runs(name: str, t: dict[str, float], width: tuple[int, int] | None) -> bool:
+            return name in t and (width is None or legal_at(name, *width))
+
+        def price(candidate: str, t: dict[str, float], width: tuple[int, int] | None) -> float | None:
+            if runs(candidate, t, width):
+                return t[candidate]
+            base = catalog.split_config(candidate)[0]
+            return t[base] if base != candidate and runs(base, t, width) else None
+
+        scores = {}
+        for c in sorted(set().union(*timed)) if timed else ():
+            prices = [price(c, t, w) for t, w in zip(timed, cell_widths)]
+            if all(p is not None for p in prices):
+                scores[c] = math.fsum(math.log(p / min(t.values())) for p, t in zip(prices, timed)) / len(timed)
         if scores:
             out[size] = min(scores, key=lambda c: (scores[c], c))
     return out

@@ -580,6 +580,25 @@ def test_explain_names_the_shared_memory_limit_that_leaves_no_config():
         configs.explain("packed", "", 64, 4096, 4096, torch.bfloat16, gpu=H200, smem_limit=100_000)
 
 
+@pytest.mark.parametrize("kernel, M, N, K", [("packed_fp8", 2048, 18944, 3584), ("dual_store", 8192, 4864, 896),
+                                             ("dswiglu", 8192, 4864, 896)])
+@pytest.mark.parametrize("gpu", [H200, "NVIDIA H100 80GB HBM3"])  # the rule alone; bands whose launch cannot fit
+def test_a_family_names_the_shared_memory_limit_its_rule_does_not_fit(kernel, M, N, K, gpu):
+    dtype = torch.float8_e4m3fn if kernel in configs.FP8_KERNELS else torch.bfloat16
+    with pytest.raises(ValueError, match=f"no {kernel} config is legal for M={M} N={N} within smem_limit=1000 bytes"):
+        configs.explain(kernel, "", M, N, K, dtype, gpu=gpu, smem_limit=1000)
+    assert configs.explain(kernel, "", M, N, K, dtype, gpu=gpu, smem_limit=configs.SM90_SMEM_MAX)[0].name
+
+
+@pytest.mark.parametrize("kernel", sorted(configs.FP8_KERNELS))
+def test_explain_takes_an_e4m3_familys_dtypes_only(kernel):
+    for dtype in configs.FP8_DTYPES:
+        assert configs.explain(kernel, "", 16, 4864, 896, dtype)[0].name.endswith(("_e4m3", "_e4m3out"))
+    for dtype in (torch.float16, torch.float32, torch.int8):
+        with pytest.raises(ValueError, match=f"dtype must be torch.float8_e4m3fn .* for {kernel}; got dtype={dtype}"):
+            configs.explain(kernel, "", 16, 4864, 896, dtype)
+
+
 def _bands_file(tmp_path, gpu: str, families: list[dict]) -> None:
     """A bands file for ``gpu`` in the user's tuning folder (package_data_only's)."""
     folder = tuning.user_dir()

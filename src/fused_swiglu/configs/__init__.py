@@ -585,18 +585,22 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
     """A banded family's choice (:data:`fused_swiglu.catalog.BANDED_FAMILIES`) and why: the band of GPU ``gpu``'s
     tuned bands (:func:`fused_swiglu.tuning.load_bands`) that serves ``size`` (M or H), where its launch is legal
     for M tokens and N = I (:func:`serves`, with ``dtype``'s tuned shared-memory sizes);
-    else ``rule``, the family's built-in (name, why)."""
+    else ``rule``, the family's built-in (name, why).
+
+    Raises:
+        ValueError: the rule's config does not fit ``smem_limit`` bytes of shared memory where the rule serves.
+    """
     bands = tuning.load_bands(gpu)
     band = bands.band(kernel, accumulation, size)
+    smem = tuning.load(gpu, dtype).smem_bytes
     if band is None:
-        return Choice(rule[0]), rule[1]
+        return _rule_choice(kernel, rule, M, N, smem_limit, smem), rule[1]
     by = catalog.BANDED_FAMILIES[kernel][0]
     name = catalog.library_name(kernel, band.config, dtype)
     below = max((b.up_to for b in bands.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
                 default=0)
     bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
     why = f"the tuned {kernel} band for {bound} ({bands.source})"
-    smem = tuning.load(gpu, dtype).smem_bytes
     illegal = (f"the tuned band's {band.config} raster {band.raster} swizzle {band.swizzle} is not legal for M = {M}, "
                f"I = {N} (cluster fill, swizzle padding, shared memory or swap-AB token tiles)")
     config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
@@ -605,13 +609,30 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
     if (band.raster, band.swizzle) != (0, 1) and serves(dataclasses.replace(config, raster=0, swizzle=1), M, N,
                                                         smem_limit, smem):
         return Choice(name), f"{why}, launched with raster 0 and swizzle 1: {illegal}"
-    return Choice(rule[0]), f"{rule[1]}: {illegal}"
+    return _rule_choice(kernel, rule, M, N, smem_limit, smem), f"{rule[1]}: {illegal}"
+
+
+def _rule_choice(kernel: str, rule: tuple[str, str], M: int, N: int, smem_limit: int | None,
+                 smem: dict[str, int]) -> Choice:
+    """The family rule's config (``rule``: (name, why)) where it fits ``smem_limit`` (:func:`fits_shared_memory`).
+
+    Raises:
+        ValueError: it does not, naming the config and the limit.
+    """
+    name = rule[0]
+    base = name.removesuffix("_" + name.rpartition("_")[2]) if name.endswith(("_bf16", "_fp16")) else name
+    if not fits_shared_memory(base, smem_limit, smem):
+        raise ValueError(f"no {kernel} config is legal for M={M} N={N} within smem_limit={smem_limit} bytes of "
+                         f"shared memory: the family's rule takes {name} ({smem.get(base, SM90_SMEM_MAX)} bytes)")
+    return Choice(name)
 
 
 # The e4m3 families of fused_swiglu.fp8, each with the keyword of fused_swiglu.configs.fp8.resolve that
 # names it; their configs are chosen by those rules, by M.
 FP8_KERNELS = {"packed_fp8": {}, "packed_fp8_e4m3out": {"e4m3_out": True}, "packed_fp8_block": {"block": True},
                "dual_fp8": {"dual": True}}
+# The dtypes explain takes for them: the operands' and y's (the e4m3-out family's y is e4m3 too).
+FP8_DTYPES = (torch.float8_e4m3fn, torch.bfloat16)
 
 
 def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
@@ -822,7 +843,8 @@ def explain(
 
     Raises:
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
-        TMA rows: no launch could serve the problem) or a negative ``smem_limit``; TypeError for a ``gpu``
+        TMA rows: no launch could serve the problem), a negative ``smem_limit``, a family's rule config that
+        does not fit it, or a dtype an e4m3 family does not take (:data:`FP8_DTYPES`); TypeError for a ``gpu``
         that is not a str, an ``smem_limit`` that is not None or an int, or an ``available`` that is not a
         collection of config names.
     """
@@ -831,6 +853,9 @@ def explain(
     if N == 0 or K == 0 or N % 8 or K % 8:
         raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if kernel in FP8_KERNELS:
+        if dtype not in FP8_DTYPES:
+            raise ValueError(f"dtype must be torch.float8_e4m3fn (the operands) or torch.bfloat16 (y) for {kernel}; "
+                             f"got dtype={dtype}")
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)
     if kernel in GROUPED_KERNELS:
         return grouped_choice(kernel, config, dtype, token_tile)

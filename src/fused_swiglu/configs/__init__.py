@@ -191,12 +191,16 @@ def _check_sizes(**sizes: int) -> None:
 # Launch parameters (raster, swizzle) the choice considers beside each config's defaults (0, 1): along
 # M from this M on, and swizzled launches from LARGE_M on (raster N with swizzle 4 where swizzle 8
 # would pad the grid past SWIZZLE_PADDING_MAX); swap-AB configs only while M spans at most
-# SWAP_AB_TOKEN_TILES_MAX token tiles (16-token tiles: M <= 256; 112-token tiles: M <= 1792), beyond
-# which each weight tile is streamed once per token tile and their tile count alone rules them out.
+# SWAP_AB_TOKEN_TILES_MAX token tiles (16-token tiles: M <= 64; 112-token tiles: M <= 448), beyond
+# which each weight tile is streamed once per token tile. Measured: over 14 shapes x 12 M on an H200, where
+# every config was timed (docs/results/h200/shapes.json), a swap-AB config was the fastest only at 1 and 3
+# token tiles, never at 5 or more (M = 512 and 1000 for 112-token tiles, M = 100 and up for 16-token ones),
+# and the one swap-AB launch measured at 9 tiles (Qwen2.5-14B, M = 1000) ran 0.77x cuBLAS on an H100
+# where the 128-row tiles beside it ran 0.92-1.05x; the cost model does not see that cost (perf-notes 109).
 ALONG_M_FROM = 256
 LARGE_M = 2048
 LARGE_M_LAUNCHES = ((1, 2), (2, 4), (2, 8))
-SWAP_AB_TOKEN_TILES_MAX = 16
+SWAP_AB_TOKEN_TILES_MAX = 4
 
 
 def swap_ab_serves(config: KernelConfig, M: int) -> bool:

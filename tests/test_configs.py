@@ -543,6 +543,19 @@ def test_set_config_override_takes_a_string_or_none():
         with pytest.raises(TypeError, match="names must be a string of comma-separated config names, or None"):
             configs.set_config_override(bad)
     assert env.config_override_origin() == "FUSED_SWIGLU_CONFIG"  # nothing was set
+    for bad, words in (("garbage", "names: 'garbage' is not a compiled config"),
+                       ("packed_pingpong_128x192x64_2x1_bf16,dual_pingpong_128x128x64_2x1_bf17",
+                        "names: 'dual_pingpong_128x128x64_2x1_bf17' is not a compiled config .closest: "),
+                       ("packed_pingpong_128x192x64_2x1_bf16@9:9", "config's launch must have raster in")):
+        with pytest.raises(ValueError, match=words):
+            configs.set_config_override(bad)
+        assert env.config_override_origin() == "FUSED_SWIGLU_CONFIG"  # nothing was set
+    try:  # every family's names are taken, with launches
+        configs.set_config_override("packed_pingpong_128x192x64_2x1_bf16@2:4, packed_fp8_pingpong_128x192x128_2x1_e4m3,"
+                                    "dswiglu_pingpong_128x128x64_1x1_bf16,")
+        assert env.config_override_origin() != "FUSED_SWIGLU_CONFIG"
+    finally:
+        configs.set_config_override(None)
 
 
 @pytest.mark.parametrize("kwargs, error, words", [

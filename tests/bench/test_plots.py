@@ -70,7 +70,8 @@ def test_report_into_a_file_exits_1_naming_the_option(tmp_path, capsys):
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")
     assert cli.main(["report", "docs/results/h200", "--out-dir", str(not_a_folder)]) == 1
-    assert "--out-dir: cannot write the plots" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--out-dir: cannot write the plots" in err and "(it is a file, not a directory)" in err
 
 
 @pytest.mark.parametrize("body, words", [

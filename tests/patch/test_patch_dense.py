@@ -239,11 +239,21 @@ class GatedButNotSwiGLU(nn.Module):
         self.mlp = MLP(act=nn.GELU(approximate="tanh"))
 
 
+class NoActFn(nn.Module):
+    """SwiGLU's projections with the activation inline in forward, no act_fn attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+        del self.mlp.act_fn
+
+
 @pytest.mark.parametrize(
     "model, says",
     [
         (GatedButNotSwiGLU(), "1 block(s) have gate_proj, up_proj and down_proj, none of which could be patched; "
                               "'mlp': act_fn is GELU, not SiLU"),
+        (NoActFn(), "'mlp': it has no act_fn attribute"),
         (Block(bias=True), "'mlp': its projections have a bias"),
         (nn.Sequential(nn.Linear(8, 8)), "no submodule has gate_proj, up_proj and down_proj"),
     ],

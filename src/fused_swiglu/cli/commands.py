@@ -16,7 +16,6 @@ from .options import (
     EXIT_BAD_OPTION,
     EXIT_STATUS,
     find_families,
-    known_config_names,
     models_help,
     no_hopper,
     parse_models,
@@ -179,14 +178,19 @@ def info(args, console) -> int:
     console.print(f"cache dir: {root}" + (f" (cannot be used: {unusable}; set FUSED_SWIGLU_CACHE_DIR to a "
                                           "writable directory)" if unusable else ""))
     override = env.config_override()
+    launches = _override_launches(override)
     if override:  # checked against this version's configs here, against the library's below
-        known = known_config_names()
-        unknown = [n for n in override if n not in known]
+        from ..configs import OVERRIDABLE_NAMES as known
+
+        unknown = [n for n, base in launches.items() if isinstance(base, str) and base not in known]
         from ..catalog import closest
 
-        said = "; ".join(f"{n} ({closest(n, known)})" for n in unknown)
+        said = "; ".join(f"{n} ({closest(launches[n], known)})" for n in unknown)
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
                       + (f" (not config names of this version, so ignored: {said})" if unknown else ""))
+        for n, base in launches.items():
+            if isinstance(base, ValueError):
+                console.print(f"FUSED_SWIGLU_CONFIG: {n}: {base}; so ignored", highlight=False)
     from ..build import prebuilt
 
     path = prebuilt.core_library()
@@ -236,10 +240,25 @@ def info(args, console) -> int:
             f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)", highlight=False
         )
     if override:
-        missing = [n for n in override if n not in lib.names]
+        missing = [n for n, base in launches.items()  # those not of this version were named above
+                   if isinstance(base, str) and base in known and base not in lib.names]
         if missing:
             console.print(f"FUSED_SWIGLU_CONFIG: not in the library, so ignored: {', '.join(missing)}")
     return 0
+
+
+def _override_launches(override) -> dict:
+    """Each name of ``FUSED_SWIGLU_CONFIG`` -> its config name, or the ValueError its malformed launch raises
+    (:func:`fused_swiglu.catalog.split_config`)."""
+    from ..catalog import split_config
+
+    out: dict = {}
+    for n in override or ():
+        try:
+            out[n] = split_config(n)[0]
+        except ValueError as e:
+            out[n] = e
+    return out
 
 
 def _cache_problem(root: Path) -> str | None:
@@ -429,7 +448,10 @@ def report(args, console) -> int:
         raise ValueError("report needs matplotlib for its plots (pip install matplotlib)") from None
     except OSError as e:  # --out-dir names a file, or a folder that cannot be made or written
         where = "--out-dir: cannot write the plots to" if args.out_dir else "cannot write the plots beside the results:"
-        raise ValueError(f"{where} {e.filename or args.out_dir} ({e.strerror or e})") from None
+        why = e.strerror or str(e)
+        if args.out_dir and Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
+            why = "it is a file, not a directory"
+        raise ValueError(f"{where} {e.filename or args.out_dir} ({why})") from None
     for item in shown:  # a PNG written, or a table of what no plot shows
         console.print(f"wrote {item}" if isinstance(item, Path) else item)
     return 0

@@ -949,9 +949,17 @@ def set_config_override(names: str | None) -> None:
 
     Raises:
         TypeError: ``names`` is neither a string nor None.
+        ValueError: a name that no compiled config has, or a malformed launch, naming it (nothing is set).
     """
     if names is not None and not isinstance(names, str):
         raise TypeError(f"names must be a string of comma-separated config names, or None; got {type(names).__name__}")
+    for n in (n.strip() for n in (names or "").split(",")):
+        if not n:
+            continue
+        base, _ = catalog.split_config(n)  # ValueError: a malformed launch, naming the rule
+        if base not in OVERRIDABLE_NAMES:
+            raise ValueError(f"names: {base!r} is not a compiled config ({catalog.closest(base, OVERRIDABLE_NAMES)}; "
+                             "`fused-swiglu build --list` lists them)")
     from .. import _lib
 
     env.set_config_names(names)
@@ -1007,3 +1015,7 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
 
 # Every inference and training config name the library compiles (check_config)
 _KNOWN_NAMES = frozenset(catalog.names() + catalog.training_names())
+# The names an override may give: every compiled config (the grouped ones refuse a launch in split_config).
+OVERRIDABLE_NAMES = frozenset(catalog.names() + catalog.training_names() + catalog.grouped_names()
+                               + catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
+                               + catalog.fp8_dual_names())

@@ -29,6 +29,17 @@ def is_silu_type(cls: type) -> bool:
     return cls.__name__ == "SiLUActivation" and cls.__module__.split(".")[0] == "transformers"
 
 
+def act_reason(module: object) -> str | None:
+    """Why ``module``'s ``act_fn`` keeps it unpatched, in words (it has none, or it is not SiLU), or None where it
+    is SiLU (:func:`is_silu`)."""
+    if not hasattr(module, "act_fn"):
+        return "it has no act_fn attribute (the SiLU the fused kernels compute)"
+    act = module.act_fn
+    if is_silu(act):
+        return None
+    return f"act_fn is {act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
+
+
 def act_name(act: object) -> str:
     """``act``'s class for a message: its name, qualified with its module where the name alone
     would read as SiLU."""

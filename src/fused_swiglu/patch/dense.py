@@ -16,7 +16,7 @@ from .. import _validate as v
 from .. import mlp_ops, ops
 from .._dispatch import AUTO, below_unfused_check, on_2d, run_op, training_unfused_measured, unfused_predicted_faster
 from ..functional import swiglu
-from .base import PROJECTIONS, BlockPatch, act_name, global_hooks, has_hooks, has_projections, is_silu, is_silu_type
+from .base import PROJECTIONS, BlockPatch, act_reason, global_hooks, has_hooks, has_projections, is_silu_type
 from .verify import Watch, plain_attributes, same_attributes, same_attributes_traced, traced_checks
 
 
@@ -43,12 +43,11 @@ def skip_reason(module: nn.Module) -> str | None:
         return "its projections have a bias"
     if module.gate_proj.weight.shape != module.up_proj.weight.shape:
         return "gate_proj and up_proj weights differ in shape"
-    act = getattr(module, "act_fn", None)
-    if not is_silu(act):
-        return f"act_fn is {act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
+    if (reason := act_reason(module)) is not None:
+        return reason
     if has_hooks(module.gate_proj) or has_hooks(module.up_proj):
         return "gate_proj or up_proj has hooks"
-    if has_hooks(act):
+    if has_hooks(module.act_fn):
         return "act_fn has hooks"
     return None
 

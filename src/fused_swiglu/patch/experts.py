@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from .. import _validate as v
 from ..experts import INDEX_DTYPES, swiglu_experts
-from .base import BlockPatch, act_name, global_hooks, has_hooks, install, is_silu
+from .base import BlockPatch, act_reason, global_hooks, has_hooks, install
 
 __all__ = ["FusedExpertsForward", "call_reason", "cpu_notice", "fuse_experts", "layout_reason", "patch_reason"]
 
@@ -52,9 +52,8 @@ def layout_reason(module: nn.Module) -> str | None:
         reasons.append("its gate is its own _apply_gate, not act_fn(gate) * up")
     if reasons:
         return "; ".join(reasons)
-    act = getattr(module, "act_fn", None)
-    if not is_silu(act):
-        return f"act_fn is {act_name(act)}, not SiLU (torch.nn.SiLU or transformers' SiLUActivation)"
+    if (reason := act_reason(module)) is not None:
+        return reason
     gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
     if not (isinstance(gate_up, Tensor) and isinstance(down, Tensor) and gate_up.dim() == 3 and down.dim() == 3):
         return "gate_up_proj and down_proj are not both 3-D tensors"

@@ -27,7 +27,7 @@ from torch import nn
 from .._validate import hopper_status, require_hopper, warn_once
 from ..fp8.ops import swiglu_packed_fp8_op
 from ..fp8.quantize import E4M3, K_BLOCK, PACKED_ROWS, pack_weights_blockwise
-from .base import BlockPatch, act_name, has_hooks, has_projections, is_silu
+from .base import BlockPatch, act_reason, has_hooks, has_projections
 
 _BLOCK = (K_BLOCK, K_BLOCK)
 
@@ -85,9 +85,9 @@ def skip_reason(module: nn.Module) -> str | None:
             return reason
     if I % PACKED_ROWS != 0 or H % 16 != 0:
         return f"gate_proj.weight is ({I}, {H}); the FP8 kernel needs I a multiple of 8 and H of 16"
-    act = getattr(module, "act_fn", None)
-    if not is_silu(act):
-        return f"act_fn is {act_name(act)}, not SiLU"
+    if (reason := act_reason(module)) is not None:
+        return reason
+    act = module.act_fn
     if has_hooks(gate) or has_hooks(up) or has_hooks(act):
         return "gate_proj, up_proj or act_fn has hooks"
     return None

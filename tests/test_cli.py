@@ -268,8 +268,8 @@ def test_info_names_config_overrides_that_the_library_lacks(monkeypatch, capsys)
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_64x128x64_1x1_bf16,bogus")
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "FUSED_SWIGLU_CONFIG: packed_pingpong_64x128x64_1x1_bf16, bogus (not config names of this version, " \
-           "so ignored: bogus (none is close to it))" in out
+    assert "FUSED_SWIGLU_CONFIG: packed_pingpong_64x128x64_1x1_bf16, bogus (not config names of this version's " \
+           "16-bit packed or dual kernels, which it applies to, so ignored: bogus (none is close to it))" in out
     assert "not in the library" not in out  # bogus is named once, as no config of this version
     # a name of this version that the loaded library lacks (a library built from other sources)
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "dual_pingpong_128x96x64_1x1_bf16")
@@ -286,18 +286,23 @@ def test_info_checks_config_overrides_without_a_library(monkeypatch, capsys, tmp
     monkeypatch.setenv("FUSED_SWIGLU_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "foo")
     assert cli.main(["info"]) == 0
-    assert "FUSED_SWIGLU_CONFIG: foo (not config names of this version, so ignored: foo (none is close to it))" \
-        in capsys.readouterr().out
+    assert "FUSED_SWIGLU_CONFIG: foo (not config names of this version's 16-bit packed or dual kernels, which it " \
+        "applies to, so ignored: foo (none is close to it))" in capsys.readouterr().out
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", "packed_pingpong_128x192x64_2x1_bf17")
     assert cli.main(["info"]) == 0
     assert "(closest: packed_pingpong_128x192x64_2x1_bf16" in capsys.readouterr().out
     # a launch is a config name with its order: a good one passes, a malformed one is named with the rule
-    fp8 = "packed_fp8_pingpong_128x192x128_2x1_e4m3"
-    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", f"packed_pingpong_128x192x64_2x1_bf16@2:4,{fp8},{fp8}@9:9")
+    good = "packed_pingpong_128x192x64_2x1_bf16"
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", f"{good}@2:4,{good}@9:9")
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "not config names of this version" not in out
-    assert f"FUSED_SWIGLU_CONFIG: {fp8}@9:9: config's launch must have raster in (0, 1, 2)" in out
+    assert "not config names" not in out
+    assert f"FUSED_SWIGLU_CONFIG: {good}@9:9: config's launch must have raster in (0, 1, 2)" in out
+    # an e4m3 config is not one the override applies to (its calls take config= instead): named as ignored
+    fp8 = "packed_fp8_pingpong_128x192x128_2x1_e4m3"
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", fp8)
+    assert cli.main(["info"]) == 0
+    assert f"which it applies to, so ignored: {fp8}" in capsys.readouterr().out
 
 
 def test_build_says_when_fused_swiglu_library_overrides_what_it_built(monkeypatch, capsys, tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fused_swiglu import configs, tuning
+from fused_swiglu import catalog, configs, tuning
 
 pytestmark = pytest.mark.usefixtures("package_data_only")
 
@@ -105,9 +105,14 @@ def test_the_shipped_files_name_their_gpus_and_hold_sustained_launches():
         assert parsed.source == path and parsed.sustained and parsed.sustained_from_m >= 1024
 
 
+# The shapes `fused-swiglu tune --families` times by default, in its order: a bands file's cells per size.
+TUNED_WIDTHS = (4864, 8960, 11008, 18944, 13824, 27648, 29568)  # I of Qwen2.5 0.5B ... 72B
+
+
 def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they_cover():
     """Every cell of a size a band covers timed the band's launch, or, where that launch was not timed (not legal
-    there), its config's default launch, which the choice runs instead."""
+    there), its config's default launch, which the choice runs instead. For the families chosen by M, the launch
+    the choice runs at each cell (family_choice at that M and I) was timed there."""
     assert _shipped("bands")
     for path in _shipped("bands"):
         data = json.loads(path.read_text())
@@ -123,6 +128,15 @@ def test_the_shipped_bands_serve_their_gpu_with_configs_timed_at_every_size_they
                 assert all(key in cell or band.config in cell for cell in entry["cells"][str(size)]), \
                     (path.name, size, band)
                 assert any(key in cell for cell in entry["cells"][str(size)]), (path.name, size, band)
+                if entry["by"] != "M":
+                    continue
+                for I, cell in zip(TUNED_WIDTHS, entry["cells"][str(size)], strict=True):
+                    choice, why = configs.family_choice(entry["kernel"], entry["accumulation"], size, size, I,
+                                                        data["gpu"], "bf16", None, ("(the rule)", "the rule"))
+                    ran = catalog.split_config(choice.name)[0]
+                    ran = ran if (choice.raster, choice.swizzle) == (0, 1) else tuning.launch_key(
+                        ran, choice.raster, choice.swizzle)
+                    assert ran in cell, (path.name, entry["kernel"], size, I, choice, why)
 
 
 def _reports_of(table):
@@ -333,6 +347,6 @@ def test_a_band_whose_launch_cannot_serve_runs_its_config_at_the_default_launch(
         assert (wide.name, wide.raster, wide.swizzle) == ("packed_fp8_pingpong_128x192x128_1x1_e4m3", 2, 8)
         narrow, why = configs.explain("packed_fp8", "", 2048, 4864, 896, torch.bfloat16, gpu="Test GPU")
         assert (narrow.name, narrow.raster, narrow.swizzle) == ("packed_fp8_pingpong_128x192x128_1x1_e4m3", 0, 1)
-        assert "launched with raster 0 and swizzle 1" in why and "is not legal for M = 2048, I = 4864" in why
+        assert "launched with raster 0 and swizzle 1" in why and "is not a launch for M = 2048, I = 4864" in why
     finally:
         tuning.clear()

@@ -24,7 +24,7 @@ def test_every_method_is_timed_and_the_json_written(tmp_path):
         assert r["host_us"] > 0 and len(r["host_samples_us"]) == 3 and r["queued"] == 4
         assert sorted(r["samples_us"])[1] == r["us_per_call"]  # the median of 3
         assert sorted(r["host_samples_us"])[1] == r["host_us"]
-        assert r["bound"] == ("gpu" if r["us_per_call"] > host_time.GPU_BOUND * r["host_us"] else "host")
+        assert r["bound"] in ("gpu", "host")
     assert set(results["ratios"]) == {f"{a}/{b}" for a, b in host_time.RATIOS}
     assert {"fp8_packed/torch_mm", "dswiglu/torch_mm", "mlp_fused/mlp_stock"} <= set(results["ratios"])
     us = {r["method"]: r["host_us"] for r in results["rows"]}
@@ -84,8 +84,10 @@ def test_bad_host_time_options_exit_1(argv, message, capsys):
 
 def test_host_time_stops_at_the_last_return_and_throughput_waits_for_the_device(monkeypatch):
     """The host sample is taken before the synchronize; the throughput sample after it."""
+    import types
+
     clock = iter(range(0, 1000, 1))
-    monkeypatch.setattr(host_time.time, "perf_counter", lambda: next(clock) * 1e-3)
+    monkeypatch.setattr(host_time, "time", types.SimpleNamespace(perf_counter=lambda: next(clock) * 1e-3))
     synced = []
     monkeypatch.setattr(host_time, "_sync", lambda device: synced.append(next(clock)))
     # host: perf_counter at 1 (after sync 0), 2 after the calls, then sync 3 -> 1 ms over 4 calls
@@ -101,3 +103,15 @@ def test_rows_of_older_files_give_their_throughput_ratios():
            {"method": "torch_mm", "us_per_call": 12.0, "host_us": 12.0}]
     assert host_time.ratios(old)["fp8_packed/torch_mm"] == pytest.approx(1.5)
     assert host_time.ratios(new)["fp8_packed/torch_mm"] == pytest.approx(0.75)
+
+
+def test_a_method_whose_stream_outlasts_its_host_time_is_gpu_bound(monkeypatch):
+    """bound: "gpu" where the throughput per call exceeds the host time by more than GPU_BOUND, else "host"."""
+    samples = {"torch_mm": (10.0, 10.5), "swiglu": (10.0, 12.0)}  # (host, throughput) per call, us
+    monkeypatch.setattr(host_time, "host_us", lambda fn, queued, device: samples[fn()][0])
+    monkeypatch.setattr(host_time, "per_call_us", lambda fn, n, device: samples[fn()][1])
+    monkeypatch.setattr(host_time, "build_calls", lambda *a: ({m: (lambda m=m: m) for m in samples}, {}, {
+        m: "not timed here" for m in host_time.METHODS if m not in samples}))
+    rows = {r["method"]: r for r in host_time.measure("cpu", "torch", n=3, repeats=1, warmup=0, shape=SHAPE)}
+    assert rows["torch_mm"]["bound"] == "host" and rows["swiglu"]["bound"] == "gpu"
+    assert rows["swiglu"]["host_us"] == 10.0 and rows["swiglu"]["us_per_call"] == 12.0

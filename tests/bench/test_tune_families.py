@@ -45,6 +45,9 @@ def test_a_launch_is_priced_at_its_default_where_the_choice_falls_back_to_it():
     # a config whose default launch is illegal at a cell has no price there: not picked
     legal_wide = lambda name, M, N: not (name.startswith(WIDE) and N == 4864)  # noqa: E731
     assert tune_families.picks(cells, legal_wide, widths) == {8192: NARROW}
+    # a launch the choice would run at a cell but that was not timed there has no price: not picked
+    everywhere = lambda name, M, N: True  # noqa: E731
+    assert tune_families.picks(cells, everywhere, widths) == {8192: NARROW}
 
 
 def test_runs_of_one_pick_make_one_band_and_the_last_is_open():

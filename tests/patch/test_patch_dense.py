@@ -240,7 +240,7 @@ class GatedButNotSwiGLU(nn.Module):
 
 
 class NoActFn(nn.Module):
-    """SwiGLU's projections with the activation inline in forward, no act_fn attribute."""
+    """SwiGLU's projections and no act_fn attribute (the patch's probe stops there; forward never runs)."""
 
     def __init__(self):
         super().__init__()

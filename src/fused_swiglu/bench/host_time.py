@@ -1,7 +1,8 @@
 """``fused-swiglu bench host-time``: host time per call at decode size (Qwen2.5-0.5B's MLP, M = 1).
 
-At M = 1 the GPU work of one call is short enough that a stream of calls is bound by the host:
-the time per call is the Python, dispatcher and launch time of the call. Methods:
+At M = 1 the GPU work of one call is short, so the host's time per call (Python, dispatcher, checks,
+allocation and launch) is what a stream of such calls mostly pays; where a method's GPU time is longer,
+the stream's throughput shows it and the row says so (below). Methods:
 
 * ``swiglu``: :func:`fused_swiglu.swiglu` (the dual kernel, the weights as they are).
 * ``swiglu_packed``: :func:`fused_swiglu.swiglu_packed` on a weight packed once beforehand
@@ -24,10 +25,13 @@ the time per call is the Python, dispatcher and launch time of the call. Methods
 Protocol, all under ``torch.no_grad()``: per method ``warmup`` calls and a synchronize; then, per
 repeat, for each method (the order rotating every repeat):
 
-* host time: after a synchronize, ``queued`` calls back to back, timed until the last call returns
-  (before any synchronize), us/call = that wall time / ``queued``. This is the CPU's time per call
-  (Python, dispatcher, checks, allocation and launch) whether or not the GPU keeps up, as long as
-  the launch queue does not fill: ``queued`` (default 100) stays well below its depth.
+* host time: one untimed call, then after a synchronize ``queued`` calls back to back, timed until
+  the last call returns (before any synchronize), us/call = that wall time / ``queued``. This is the
+  CPU's time per call (Python, dispatcher, checks, allocation and launch) whether or not the GPU keeps
+  up, as long as nothing makes the host wait: the launch queue must not fill (``queued`` = 100 calls
+  of at most five kernels each stay below its depth of about a thousand launches) and the call must
+  not synchronize (none of the methods does). A short window (about 1.5 ms) is exposed to the
+  host's jitter; the median over repeats takes it out.
 * throughput: ``n`` calls back to back, one synchronize at the end, us/call = wall time / ``n``:
   the larger of the host time and the GPU time per call.
 
@@ -196,6 +200,7 @@ def measure(device: str | torch.device = "cuda", backend: str = "auto", dtype: s
         for rep in range(repeats):
             for name in names[rep % len(names):] + names[: rep % len(names)]:
                 setup.get(name, lambda: None)()
+                calls[name]()  # untimed: a first call after set-up (a re-patched MLP's checks) is no sample's
                 host_samples[name].append(host_us(calls[name], queued, device))
                 samples[name].append(per_call_us(calls[name], n, device))
         setup.get("mlp_stock", lambda: None)()

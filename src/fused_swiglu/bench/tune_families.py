@@ -39,23 +39,24 @@ def picks(cells: dict[int, list[dict[str, float]]], legal_at: Callable[[str, int
           widths: dict[int, list[tuple[int, int]]] | None = None) -> dict[int, str]:
     """size -> the config or launch with the lowest geometric mean of time / the cell's fastest over that size's
     cells (``cells``: size -> one ``{config or launch: ms}`` per cell). Each candidate is priced per cell as the
-    choice runs its band there (:func:`fused_swiglu.configs.family_choice`): by its own time where it was timed
-    and, with ``legal_at(name, M, N)`` and ``widths`` (size -> each cell's (M, N)), is legal; else, for a launch
-    ``<name>@<raster>:<swizzle>``, by its config's default launch (raster 0, swizzle 1) where that was timed and is
-    legal. A candidate that cannot be priced in every cell of a size is not picked there; a size where none
-    can has no pick."""
+    choice runs its band there (:func:`fused_swiglu.configs.family_choice`). With ``legal_at(name, M, N)`` and
+    ``widths`` (size -> each cell's (M, N)): by its own time where the choice would run it; else, for a launch
+    ``<name>@<raster>:<swizzle>``, by its config's default launch (raster 0, swizzle 1) where the choice would run
+    that; a candidate the choice would run but that was not timed there has no price. Without them, a launch not
+    timed in a cell is taken as one the choice does not run there. A candidate without a price in every cell of a
+    size is not picked there; a size where none has one has no pick."""
     out = {}
     for size, timed in sorted(cells.items()):
         cell_widths = widths[size] if legal_at is not None and widths is not None else [None] * len(timed)
 
         def runs(name: str, t: dict[str, float], width: tuple[int, int] | None) -> bool:
-            return name in t and (width is None or legal_at(name, *width))
+            return name in t if width is None else legal_at(name, *width)
 
         def price(candidate: str, t: dict[str, float], width: tuple[int, int] | None) -> float | None:
             if runs(candidate, t, width):
-                return t[candidate]
+                return t.get(candidate)
             base = catalog.split_config(candidate)[0]
-            return t[base] if base != candidate and runs(base, t, width) else None
+            return t.get(base) if base != candidate and runs(base, t, width) else None
 
         scores = {}
         for c in sorted(set().union(*timed)) if timed else ():
@@ -96,9 +97,10 @@ def launch_names(name: str, M: int, N: int) -> list[str]:
 
 
 def legal_at(name: str, M: int, N: int) -> bool:
-    """Whether banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`), or a launch of it
-    (``<name>@<raster>:<swizzle>``), may serve M tokens and N = I."""
-    return configs.serves(configs.banded_config(name), M, N)
+    """Whether the choice would run banded config ``name`` (:func:`fused_swiglu.catalog.banded_names`), or a
+    launch of it (``<name>@<raster>:<swizzle>``), at M tokens and N = I (:func:`fused_swiglu.configs.considered`:
+    the launches :func:`launch_names` times there)."""
+    return configs.considered(configs.banded_config(name), M, N)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,8 @@ def info(args, console) -> int:
 
         said = "; ".join(f"{n} ({closest(launches[n], known)})" for n in unknown)
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
-                      + (f" (not config names of this version, so ignored: {said})" if unknown else ""))
+                      + (f" (not config names of this version's 16-bit packed or dual kernels, which it applies "
+                         f"to, so ignored: {said})" if unknown else ""))
         for n, base in launches.items():
             if isinstance(base, ValueError):
                 console.print(f"FUSED_SWIGLU_CONFIG: {n}: {base}; so ignored", highlight=False)

@@ -194,9 +194,9 @@ def _check_sizes(**sizes: int) -> None:
 # SWAP_AB_TOKEN_TILES_MAX token tiles (16-token tiles: M <= 64; 112-token tiles: M <= 448), beyond
 # which each weight tile is streamed once per token tile. Measured: over 14 shapes x 12 M on an H200, where
 # every config was timed (docs/results/h200/shapes.json), a swap-AB config was the fastest only at 1 and 3
-# token tiles, never at 5 or more (M = 512 and 1000 for 112-token tiles, M = 100 and up for 16-token ones),
-# and the one swap-AB launch measured at 9 tiles (Qwen2.5-14B, M = 1000) ran 0.77x cuBLAS on an H100
-# where the 128-row tiles beside it ran 0.92-1.05x; the cost model does not see that cost (perf-notes 109).
+# token tiles, never at 5 or more (M = 512 and 1000 for 112-token tiles, M = 100 and up for 16-token ones);
+# the one swap-AB launch timed past that (Qwen2.5-14B, M = 1000, 9 tiles) ran 0.80x cuBLAS on an H100, the
+# lowest dual figure at that M, where the cost model had it level with a 128-row tile (perf-notes 109).
 ALONG_M_FROM = 256
 LARGE_M = 2048
 LARGE_M_LAUNCHES = ((1, 2), (2, 4), (2, 8))
@@ -555,7 +555,11 @@ def training_rule(kernel: str, K: int, dtype: torch.dtype) -> tuple[str, str]:
 def training_choice(kernel: str, K: int, dtype: torch.dtype, M: int = 0, N: int = 0, gpu: str = "",
                     smem_limit: int | None = None) -> Choice:
     """The config of training kernel ``kernel`` (:data:`TRAINING_KERNELS`) for M tokens, N = I and hidden size
-    ``K`` = H in ``dtype`` (bf16 / fp16) on GPU ``gpu``: :func:`family_choice` of :func:`training_rule`."""
+    ``K`` = H in ``dtype`` (bf16 / fp16) on GPU ``gpu``: :func:`family_choice` of :func:`training_rule`.
+
+    Raises:
+        ValueError: the rule's config does not fit ``smem_limit`` where the rule serves (:func:`family_choice`).
+    """
     return family_choice(kernel, "fast", K, M, N, gpu, DTYPE_SUFFIX[dtype], smem_limit,
                          training_rule(kernel, K, dtype))[0]
 
@@ -584,11 +588,23 @@ def serves(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
     return legal(config, M, N, smem_limit, smem_bytes) and swap_ab_serves(config, M)
 
 
+def considered(config: KernelConfig, M: int, N: int, smem_limit: int | None = None,
+               smem_bytes: dict[str, int] | None = None) -> bool:
+    """Whether the choice would run ``config`` with its raster and swizzle at M tokens and N = I: the launch is
+    one of :func:`launch_options` of the config (its default order always, along M from :data:`ALONG_M_FROM`,
+    swizzled orders from :data:`LARGE_M`; legal ones; none for a swap-AB config past its token tiles), and the
+    config fits ``smem_limit`` (:func:`fits_shared_memory`)."""
+    default = dataclasses.replace(config, raster=0, swizzle=1)
+    return fits_shared_memory(config.base_name, smem_limit, smem_bytes) and any(
+        (o.raster, o.swizzle) == (config.raster, config.swizzle) for o in launch_options(default, M, N))
+
+
 def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu: str, dtype: str,
                   smem_limit: int | None, rule: tuple[str, str]) -> tuple[Choice, str]:
     """A banded family's choice (:data:`fused_swiglu.catalog.BANDED_FAMILIES`) and why: the band of GPU ``gpu``'s
-    tuned bands (:func:`fused_swiglu.tuning.load_bands`) that serves ``size`` (M or H), where its launch is legal
-    for M tokens and N = I (:func:`serves`, with ``dtype``'s tuned shared-memory sizes);
+    tuned bands (:func:`fused_swiglu.tuning.load_bands`) that serves ``size`` (M or H), where the choice considers
+    its launch for M tokens and N = I (:func:`considered`, with ``dtype``'s tuned shared-memory sizes), else the
+    band's config in its default launch where that is considered (as ``tune --families`` priced it);
     else ``rule``, the family's built-in (name, why).
 
     Raises:
@@ -605,13 +621,14 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
                 default=0)
     bound = f"{by} from {below + 1}" + (f" to {band.up_to}" if band.up_to is not None else " on")
     why = f"the tuned {kernel} band for {bound} ({bands.source})"
-    illegal = (f"the tuned band's {band.config} raster {band.raster} swizzle {band.swizzle} is not legal for M = {M}, "
-               f"I = {N} (cluster fill, swizzle padding, shared memory or swap-AB token tiles)")
+    illegal = (f"the tuned band's {band.config} raster {band.raster} swizzle {band.swizzle} is not a launch for M = "
+               f"{M}, I = {N} (cluster fill, swizzle padding, shared memory, swap-AB token tiles, or an order the "
+               f"choice takes only at more tokens: along M from {ALONG_M_FROM}, swizzled from {LARGE_M})")
     config = dataclasses.replace(_BANDED[band.config], raster=band.raster, swizzle=band.swizzle)
-    if serves(config, M, N, smem_limit, smem):
+    if considered(config, M, N, smem_limit, smem):
         return Choice(name, band.raster, band.swizzle), why
-    if (band.raster, band.swizzle) != (0, 1) and serves(dataclasses.replace(config, raster=0, swizzle=1), M, N,
-                                                        smem_limit, smem):
+    if (band.raster, band.swizzle) != (0, 1) and considered(dataclasses.replace(config, raster=0, swizzle=1), M, N,
+                                                            smem_limit, smem):
         return Choice(name), f"{why}, launched with raster 0 and swizzle 1: {illegal}"
     return _rule_choice(kernel, rule, M, N, smem_limit, smem), f"{rule[1]}: {illegal}"
 
@@ -624,10 +641,12 @@ def _rule_choice(kernel: str, rule: tuple[str, str], M: int, N: int, smem_limit:
         ValueError: it does not, naming the config and the limit.
     """
     name = rule[0]
-    base = name.removesuffix("_" + name.rpartition("_")[2]) if name.endswith(("_bf16", "_fp16")) else name
+    banded = name.removesuffix("_" + name.rpartition("_")[2]) if name.endswith(("_bf16", "_fp16")) else name
+    base = _BANDED[banded].base_name if banded in _BANDED else banded  # the key serves() reads sizes by
     if not fits_shared_memory(base, smem_limit, smem):
+        size = f"{smem[base]} bytes" if base in smem else f"size not measured, taken as the sm_90 maximum {SM90_SMEM_MAX}"
         raise ValueError(f"no {kernel} config is legal for M={M} N={N} within smem_limit={smem_limit} bytes of "
-                         f"shared memory: the family's rule takes {name} ({smem.get(base, SM90_SMEM_MAX)} bytes)")
+                         f"shared memory: the family's rule takes {name} ({size})")
     return Choice(name)
 
 
@@ -789,7 +808,8 @@ def resolve(
         TypeError: config not a str.
         ValueError: a config name of another kernel (a packed config reads 2I weight rows, a dual
             config two I-row weights, a store config also writes g and u), or of another dtype, or a
-            malformed launch (:func:`fused_swiglu.catalog.split_config`).
+            malformed launch (:func:`fused_swiglu.catalog.split_config`); for a banded family (e4m3,
+            training), a rule config that does not fit ``smem_limit`` (:func:`family_choice`).
     """
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)[0]
@@ -947,19 +967,26 @@ def set_config_override(names: str | None) -> None:
     None; the operators' launch plans made before are dropped, so the next call of each problem chooses
     again (``FUSED_SWIGLU_CONFIG`` itself is read only when a plan is made).
 
+    The override applies to the 16-bit packed and dual kernels' choice (:data:`OVERRIDABLE_NAMES`, this
+    version's configs); the e4m3, training and grouped kernels take a config through their calls' ``config``.
+
     Raises:
         TypeError: ``names`` is neither a string nor None.
-        ValueError: a name that no compiled config has, or a malformed launch, naming it (nothing is set).
+        ValueError: a name that is not one of :data:`OVERRIDABLE_NAMES`, or a malformed launch, naming it
+            (nothing is set).
     """
     if names is not None and not isinstance(names, str):
         raise TypeError(f"names must be a string of comma-separated config names, or None; got {type(names).__name__}")
     for n in (n.strip() for n in (names or "").split(",")):
         if not n:
             continue
-        base, _ = catalog.split_config(n)  # ValueError: a malformed launch, naming the rule
+        try:
+            base, _ = catalog.split_config(n)
+        except ValueError as e:
+            raise ValueError(f"names: {n!r} has a malformed launch: {e}") from None
         if base not in OVERRIDABLE_NAMES:
-            raise ValueError(f"names: {base!r} is not a compiled config ({catalog.closest(base, OVERRIDABLE_NAMES)}; "
-                             "`fused-swiglu build --list` lists them)")
+            raise ValueError(f"names: {base!r} is not a config of the 16-bit packed or dual kernels, which the "
+                             f"override applies to ({catalog.closest(base, OVERRIDABLE_NAMES)})")
     from .. import _lib
 
     env.set_config_names(names)
@@ -1015,7 +1042,7 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
 
 # Every inference and training config name the library compiles (check_config)
 _KNOWN_NAMES = frozenset(catalog.names() + catalog.training_names())
-# The names an override may give: every compiled config (the grouped ones refuse a launch in split_config).
-OVERRIDABLE_NAMES = frozenset(catalog.names() + catalog.training_names() + catalog.grouped_names()
-                               + catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
-                               + catalog.fp8_dual_names())
+# The names an override (FUSED_SWIGLU_CONFIG, set_config_override) may give: the configs select() chooses
+# among, the 16-bit packed and dual kernels' (the e4m3, training and grouped kernels take a config only
+# through their calls' config argument).
+OVERRIDABLE_NAMES = frozenset(catalog.names())

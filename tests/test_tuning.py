@@ -1,12 +1,13 @@
 """tuning: where the tuned data is read from, the fallbacks, and the errors for a bad file."""
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from fused_swiglu import catalog, configs, tuning
+from fused_swiglu import catalog, configs, cost_model, tuning
 
 pytestmark = pytest.mark.usefixtures("package_data_only")
 
@@ -331,6 +332,17 @@ def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports
     assert got.unfused.us_per_mb == pytest.approx(ref.unfused.us_per_mb / 0.83)
     why = configs.explain("dual", "", 16, 4864, 896, torch.bfloat16, 78, "NVIDIA H20")[1]
     assert f"its costs scaled to the {mine.sm_mhz:.0f} MHz SM clock and {mine.memory_gbps:.0f} GB/s" in why
+    # each DRAM byte costs the difference of the two GPUs' times per byte, added to the sustained ranking
+    assert ref.us_per_dram_byte == 0
+    assert got.us_per_dram_byte == pytest.approx(1e-3 / mine.memory_gbps - 1e-3 / ref.reports.memory_gbps)
+    M, N, K = 8192, 29568, 8192
+    plain = dataclasses.replace(got, us_per_dram_byte=0.0)
+    with_memory = {v: t for t, v in configs.sustained_ranking("dual", M, N, K, "fast", 78, got)}
+    without = {v: t for t, v in configs.sustained_ranking("dual", M, N, K, "fast", 78, plain)}
+    assert with_memory.keys() == without.keys() and len(with_memory) > 1
+    for v, t in with_memory.items():
+        dram = cost_model.dram_traffic(v, M, N, K, 78, got.device.l2_reuse_bytes, v.raster, v.swizzle)
+        assert t == pytest.approx(without[v] + got.us_per_dram_byte * dram)
     # not visible (no reports): the reference's costs as measured
     assert tuning.load("NVIDIA H20 other", "bf16").scaled_to is None
 

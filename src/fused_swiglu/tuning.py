@@ -258,6 +258,9 @@ class Tuning:
     matched: str = ""
     training_unfused: TrainingRule | None = None
     scaled_to: Reports | None = None  # the reports the costs were scaled to (:func:`scaled`), None: as measured
+    # where scaled to a GPU of another memory bandwidth: microseconds each byte a launch moves through DRAM
+    # takes there beyond what it took on the measured GPU (:func:`scaled`; 0: as measured)
+    us_per_dram_byte: float = 0.0
 
     def sustained_launches(self, M: int) -> dict[str, ConfigCosts]:
         """The sustained costs by launch key that serve M tokens (none below ``sustained_from_m``)."""
@@ -407,8 +410,12 @@ def scaled(data: Tuning, mine: Reports) -> Tuning:
     ``mine``: every time per tile, per k-tile, per launch and per GFLOP times ``data``'s SM clock over ``mine``'s,
     every bandwidth (HBM, a config's at decode sizes) and time per MB by the memory bandwidths' ratio, one CTA's
     bandwidth by the smaller of the two ratios (its issue rate and the memory both bound it); the L2 and power
-    terms as they are. The SM count is the caller's (the choice's ``num_sms``). A first-order estimate, not a
-    measurement: ``fused-swiglu tune`` measures the GPU's own."""
+    terms as they are. The sustained costs, measured at the power cap where every launch also streams its DRAM
+    bytes, take the clock's ratio, and each DRAM byte a launch moves costs ``us_per_dram_byte`` more: the
+    difference of the two GPUs' times per byte (``1 / mine - 1 / data's`` memory bandwidth), with no overlap
+    assumed (:func:`fused_swiglu.configs.sustained_ranking` adds it by the launch's
+    :func:`fused_swiglu.cost_model.dram_traffic`). The SM count is the caller's (the choice's ``num_sms``). A
+    first-order estimate, not a measurement: ``fused-swiglu tune`` measures the GPU's own."""
     clock = data.reports.sm_mhz / mine.sm_mhz  # > 1: this GPU computes slower
     memory = mine.memory_gbps / data.reports.memory_gbps  # < 1: this GPU streams slower
     dev = data.device
@@ -419,7 +426,9 @@ def scaled(data: Tuning, mine: Reports) -> Tuning:
     sustained = {key: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps) for key, c in data.sustained.items()}
     unfused = (UnfusedCosts(data.unfused.us_per_gflop * clock, data.unfused.us_per_mb / memory)
                if data.unfused is not None else None)
-    return dataclasses.replace(data, device=device, costs=costs, sustained=sustained, unfused=unfused, scaled_to=mine)
+    us_per_dram_byte = 1e-3 / mine.memory_gbps - 1e-3 / data.reports.memory_gbps  # GB/s = 1e3 bytes per us
+    return dataclasses.replace(data, device=device, costs=costs, sustained=sustained, unfused=unfused, scaled_to=mine,
+                               us_per_dram_byte=us_per_dram_byte)
 
 
 def _matching(gpu: str, dtype: str) -> Tuning | None:

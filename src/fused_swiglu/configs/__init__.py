@@ -251,9 +251,17 @@ def sustained_ranking(kernel: str, M: int, N: int, K: int, accumulation: str, nu
     power cap, config with its raster and swizzle)``, fastest first; empty below the data's ``from_m`` or
     without such launches. Their costs count the padding tiles a launch runs, so only the shared
     memory rule of :func:`legal` applies (the cluster-fill and swizzle-padding rules stand in for what
-    the interleaved calibration cannot see)."""
-    ranked = [(cost_model.predict_sustained_us(v, costs, M, N, K, num_sms, v.swizzle), key, v)
-              for key, costs, v in _sustained_launches(kernel, M, accumulation, data, smem_limit)]
+    the interleaved calibration cannot see). Where ``data`` was scaled from another GPU's
+    (:func:`fused_swiglu.tuning.scaled`), each launch also pays ``data.us_per_dram_byte`` per byte of its
+    :func:`fused_swiglu.cost_model.dram_traffic`."""
+    per_byte, l2 = data.us_per_dram_byte, data.device.l2_reuse_bytes
+
+    def predicted(v: KernelConfig, costs) -> float:
+        t = cost_model.predict_sustained_us(v, costs, M, N, K, num_sms, v.swizzle)
+        return t + per_byte * cost_model.dram_traffic(v, M, N, K, num_sms, l2, v.raster, v.swizzle) if per_byte else t
+
+    ranked = [(predicted(v, costs), key, v) for key, costs, v in _sustained_launches(kernel, M, accumulation, data,
+                                                                                       smem_limit)]
     ranked.sort(key=lambda t: t[:2])
     return [(t, v) for t, _, v in ranked]
 

@@ -343,6 +343,8 @@ def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports
     for v, t in with_memory.items():
         dram = cost_model.dram_traffic(v, M, N, K, 78, got.device.l2_reuse_bytes, v.raster, v.swizzle)
         assert t == pytest.approx(without[v] + got.us_per_dram_byte * dram)
+    why = configs.explain("dual", "", M, N, K, torch.bfloat16, 78, "NVIDIA H20")[1]
+    assert "each byte a launch moves through DRAM charged at that bandwidth" in why
     # not visible (no reports): the reference's costs as measured
     assert tuning.load("NVIDIA H20 other", "bf16").scaled_to is None
 

@@ -948,7 +948,9 @@ def _explain(
                  f"(tuned data is named by the device name CUDA reports, e.g. {tuning.REFERENCE[0]!r})")
         if data.scaled_to is not None:
             what += (f", its costs scaled to the {data.scaled_to.sm_mhz:.0f} MHz SM clock and "
-                     f"{data.scaled_to.memory_gbps:.0f} GB/s this GPU reports")
+                     f"{data.scaled_to.memory_gbps:.0f} GB/s this GPU reports"
+                     + (", each byte a launch moves through DRAM charged at that bandwidth"
+                        if ranked_sustained and data.us_per_dram_byte else ""))
     if not ranked:
         why = ("no config with tuned costs is legal for this problem" if data.costs or data.sustained
                else "no tuned costs for this kernel")

@@ -96,6 +96,10 @@ BAD_ARGUMENTS = [
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf17"], "--config: 'packed_pingpong_128x192x64_2x1_bf17' "
      "is not a config of the kernel library (closest: packed_pingpong_128x192x64_2x1_bf16"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16,"], "--config has an empty item"),
+    (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16@9:4"], "--config: "
+     "'packed_pingpong_128x192x64_2x1_bf16@9:4' has a malformed launch: config's launch must have raster in"),
+    (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16@2:4", "--methods", "fused_dual"],
+     "--config: 'packed_pingpong_128x192x64_2x1_bf16' runs only in method fused_packed"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16", "--dtype", "fp16"],
      "--config: 'packed_pingpong_128x192x64_2x1_bf16' is a bf16 config; the benchmark runs --dtype fp16"),
     (["bench", "--config", "packed_pingpong_128x192x64_2x1_bf16", "--methods", "fused_dual"],
@@ -234,6 +238,8 @@ def test_a_library_config_name_passes_the_option_check(capsys):
 
     name = sorted(c.name(torch.bfloat16) for c in configs.choosable_configs())[0]
     assert cli.main(["bench", "--config", name]) in (0, 2)  # 2: no Hopper GPU here
+    assert "--config" not in capsys.readouterr().err
+    assert cli.main(["bench", "--config", f"{name}@1:1"]) in (0, 2)  # with its launch, as FUSED_SWIGLU_CONFIG
     assert "--config" not in capsys.readouterr().err
 
 

@@ -47,7 +47,8 @@ def add_parsers(sub) -> None:
     _dtype(b)
     _methods(b, d.KERNEL_METHODS, "all; quack only where the quack-kernels package is installed")
     _out(b, "write results as JSON here, and as CSV beside it")
-    b.add_argument("--config", help="kernel config name(s) overriding the heuristic (FUSED_SWIGLU_CONFIG)")
+    b.add_argument("--config", help="kernel config name(s) overriding the heuristic, each optionally with its launch "
+                                    "as <name>@<raster>:<swizzle> (as FUSED_SWIGLU_CONFIG)")
     _timing(b, d.KERNEL_WARMUP_MS, d.KERNEL_REPS)
     _graphs_and_protocol(b)
     modes = b.add_subparsers(dest="mode", metavar="MODE", title="modes (give one, then its options)")

@@ -122,16 +122,24 @@ def known_config_names() -> set[str]:
 
 def parse_configs(value: str | None) -> str | None:
     """``--config``: comma-separated names, each one of the kernel library's inference configs
-    (:func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16).
+    (:func:`fused_swiglu.configs.choosable_configs`, in bf16 and fp16), optionally with its launch,
+    ``<name>@<raster>:<swizzle>``, as ``FUSED_SWIGLU_CONFIG``.
 
     Raises:
-        ValueError: an empty item, or a name that is not a config of the library.
+        ValueError: an empty item, a malformed launch, or a name that is not a config of the library.
     """
     if value is None:
         return None
-    names = split([value], "--config")
-    known = known_config_names()
     from .. import catalog
+
+    given = split([value], "--config")
+    names = []
+    for n in given:
+        try:
+            names.append(catalog.split_config(n)[0])
+        except ValueError as e:
+            raise ValueError(f"--config: {n!r} has a malformed launch: {e}") from None
+    known = known_config_names()
 
     e4m3 = [n for n in names if n in catalog.fp8_names() + catalog.fp8_out_names() + catalog.fp8_blockwise_names()
             + catalog.fp8_dual_names()]
@@ -146,7 +154,7 @@ def parse_configs(value: str | None) -> str | None:
     if unknown:
         said = "; ".join(f"{n!r} is not a config of the kernel library ({catalog.closest(n, known)})" for n in unknown)
         raise ValueError(f"--config: {said}; `fused-swiglu build --list` lists them all")
-    return ",".join(names)
+    return ",".join(given)
 
 
 def config_applies(config: str | None, methods: list[str], dtype: str) -> None:
@@ -160,7 +168,9 @@ def config_applies(config: str | None, methods: list[str], dtype: str) -> None:
     from ..bench.methods import FUSED_KERNEL
     from ..configs import is_promoted
 
-    for name in config.split(",") if config else []:
+    from ..catalog import split_config
+
+    for name in (split_config(n)[0] for n in config.split(",")) if config else []:
         kernel, accumulation = name.split("_", 1)[0], "promoted" if is_promoted(name) else "fast"
         runs = [m for m, ka in FUSED_KERNEL.items() if ka == (kernel, accumulation)]
         if not name.endswith("_" + dtype):

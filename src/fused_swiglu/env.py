@@ -116,10 +116,12 @@ _override: str | None = None  # set_config_names's names; None: FUSED_SWIGLU_CON
 def config_override() -> list[str]:
     """Config names that override the choice: :func:`set_config_names`'s, else ``FUSED_SWIGLU_CONFIG``'s
     (comma-separated), or an empty list."""
-    value = _override if _override is not None else _get("CONFIG")
-    if not value:
-        return []
-    return [name.strip() for name in value.split(",") if name.strip()]
+    return split_names(_override if _override is not None else _get("CONFIG"))
+
+
+def split_names(value: str | None) -> list[str]:
+    """The names of a comma-separated list (``FUSED_SWIGLU_CONFIG``'s form), stripped, empty items left out."""
+    return [name.strip() for name in (value or "").split(",") if name.strip()]
 
 
 def config_override_origin() -> str:

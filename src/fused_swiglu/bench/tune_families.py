@@ -167,8 +167,9 @@ def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., No
 def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:
     """A banded name (or a launch of it, ``<name>@<raster>:<swizzle>``) as the library's operators take it:
     e4m3 names as they are, training names with ``dtype``'s suffix (before the launch)."""
-    base, at, launch = name.partition("@")
-    return catalog.library_name(kernel, base, configs.DTYPE_SUFFIX[dtype]) + at + launch
+    base, launch = catalog.split_config(name)
+    full = catalog.library_name(kernel, base, configs.DTYPE_SUFFIX[dtype])
+    return full if launch is None else tuning.launch_key(full, *launch)
 
 
 def write_families(path: Path, entries: list[dict], gpu: str) -> dict:

@@ -178,20 +178,18 @@ def info(args, console) -> int:
     console.print(f"cache dir: {root}" + (f" (cannot be used: {unusable}; set FUSED_SWIGLU_CACHE_DIR to a "
                                           "writable directory)" if unusable else ""))
     override = env.config_override()
-    launches = _override_launches(override)
     if override:  # checked against this version's configs here, against the library's below
-        from ..configs import OVERRIDABLE_NAMES as known
-
-        unknown = [n for n, base in launches.items() if isinstance(base, str) and base not in known]
         from ..catalog import closest
+        from ..configs import OVERRIDABLE_NAMES as known, parse_overrides
 
-        said = "; ".join(f"{n} ({closest(launches[n], known)})" for n in unknown)
+        parsed, malformed = parse_overrides(override)
+        unknown = [(n, base) for n, base, _ in parsed if base not in known]
+        said = "; ".join(f"{n} ({closest(base, known)})" for n, base in unknown)
         console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
                       + (f" (not config names of this version's 16-bit packed or dual kernels, which it applies "
                          f"to, so ignored: {said})" if unknown else ""))
-        for n, base in launches.items():
-            if isinstance(base, ValueError):
-                console.print(f"FUSED_SWIGLU_CONFIG: {n}: {base}; so ignored", highlight=False)
+        for n, e in malformed.items():
+            console.print(f"FUSED_SWIGLU_CONFIG: {n}: {e}; so ignored", highlight=False)
     from ..build import prebuilt
 
     path = prebuilt.core_library()
@@ -241,25 +239,11 @@ def info(args, console) -> int:
             f" (epilogue {c.epilogue_smem_bytes / 1024:.1f} KiB)", highlight=False
         )
     if override:
-        missing = [n for n, base in launches.items()  # those not of this version were named above
-                   if isinstance(base, str) and base in known and base not in lib.names]
+        missing = [n for n, base, _ in parsed  # those not of this version were named above
+                   if base in known and base not in lib.names]
         if missing:
             console.print(f"FUSED_SWIGLU_CONFIG: not in the library, so ignored: {', '.join(missing)}")
     return 0
-
-
-def _override_launches(override) -> dict:
-    """Each name of ``FUSED_SWIGLU_CONFIG`` -> its config name, or the ValueError its malformed launch raises
-    (:func:`fused_swiglu.catalog.split_config`)."""
-    from ..catalog import split_config
-
-    out: dict = {}
-    for n in override or ():
-        try:
-            out[n] = split_config(n)[0]
-        except ValueError as e:
-            out[n] = e
-    return out
 
 
 def _cache_problem(root: Path) -> str | None:

@@ -477,16 +477,25 @@ def _names_kernel(name: str, kernel: str, suffix: str) -> bool:
     return name.startswith(kernel + "_") and not name.startswith(kernel + "_store_") and name.endswith(suffix)
 
 
-def _parsed_overrides(overrides) -> list[tuple[str, str, tuple[int, int] | None]]:
-    """(as given, config name, launch or None) of each override name
-    (:func:`fused_swiglu.catalog.split_config`); a malformed one is left out, with one warning."""
-    out = []
+def parse_overrides(overrides) -> tuple[list[tuple[str, str, tuple[int, int] | None]], dict[str, ValueError]]:
+    """Override names (``FUSED_SWIGLU_CONFIG``'s, :func:`fused_swiglu.env.config_override`) read by
+    :func:`fused_swiglu.catalog.split_config`: (as given, config name, launch or None) of each well-formed one,
+    and as given -> the ValueError of each malformed launch."""
+    parsed, malformed = [], {}
     for n in overrides:
         try:
-            out.append((n, *catalog.split_config(n)))
+            parsed.append((n, *catalog.split_config(n)))
         except ValueError as e:
-            warn_once(f"override:{n}", f"fused_swiglu: {env.config_override_origin()}: {e}; it is ignored.")
-    return out
+            malformed[n] = e
+    return parsed, malformed
+
+
+def _parsed_overrides(overrides) -> list[tuple[str, str, tuple[int, int] | None]]:
+    """:func:`parse_overrides`' well-formed names; each malformed one is left out, with one warning."""
+    parsed, malformed = parse_overrides(overrides)
+    for n, e in malformed.items():
+        warn_once(f"override:{n}", f"fused_swiglu: {env.config_override_origin()}: {e}; it is ignored.")
+    return parsed
 
 
 @functools.lru_cache(maxsize=4096)
@@ -622,7 +631,7 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
     band = bands.band(kernel, accumulation, size)
     smem = tuning.load(gpu, dtype).smem_bytes
     if band is None:
-        return _rule_choice(kernel, rule, M, N, smem_limit, smem), rule[1]
+        return _rule_choice(kernel, rule, M, N, dtype, smem_limit, smem), rule[1]
     by = catalog.BANDED_FAMILIES[kernel][0]
     name = catalog.library_name(kernel, band.config, dtype)
     below = max((b.up_to for b in bands.families[kernel, accumulation] if b.up_to is not None and b.up_to < size),
@@ -638,18 +647,19 @@ def family_choice(kernel: str, accumulation: str, size: int, M: int, N: int, gpu
     if (band.raster, band.swizzle) != (0, 1) and considered(dataclasses.replace(config, raster=0, swizzle=1), M, N,
                                                             smem_limit, smem):
         return Choice(name), f"{why}, launched with raster 0 and swizzle 1: {illegal}"
-    return _rule_choice(kernel, rule, M, N, smem_limit, smem), f"{rule[1]}: {illegal}"
+    return _rule_choice(kernel, rule, M, N, dtype, smem_limit, smem), f"{rule[1]}: {illegal}"
 
 
-def _rule_choice(kernel: str, rule: tuple[str, str], M: int, N: int, smem_limit: int | None,
+def _rule_choice(kernel: str, rule: tuple[str, str], M: int, N: int, dtype: str, smem_limit: int | None,
                  smem: dict[str, int]) -> Choice:
-    """The family rule's config (``rule``: (name, why)) where it fits ``smem_limit`` (:func:`fits_shared_memory`).
+    """The family rule's config (``rule``: (name, why); a training name ends with ``dtype``, an e4m3 one is whole)
+    where it fits ``smem_limit`` (:func:`fits_shared_memory`).
 
     Raises:
         ValueError: it does not, naming the config and the limit.
     """
     name = rule[0]
-    banded = name.removesuffix("_" + name.rpartition("_")[2]) if name.endswith(("_bf16", "_fp16")) else name
+    banded = name.removesuffix("_" + dtype)  # as the bands name it (catalog.banded_names)
     base = _BANDED[banded].base_name if banded in _BANDED else banded  # the key serves() reads sizes by
     if not fits_shared_memory(base, smem_limit, smem):
         size = f"{smem[base]} bytes" if base in smem else f"size not measured, taken as the sm_90 maximum {SM90_SMEM_MAX}"
@@ -987,13 +997,11 @@ def set_config_override(names: str | None) -> None:
     """
     if names is not None and not isinstance(names, str):
         raise TypeError(f"names must be a string of comma-separated config names, or None; got {type(names).__name__}")
-    for n in (n.strip() for n in (names or "").split(",")):
-        if not n:
-            continue
-        try:
-            base, _ = catalog.split_config(n)
-        except ValueError as e:
-            raise ValueError(f"names: {n!r} has a malformed launch: {e}") from None
+    parsed, malformed = parse_overrides(env.split_names(names))
+    if malformed:
+        n, e = next(iter(malformed.items()))
+        raise ValueError(f"names: {n!r} has a malformed launch: {e}")
+    for _, base, _ in parsed:
         if base not in OVERRIDABLE_NAMES:
             raise ValueError(f"names: {base!r} is not a config of the 16-bit packed or dual kernels, which the "
                              f"override applies to ({catalog.closest(base, OVERRIDABLE_NAMES)})")

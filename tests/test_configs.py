@@ -532,8 +532,8 @@ def test_the_training_step_runs_unfused_where_the_data_measured_it_slower():
     assert configs.training_unfused(8192, 3584, h200) and configs.training_unfused(16384, 8192, h200)
     assert not configs.training_unfused(8191, 3584, h200)  # fewer tokens than measured
     assert not configs.training_unfused(8192, 2048, h200)  # a smaller hidden size than measured
-    assert configs.training_unfused(2048, 3584, h100)  # the H100 measured it slower from 2048 tokens
-    assert not configs.training_unfused(2047, 3584, h100) and not configs.training_unfused(2048, 2048, h100)
+    assert configs.training_unfused(2048, 8192, h100)  # the H100 measured it slower at H = 8192 from 2048 tokens
+    assert not configs.training_unfused(2047, 8192, h100) and not configs.training_unfused(8192, 5120, h100)
     with pytest.raises(ValueError, match="dtype must be"):
         configs.training_unfused(8192, 3584, h200, torch.float32)
 
@@ -755,7 +755,9 @@ def test_a_config_that_is_not_a_str_is_a_type_error_in_every_family():
 
 def test_explain_of_a_training_kernel_says_where_the_patched_step_runs_unfused():
     h100 = "NVIDIA H100 80GB HBM3"
-    _, why = configs.explain("dual_store", "", 2048, 18944, 3584, torch.bfloat16, gpu=h100)
+    _, why = configs.explain("dual_store", "", 2048, 29568, 8192, torch.bfloat16, gpu=h100)
     assert "runs the block's own forward and PyTorch's backward instead" in why
-    _, why = configs.explain("dual_store", "", 1024, 18944, 3584, torch.bfloat16, gpu=h100)
+    _, why = configs.explain("dual_store", "", 1024, 29568, 8192, torch.bfloat16, gpu=h100)
     assert "PyTorch's backward" not in why  # fewer tokens than the rule's
+    _, why = configs.explain("dual_store", "", 2048, 18944, 3584, torch.bfloat16, gpu=h100)
+    assert "PyTorch's backward" not in why  # a smaller hidden size than the rule's

@@ -55,10 +55,9 @@ Tensor vector_ready(Tensor const& s) {
 // A fresh fp32 (ceil(rows / 4) * 4, blocks) buffer of strides (1, ld), zero-filled or not: the block-scaled
 // kernels' layout of scales, with the padding rows they read.
 Tensor m_major_buffer(Tensor const& like, int64_t rows, int64_t blocks, bool zeroed) {
-  std::array<int64_t, 2> size{blocks, ceil_div(rows, 4) * 4};
-  Tensor buffer = zeroed ? torch::stable::new_zeros(like, dims(size), ScalarType::Float)
-                         : torch::stable::new_empty(like, dims(size), ScalarType::Float);
-  return torch::stable::transpose(buffer, 0, 1);
+  Tensor buffer = new_column_major(like, ceil_div(rows, 4) * 4, blocks, code_fp32());
+  if (zeroed) torch::stable::zero_(buffer);
+  return buffer;
 }
 
 // s (rows, blocks) as the block-scaled kernels read it: stride (1, ld), ld >= rows a multiple of 4, 16-byte
@@ -168,8 +167,7 @@ std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::opt
   if (!x_scale) {
     xq = new_output(x, m, k, code_e4m3());
     xs = m_major_buffer(x, m, blocks, /*zeroed=*/false);  // the kernel zeroes the padding rows
-    quantize_groups(op, device, x, xq, xs, xs.size(0));
-    xs = torch::stable::narrow(xs, 0, 0, m);
+    quantize_groups(op, device, x, xq, xs, xs.size(0));  // the GEMM reads xs's first m rows by its stride
   } else {
     xs = block ? m_major(*x_scale, m) : vector_ready(*x_scale);
   }

@@ -177,6 +177,11 @@ Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
   return new_empty_strided(like, 2, sizes.data(), strides.data(), dtype);
 }
 
+Tensor new_column_major(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
+  std::array<int64_t, 2> sizes{m, n}, strides{1, m};
+  return new_empty_strided(like, 2, sizes.data(), strides.data(), dtype);
+}
+
 namespace {
 
 // Makes `device` the current CUDA device for the scope (a guard only where another one is current).

@@ -150,3 +150,16 @@ def test_cuda_graph_and_torch_compile(seed):
     assert torch.equal(captured, eager), f"seed={seed}"
     compiled = torch.compile(lambda a: fp8.swiglu_fp8(a, gq, uq, xs, gs, us), fullgraph=True)
     assert torch.equal(compiled(x), eager), f"seed={seed}"
+
+
+def test_the_common_call_names_each_bad_argument_with_its_typed_error():
+    # the choice: the operator runs before the Python checks (the eager fast path)
+    x, gq, uq, xs, gs, us = _operands(4, 256, 256)
+    cases = (
+        (TypeError, "gate_scale must be torch.float32", (x, gq, uq, xs, gs.double(), us)),
+        (ValueError, "w_up must have w_gate's I=256 rows", (x, gq, uq[:128], xs, gs, us)),
+        (ValueError, "gate_scale and up_scale must be of one kind", (x, gq, uq, xs, gs, us[:1])),
+    )
+    for error, message, args in cases:
+        with pytest.raises(error, match=message):
+            fp8.swiglu_fp8(*args)

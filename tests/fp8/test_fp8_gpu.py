@@ -131,3 +131,19 @@ def test_cuda_graph_and_torch_compile(seed):
     assert torch.equal(captured, eager), f"seed={seed}"
     compiled = torch.compile(lambda a: fp8.swiglu_packed_fp8(a, wp, xs, ws), fullgraph=True)
     assert torch.equal(compiled(x), eager), f"seed={seed}"
+
+
+def test_the_common_call_names_each_bad_argument_with_its_typed_error():
+    # row scales, bf16 y, the choice: the operator runs before the Python checks (the eager fast path)
+    x, wp, xs, ws = row_operands(4, 256, 256)
+    cases = (
+        (TypeError, "x must be torch.float8_e4m3fn", (x.to(torch.bfloat16), wp, xs, ws), {}),
+        (TypeError, "w_scale must be torch.float32", (x, wp, xs, ws.double()), {}),
+        (ValueError, "w_scale must have shape", (x, wp, xs, ws[:3]), {}),
+        (ValueError, "w_packed must have x's H=256 columns", (x, wp[:, :128], xs, ws), {}),
+        (ValueError, "out_scale is for e4m3 y", (x, wp, xs, ws), {"out_scale": torch.ones(1, device="cuda")}),
+    )
+    for error, message, args, kwargs in cases:
+        with pytest.raises(error, match=message):
+            fp8.swiglu_packed_fp8(*args, **kwargs)
+    assert fp8.swiglu_packed_fp8(x, wp, xs, ws).shape == (4, 256)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -881,7 +882,8 @@ def explain(
     fallback); the tuned override for this exact problem; the cost model, with its prediction and the
     runner-up's; or, for an e4m3 family (:data:`FP8_KERNELS`), its rule by M. ``available``: the config
     names to choose from; None: the kernel library's if it is loaded, else every config of the catalog
-    (nothing is loaded or built).
+    (nothing is loaded or built). A ``gpu`` that is not a Hopper part (:func:`hopper_named`) gets the choice
+    a Hopper GPU of its reports would, and the reason says so.
 
     Raises:
         As :func:`resolve`; ValueError also for N or K not a positive multiple of 8 (the kernels' 16-byte
@@ -892,6 +894,31 @@ def explain(
     """
     _check_sizes(M=M, N=N, K=K, num_sms=num_sms)
     _check_device_arguments(gpu, smem_limit, available)
+    choice, why = _explain_checked(kernel, config, M, N, K, dtype, num_sms, gpu, smem_limit, available, token_tile)
+    if gpu and not hopper_named(gpu):
+        why += (f"; {gpu} is not a Hopper GPU (compute capability 9.0: H100, H200, H800, H20, GH200), where alone the "
+                "CUDA kernels run: on it the PyTorch fallback runs, and this is the choice a Hopper part would get")
+    return choice, why
+
+
+def hopper_named(gpu: str) -> bool:
+    """Whether ``gpu`` (a device name as CUDA reports it) is a Hopper GPU: by its compute capability where a
+    device of that name is visible, else by the name (H100, H200, H800, H20 or GH200 in it)."""
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            if props.name == gpu:
+                return (props.major, props.minor) == (9, 0)
+    return HOPPER_NAME.search(gpu) is not None
+
+
+HOPPER_NAME = re.compile(r"\bG?H(?:100|200|800|20)\b")
+
+
+def _explain_checked(kernel: str, config: str, M: int, N: int, K: int, dtype: torch.dtype, num_sms: int, gpu: str,
+                     smem_limit: int | None, available: frozenset[str] | None,
+                     token_tile: int) -> tuple[Choice, str]:
+    """:func:`explain` of checked sizes and device arguments."""
     if N == 0 or K == 0 or N % 8 or K % 8:
         raise ValueError(f"N = I and K = H must be positive multiples of 8 (16-byte TMA rows); got N={N}, K={K}")
     if kernel in FP8_KERNELS:

@@ -147,7 +147,7 @@ def _reports_of(table):
 
 def test_a_gpu_without_a_file_takes_the_data_of_the_gpu_whose_reports_match(monkeypatch):
     h100 = tuning.load("NVIDIA H100 80GB HBM3", "bf16")
-    assert h100.reports == tuning.Reports(132, 1980.0, 3352.3)
+    assert h100.reports == tuning.Reports(132, 1980.0, 3352.3, 52428800.0)
     ref = tuning.load(H200, "bf16")
     table = {"NVIDIA H800": tuning.Reports(132, 1980.0, 3352.3),  # an H100 with other links
              "NVIDIA H100 NVL": tuning.Reports(132, 1785.0, 3938.0),  # 10 % off in clock, 17 % in bandwidth
@@ -158,7 +158,7 @@ def test_a_gpu_without_a_file_takes_the_data_of_the_gpu_whose_reports_match(monk
     assert h800.matched == "NVIDIA H100 80GB HBM3" and h800.source == h100.source and h800.gpu == "NVIDIA H800"
     assert h800.sustained == h100.sustained and not h800.overrides_apply
     h200 = tuning.load(H200, "bf16")
-    assert h200.reports == tuning.Reports(132, 1980.0, 4814.3)
+    assert h200.reports == tuning.Reports(132, 1980.0, 4814.3, 62914560.0)
     monkeypatch.setitem(table, "NVIDIA H200 NVL", tuning.Reports(132, 1785.0, 4814.3))  # 10 % off in clock
     tuning.clear()
     nvl = tuning.load("NVIDIA H200 NVL", "bf16")
@@ -195,7 +195,9 @@ def test_reports_from_device_properties():
     class Props:
         multi_processor_count, clock_rate, memory_clock_rate, memory_bus_width = 132, 1980000, 2619000, 5120
 
-    assert tuning.Reports.of(Props()) == tuning.Reports(132, 1980.0, 3352.3)
+    assert tuning.Reports.of(Props()) == tuning.Reports(132, 1980.0, 3352.3)  # no L2 size reported: 0
+    Props.L2_cache_size = 50 * 2**20
+    assert tuning.Reports.of(Props()) == tuning.Reports(132, 1980.0, 3352.3, 50 * 2**20)
     assert tuning.reported("") is None
 
 
@@ -347,6 +349,12 @@ def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports
     assert "each byte a launch moves through DRAM charged at that bandwidth" in why
     # not visible (no reports): the reference's costs as measured
     assert tuning.load("NVIDIA H20 other", "bf16").scaled_to is None
+    # no L2 size reported: the reference's L2 terms as they are; reported: scaled by the two sizes' ratio
+    assert mine.l2_bytes == 0 and got.device.l2_reuse_bytes == ref.device.l2_reuse_bytes
+    smaller = dataclasses.replace(mine, l2_bytes=ref.reports.l2_bytes * 0.8)
+    again = tuning.scaled(ref, smaller)
+    assert again.device.l2_reuse_bytes == pytest.approx(ref.device.l2_reuse_bytes * 0.8)
+    assert again.device.l2_bytes == pytest.approx(ref.device.l2_bytes * 0.8)
 
 
 def test_a_band_whose_launch_cannot_serve_runs_its_config_at_the_default_launch(monkeypatch, tmp_path):

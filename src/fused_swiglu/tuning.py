@@ -119,18 +119,20 @@ class Override:
 @dataclass(frozen=True)
 class Reports:
     """What a GPU reports about itself (``torch.cuda.get_device_properties``): its SM count, its SM
-    clock's maximum in MHz and its memory's peak bandwidth in GB/s (two transfers per memory clock over
-    the bus width)."""
+    clock's maximum in MHz, its memory's peak bandwidth in GB/s (two transfers per memory clock over
+    the bus width) and its L2 cache in bytes (0: not reported)."""
 
     num_sms: int
     sm_mhz: float
     memory_gbps: float
+    l2_bytes: float = 0.0
 
     @classmethod
     def of(cls, props) -> Reports:
         """From a ``torch.cuda.get_device_properties`` result (clocks in kHz, bus width in bits)."""
         return cls(int(props.multi_processor_count), props.clock_rate / 1e3,
-                   round(2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e9, 1))
+                   round(2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e9, 1),
+                   float(getattr(props, "L2_cache_size", 0)))
 
     def distance(self, other: Reports) -> float | None:
         """The larger relative difference of the SM clocks and of the memory bandwidths, as fractions of
@@ -351,7 +353,7 @@ def parse(data: dict, source: Path | None = None, base: Tuning | None = None) ->
         reports = None
         if "reports" in data:
             r = data["reports"]
-            reports = Reports(int(r["num_sms"]), float(r["sm_mhz"]), float(r["memory_gbps"]))
+            reports = Reports(int(r["num_sms"]), float(r["sm_mhz"]), float(r["memory_gbps"]), float(r.get("l2_bytes", 0)))
         training = None
         if "training" in data:
             t = data["training"]
@@ -414,13 +416,16 @@ def scaled(data: Tuning, mine: Reports) -> Tuning:
     bytes, take the clock's ratio, and each DRAM byte a launch moves costs ``us_per_dram_byte`` more: the
     difference of the two GPUs' times per byte (``1 / mine - 1 / data's`` memory bandwidth), with no overlap
     assumed (:func:`fused_swiglu.configs.sustained_ranking` adds it by the launch's
-    :func:`fused_swiglu.cost_model.dram_traffic`). The SM count is the caller's (the choice's ``num_sms``). A
+    :func:`fused_swiglu.cost_model.dram_traffic`). The L2 that traffic model lets a wave reuse takes the ratio
+    of the two GPUs' L2 sizes where both report one. The SM count is the caller's (the choice's ``num_sms``). A
     first-order estimate, not a measurement: ``fused-swiglu tune`` measures the GPU's own."""
     clock = data.reports.sm_mhz / mine.sm_mhz  # > 1: this GPU computes slower
     memory = mine.memory_gbps / data.reports.memory_gbps  # < 1: this GPU streams slower
+    l2 = mine.l2_bytes / data.reports.l2_bytes if mine.l2_bytes and data.reports.l2_bytes else 1.0
     dev = data.device
     device = dataclasses.replace(dev, launch_us=dev.launch_us * clock, hbm_gbps=dev.hbm_gbps * memory,
-                                 sm_gbps=dev.sm_gbps * min(memory, 1 / clock))
+                                 sm_gbps=dev.sm_gbps * min(memory, 1 / clock), l2_bytes=dev.l2_bytes * l2,
+                                 l2_reuse_bytes=dev.l2_reuse_bytes * l2)
     costs = {name: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps * memory)
              for name, c in data.costs.items()}
     sustained = {key: ConfigCosts(c.tile_us * clock, c.k_tile_us * clock, c.gbps) for key, c in data.sustained.items()}

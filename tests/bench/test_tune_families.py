@@ -4,6 +4,7 @@ a GPU only)."""
 import json
 
 import pytest
+import torch
 
 from fused_swiglu import catalog, configs, tuning
 from fused_swiglu.bench import tune_families
@@ -88,7 +89,6 @@ def test_bands_go_into_the_gpus_bands_file_and_replace_their_family(tmp_path):
 
 def test_an_unknown_family_is_refused_and_full_names_take_the_dtype():
     """(Every family's call runs in the next test, on the operators' CPU kernels.)"""
-    import torch
 
     with pytest.raises(ValueError, match="kernel must be one of"):
         tune_families.family_call("packed", "x", object())
@@ -124,7 +124,6 @@ def test_families_by_group_and_by_name():
 def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monkeypatch, tmp_path):
     """The whole run on the CPU (the operators' CPU kernels), its timer replaced: a config's time is set by its
     name, so that the picks are known; every family's configs are called with the config named."""
-    import torch
 
     from fused_swiglu import _lib
     from fused_swiglu.bench import power, timing
@@ -196,7 +195,6 @@ def test_a_run_times_every_config_through_its_operator_and_writes_the_picks(monk
 
 
 def test_a_family_with_no_legal_pick_is_left_out_and_the_others_written(monkeypatch, tmp_path):
-    import torch
 
     from fused_swiglu import _lib
     from fused_swiglu.bench import timing
@@ -234,3 +232,18 @@ def test_shapes_are_checked_by_the_families_asked_for_before_any_gpu_work():
         check_family_shapes([MlpShape("4104x14336", 4104, 14336)], [("packed_fp8", "fast")])
     with pytest.raises(ValueError, match="takes H a multiple of 8 and I of 8"):
         check_family_shapes([MlpShape("4100x14340", 4100, 14340)], [("dual_store", "fast")])
+
+
+def test_a_launch_whose_output_differs_from_its_default_launch_is_left_out_with_a_line():
+    said = []
+    y = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    calls = {"k:a@2:8": [lambda: (y.clone(), y[:, :1] + 1)],  # before its default launch in the dict
+             "k:a": [lambda: (y.clone(), y[:, :1].clone())],
+             "k:a@1:1": [lambda: (y.clone(), y[:, :1].clone())],
+             "k:b@2:4": [lambda: y.to(torch.bfloat16)], "k:b": [lambda: y.to(torch.bfloat16)]}
+    kept = tune_families.runnable(calls, lambda *a, **k: said.append(a[0]), "72B M=2048")
+    assert list(kept) == ["k:a", "k:a@1:1", "k:b@2:4", "k:b"]  # in the given order
+    assert said == ["72B M=2048: k:a@2:8 not timed: its output differs from k:a's on the same inputs"]
+    nan = torch.full((2,), float("nan"))
+    assert list(tune_families.runnable({"k:c": [lambda: nan.clone()], "k:c@2:2": [lambda: nan.clone()]},
+                                       lambda *a, **k: None, "")) == ["k:c", "k:c@2:2"]  # bit for bit, NaN too

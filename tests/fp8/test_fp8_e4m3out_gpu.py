@@ -161,3 +161,16 @@ def test_cuda_graph_torch_compile_and_m_zero(seed):
         assert torch.equal(got[1], eager[1]), f"seed={seed}"
     q, scale = fp8.swiglu_packed_fp8(x[:0], wp, xs[:0], ws, out_dtype=fp8.E4M3)
     assert q.shape == (0, 4864) and scale.shape == (0, 38)
+
+
+@pytest.mark.parametrize("name", fp8.OUT_CONFIG_NAMES)
+def test_every_launch_writes_each_scale_once(name, seed):
+    # a swizzled grid is padded to whole swizzle groups; the padding tiles lie past Y's last group and must
+    # write no scale (one past a row's last group is the next row's first)
+    M, H, I = 300, 512, 896  # 7 groups: no swizzle divides them
+    x, wp, xs, ws = row_operands(M, H, I)
+    for raster in (0, 1, 2):
+        for swizzle in (1, 2, 4, 8):
+            _poison(M, I)
+            q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=f"{name}@{raster}:{swizzle}")
+            _check_dynamic(q, scale, x, wp, xs, ws, f"{name}@{raster}:{swizzle} seed={seed}")

@@ -151,17 +151,37 @@ def family_call(kernel: str, name: str, s) -> Callable[[], object]:
 
 def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., None],
              where: str) -> dict[str, list[Callable[[], object]]]:
-    """The entries of ``calls`` whose first call runs; each one that raises is left out with a line saying why
-    (the library declining a problem: such a config has no time there and is not picked for its size)."""
-    out = {}
-    for key, fns in calls.items():
+    """The entries of ``calls`` whose first call runs and, for a launch ``<key>@<raster>:<swizzle>``, gives
+    bit for bit what its config's default launch ``<key>`` gives on the same inputs (the tile order changes
+    which CTA computes a tile, never its result). Each other entry is left out with a line saying why: the
+    library declining a problem (such a config has no time there and is not picked for its size), or a launch
+    whose output differs (a kernel bug at that launch, which no band may then pick)."""
+    kept, defaults = set(), {}  # default launches' outputs, kept while their launches are compared
+    for key in sorted(calls, key=lambda k: "@" in k):  # each config's default launch before its others
         try:
-            fns[0]()
+            result = _bits(calls[key][0]())
         except (RuntimeError, ValueError) as e:
             say(f"{where}: {key} not timed: {str(e).splitlines()[0][:160]}", highlight=False)
             continue
-        out[key] = fns
-    return out
+        base = key.partition("@")[0]
+        if base == key:
+            defaults[key] = result
+        elif base in defaults and not _same(result, defaults[base]):
+            say(f"{where}: {key} not timed: its output differs from {base}'s on the same inputs", highlight=False)
+            continue
+        kept.add(key)
+    return {key: fns for key, fns in calls.items() if key in kept}
+
+
+def _bits(result: object) -> list[torch.Tensor]:
+    """A call's tensors (one, or those of a tuple), each as integers of its element size: compared bit for bit."""
+    tensors = [result] if isinstance(result, torch.Tensor) else [t for t in (result or ()) if isinstance(t, torch.Tensor)]
+    kinds = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return [t.contiguous().view(kinds[t.element_size()]).clone() for t in tensors]
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
 
 
 def full_name(kernel: str, name: str, dtype: torch.dtype) -> str:

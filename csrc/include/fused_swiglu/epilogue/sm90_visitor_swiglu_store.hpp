@@ -226,7 +226,8 @@ struct Sm90SwiGLUStore {
     CUTLASS_DEVICE ConsumerStoreCallbacks(STensor&& sOut, STensorS2G&& bSG_sOut, STensor&& sGate,
                                           STensorS2G&& bSG_sGate, STensor&& sUp, STensorS2G&& bSG_sUp,
                                           GTensorS2G&& bSG_gOut, int thr_m_out, int thr_n_out,
-                                          Params const* params_ptr, int row0, int M, int group0, float static_scale)
+                                          Params const* params_ptr, int row0, int M, int group0, int groups,
+                                          float static_scale)
         : sOut(cute::forward<STensor>(sOut)),
           bSG_sOut(cute::forward<STensorS2G>(bSG_sOut)),
           sGate(cute::forward<STensor>(sGate)),
@@ -235,7 +236,7 @@ struct Sm90SwiGLUStore {
           bSG_sUp(cute::forward<STensorS2G>(bSG_sUp)),
           bSG_gOut(cute::forward<GTensorS2G>(bSG_gOut)),
           thr_m_out(thr_m_out), thr_n_out(thr_n_out), params_ptr(params_ptr),
-          row0(row0), M(M), group0(group0), static_scale(static_scale) {}
+          row0(row0), M(M), group0(group0), groups(groups), static_scale(static_scale) {}
 
     STensor sOut;          // (OUT_M,OUT_N,PIPE)
     STensorS2G bSG_sOut;   // (TMA,TMA_M,TMA_N,PIPE)
@@ -250,6 +251,7 @@ struct Sm90SwiGLUStore {
     int row0;              // e4m3 Y: output row (in Y) of this thread's first element
     int M;                 // rows of Y
     int group0;            // e4m3 Y: the tile's first 128-column group
+    int groups;            // e4m3 Y: Y's 128-column groups (a swizzled grid's padding tiles lie beyond them)
     float static_scale;    // e4m3 Y, scale mode 1: the given scale
     Array<Element, NumPairs> out;   // this thread's SwiGLU results for the current subtile
     Array<Element, StorePreactivations ? NumPairs : 1> out_gate;   // and its g, u (StorePreactivations)
@@ -276,7 +278,7 @@ struct Sm90SwiGLUStore {
         float const scale = dynamic ? __fdiv_rn(a, detail::kE4M3Max) : static_scale;
         inv[r] = fminf(__frcp_rn(scale), FLT_MAX);   // scale 0: all values are 0 and stay 0
         int const row = row0 + t.row_off[decltype(r)::value];
-        if (dynamic && lane % 4 == 0 && row < M) {
+        if (dynamic && lane % 4 == 0 && row < M && group0 + group < groups) {
           params_ptr->ptr_scale[row * params_ptr->scale_stride_m + (group0 + group) * params_ptr->scale_stride_g] =
               scale;
         }
@@ -476,7 +478,7 @@ struct Sm90SwiGLUStore {
     return ConsumerStoreCallbacks<CrdLayout, decltype(sOut_epi), decltype(bSG_sOut), decltype(bSG_gOut)>(
         cute::move(sOut_epi), cute::move(bSG_sOut), cute::move(sGate_epi), cute::move(bSG_sGate),
         cute::move(sUp_epi), cute::move(bSG_sUp), cute::move(bSG_gOut), thr_m_out, thr_n_out, params_ptr,
-        m_start + thr_m_out, int(M), group0, static_scale);
+        m_start + thr_m_out, int(M), group0, (int(N) / 2 + kGroupCols - 1) / kGroupCols, static_scale);
   }
 };
 

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <functional>
@@ -178,7 +179,7 @@ Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
 }
 
 Tensor new_column_major(Tensor const& like, int64_t m, int64_t n, int32_t dtype) {
-  std::array<int64_t, 2> sizes{m, n}, strides{1, m};
+  std::array<int64_t, 2> sizes{m, n}, strides{1, std::max<int64_t>(m, 1)};  // (1, 1) for no rows, as PyTorch
   return new_empty_strided(like, 2, sizes.data(), strides.data(), dtype);
 }
 

@@ -103,7 +103,7 @@ Tensor new_output(Tensor const& like, int64_t m, int64_t n);
 Tensor new_output(Tensor const& like, int64_t m, int64_t n, int32_t dtype);
 // A new contiguous 1-D (n,) tensor of aoti dtype code `dtype` on like's device.
 Tensor new_vector(Tensor const& like, int64_t n, int32_t dtype);
-// A new (m, n) tensor of strides (1, m), aoti dtype code `dtype`, on like's device: one allocation, no
+// A new (m, n) tensor of strides (1, max(m, 1)), aoti dtype code `dtype`, on like's device: one allocation, no
 // transposed view of a row-major one.
 Tensor new_column_major(Tensor const& like, int64_t m, int64_t n, int32_t dtype);
 

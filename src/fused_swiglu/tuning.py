@@ -41,13 +41,13 @@ reference GPU's file (``costs_from`` names it).
 
 Optional, what the GPU reported when it was tuned (``tune`` writes it; :class:`Reports`)::
 
-     "reports": {"num_sms": 132, "sm_mhz": 1980.0, "memory_gbps": 3352.3}
+     "reports": {"num_sms": 132, "sm_mhz": 1980.0, "memory_gbps": 3352.3, "l2_bytes": 52428800.0}
 
 A GPU without a file of its own takes the data of the GPU whose file's reports match its own: the same SM
 count, SM clock and memory bandwidth each within :data:`NEAR` (the closest such; its overrides do not
 apply); where no file's reports match, the reference GPU's costs as above, scaled to what this GPU reports
 where it is visible (:func:`scaled`: times per tile by the SM clocks' ratio, bandwidths by the memory
-bandwidths').
+bandwidths', the L2 terms by the L2 sizes' where both are known; ``l2_bytes`` may be left out).
 
 Optional, where the fused training step was measured slower than the block's own (:class:`TrainingRule`,
 :func:`fused_swiglu.configs.training_unfused`)::

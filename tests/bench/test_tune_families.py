@@ -247,3 +247,22 @@ def test_a_launch_whose_output_differs_from_its_default_launch_is_left_out_with_
     nan = torch.full((2,), float("nan"))
     assert list(tune_families.runnable({"k:c": [lambda: nan.clone()], "k:c@2:2": [lambda: nan.clone()]},
                                        lambda *a, **k: None, "")) == ["k:c", "k:c@2:2"]  # bit for bit, NaN too
+
+
+def test_a_launch_without_its_default_launch_is_left_out_and_running_out_of_memory_is_raised():
+    said = []
+
+    def refuse():
+        raise RuntimeError("UnsupportedError: can_implement")
+
+    y = torch.ones(2)
+    kept = tune_families.runnable({"k:a": [refuse], "k:a@2:4": [lambda: y.clone()]},
+                                  lambda *a, **k: said.append(a[0]), "M=1")
+    assert kept == {} and said[1] == ("M=1: k:a@2:4 not timed: its config's default launch did not run, so its "
+                                      "output is unchecked")
+
+    def out_of_memory():
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        tune_families.runnable({"k:a": [out_of_memory]}, lambda *a, **k: None, "M=1")

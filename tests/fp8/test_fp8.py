@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -313,6 +314,9 @@ def test_block_scaling_checks_its_arguments():
     wp, ws = fp8.pack_weights_blockwise(gq, uq, gs, us)
     with pytest.raises(ValueError, match="scaling must be one of"):
         fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="tile")
+    for bad in (np.array(["row", "row"]), ["row"]):  # named before any comparison with it, e4m3 y included
+        with pytest.raises(TypeError, match="scaling must be a str"):
+            fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling=bad, out_dtype=fp8.E4M3)
     with pytest.raises(ValueError, match=r"x_scale must have shape \(6, 3\)"):
         fp8.swiglu_packed_fp8(x, wp, xs[:, :2], ws, scaling="block")
     with pytest.raises(ValueError, match=r"w_scale must have shape \(38, 3\)"):

@@ -164,13 +164,20 @@ def test_cuda_graph_torch_compile_and_m_zero(seed):
 
 
 @pytest.mark.parametrize("name", fp8.OUT_CONFIG_NAMES)
-def test_every_launch_writes_each_scale_once(name, seed):
-    # a swizzled grid is padded to whole swizzle groups; the padding tiles lie past Y's last group and must
-    # write no scale (one past a row's last group is the next row's first)
-    M, H, I = 300, 512, 896  # 7 groups: no swizzle divides them
+@pytest.mark.parametrize("M,H,I", [(4096, 512, 896), (2048, 512, 29568)])  # 7 and 231 groups: no swizzle divides
+def test_every_launch_writes_what_the_default_launch_writes(name, M, H, I, seed):
+    # A swizzled grid is padded to whole swizzle groups, and its padding tiles (past Y's last group) run the
+    # epilogue: they must write no scale (one past a row's last group is the next row's first). Several waves
+    # of tiles, so that padding tiles run after the tiles whose scales they would overwrite.
     x, wp, xs, ws = row_operands(M, H, I)
+    _poison(M, I)
+    q0, scale0 = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=f"{name}@0:1")
+    _check_dynamic(q0, scale0, x, wp, xs, ws, f"{name}@0:1 M={M} I={I} seed={seed}")
     for raster in (0, 1, 2):
         for swizzle in (1, 2, 4, 8):
             _poison(M, I)
             q, scale = fp8.swiglu_packed_fp8(x, wp, xs, ws, out_dtype=fp8.E4M3, config=f"{name}@{raster}:{swizzle}")
-            _check_dynamic(q, scale, x, wp, xs, ws, f"{name}@{raster}:{swizzle} seed={seed}")
+            what = f"{name}@{raster}:{swizzle} M={M} I={I} seed={seed}"
+            assert torch.equal(q.view(torch.uint8), q0.view(torch.uint8)), what
+            off = scale.view(torch.int32) != scale0.view(torch.int32)
+            assert not off.any(), f"{what}: {off.sum().item()} scales differ, e.g. at {off.nonzero()[0].tolist()}"

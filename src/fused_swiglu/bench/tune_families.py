@@ -154,22 +154,39 @@ def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., No
     """The entries of ``calls`` whose first call runs and, for a launch ``<key>@<raster>:<swizzle>``, gives
     bit for bit what its config's default launch ``<key>`` gives on the same inputs (the tile order changes
     which CTA computes a tile, never its result). Each other entry is left out with a line saying why: the
-    library declining a problem (such a config has no time there and is not picked for its size), or a launch
-    whose output differs (a kernel bug at that launch, which no band may then pick)."""
-    kept, defaults = set(), {}  # default launches' outputs, kept while their launches are compared
-    for key in sorted(calls, key=lambda k: "@" in k):  # each config's default launch before its others
-        try:
-            result = _bits(calls[key][0]())
-        except (RuntimeError, ValueError) as e:
-            say(f"{where}: {key} not timed: {str(e).splitlines()[0][:160]}", highlight=False)
-            continue
-        base = key.partition("@")[0]
-        if base == key:
-            defaults[key] = result
-        elif base in defaults and not _same(result, defaults[base]):
-            say(f"{where}: {key} not timed: its output differs from {base}'s on the same inputs", highlight=False)
-            continue
-        kept.add(key)
+    library declining a problem (such a config has no time there and is not picked for its size), a launch
+    whose output differs (a kernel bug at that launch, which no band may then pick), or a launch whose default
+    launch did not run (nothing to check it against). One config at a time: only its default launch's output
+    is kept while its launches are compared.
+
+    Raises:
+        torch.OutOfMemoryError: as the call raised it (not a config the library declines).
+    """
+    by_config: dict[str, list[str]] = {}
+    for key in calls:
+        by_config.setdefault(key.partition("@")[0], []).append(key)
+    kept = set()
+    for base, keys in by_config.items():
+        default = None
+        for key in sorted(keys, key=lambda k: k != base):  # the default launch first
+            try:
+                result = _bits(calls[key][0]())
+            except torch.OutOfMemoryError:
+                raise
+            except (RuntimeError, ValueError) as e:
+                say(f"{where}: {key} not timed: {str(e).splitlines()[0][:160]}", highlight=False)
+                continue
+            if key == base:
+                default = result
+            elif default is None:
+                say(f"{where}: {key} not timed: its config's default launch did not run, so its output is "
+                    "unchecked", highlight=False)
+                continue
+            elif not _same(result, default):
+                say(f"{where}: {key} not timed: its output differs from {base}'s on the same inputs", highlight=False)
+                continue
+            kept.add(key)
+        del default
     return {key: fns for key, fns in calls.items() if key in kept}
 
 

@@ -897,7 +897,8 @@ def explain(
     choice, why = _explain_checked(kernel, config, M, N, K, dtype, num_sms, gpu, smem_limit, available, token_tile)
     if gpu and not hopper_named(gpu):
         why += (f"; {gpu} is not a Hopper GPU (compute capability 9.0: H100, H200, H800, H20, GH200), where alone the "
-                "CUDA kernels run: on it the PyTorch fallback runs, and this is the choice a Hopper part would get")
+                "CUDA kernels run: on it backend='auto' and patched blocks run PyTorch, backend='cutlass' and the FP8 "
+                "functions raise, and this is the choice a Hopper part would get")
     return choice, why
 
 

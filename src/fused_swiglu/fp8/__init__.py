@@ -72,13 +72,12 @@ from __future__ import annotations
 import torch
 
 from .. import catalog
-from .._dispatch import call_op
 from .._validate import check_choice
 from ..configs.fp8 import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic
-from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, eager_cuda,
-                  quantize_e4m3_groups_op, run_checked, swiglu_dual_fp8_op, swiglu_packed_fp8_op)
+from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, quantize_e4m3_groups_op,
+                  run_checked, swiglu_dual_fp8_op, swiglu_packed_fp8_op)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
                        quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
 
@@ -131,16 +130,8 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
-    if config is None and out_dtype is torch.bfloat16 and _is(scaling, "row") and _is(accumulation, "fast") \
-            and eager_cuda(x):
-        # the most common call (row scales, bf16 y, the choice), run_checked's rule written inline: no closure,
-        # no extra frames on the per-call path
-        try:
-            return call_op(swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, "row", out_dtype, "")[0]
-        except Exception:
-            check_packed(x, w_packed, x_scale, w_scale, out_scale, "row", out_dtype, "")  # the typed error
-            raise
     check_choice("accumulation", accumulation, ACCUMULATIONS)
+    check_choice("scaling", scaling, SCALINGS)  # before any comparison with it (arrays have no truth value)
     chosen = _config_for(config, accumulation, scaling)
     if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
@@ -150,11 +141,6 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if out_dtype != E4M3:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
-
-
-def _is(value: object, choice: str) -> bool:
-    """Whether value is the str ``choice`` (False for any other type, arrays included)."""
-    return type(value) is str and value == choice
 
 
 def _config_for(config: str | None, accumulation: str, scaling: str) -> str:
@@ -216,12 +202,6 @@ def swiglu_fp8(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, x_scal
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
-    if config is None and eager_cuda(x):  # run_checked's rule written inline, as in swiglu_packed_fp8
-        try:
-            return call_op(swiglu_dual_fp8_op, x, w_gate, w_up, x_scale, gate_scale, up_scale, "")
-        except Exception:
-            check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, "")
-            raise
     config = "" if config is None else config
     _check_config_type(config)
     return run_checked(lambda: check_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale, config),

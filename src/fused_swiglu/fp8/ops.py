@@ -184,12 +184,6 @@ def check_quantize_input(t: torch.Tensor) -> None:
         raise ValueError(f"{QUANTIZE_OP}: t must be 2-D (rows, cols); got shape {tuple(t.shape)}")
 
 
-def eager_cuda(x) -> bool:
-    """Whether a call on x may run its operator before the Python checks (:func:`run_checked`): an eager call on
-    a plain 2-D CUDA tensor of at least one row."""
-    return type(x) in PLAIN and x.is_cuda and x.dim() == 2 and x.shape[0] > 0 and not torch.compiler.is_compiling()
-
-
 def run_checked(check, op, x, *rest) -> object:
     """``call_op(op, x, *rest)`` (:func:`fused_swiglu._dispatch.call_op`) with the argument checks ``check()``
     before it, or, for an eager call on a plain CUDA tensor x, after it only where the operator raises
@@ -197,7 +191,7 @@ def run_checked(check, op, x, *rest) -> object:
     then name the argument and the rule with the documented TypeError or ValueError; an error they find nothing
     wrong behind, e.g. a CUDA error, is raised as it is). An empty x (M = 0) takes the checks first: the
     operator returns at once without asking for a plan, so it would not check the config."""
-    if eager_cuda(x):
+    if type(x) in PLAIN and x.is_cuda and x.dim() == 2 and x.shape[0] > 0 and not torch.compiler.is_compiling():
         return op_first(check, call_op, op, x, *rest)
     check()
     return call_op(op, x, *rest)

@@ -11,8 +11,6 @@
 namespace fused_swiglu::torch_ops {
 namespace {
 
-using torch::headeronly::ScalarType;
-
 constexpr int64_t kGroup = 128;      // columns per scale of a 1 x 128 group, K per block scale
 constexpr int64_t kPackedRows = 8;   // packed weight rows per block-scale row
 constexpr int64_t kE4m3Unit = 16;    // e4m3 elements per 16-byte TMA unit
@@ -109,16 +107,13 @@ void quantize_groups(const char* op, int32_t device, Tensor const& x, Tensor con
 
 std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
                                              Tensor w_scale, std::optional<Tensor> out_scale, std::string scaling,
-                                             ScalarType out_dtype, std::string config) {
+                                             bool e4m3_out, std::string config) {
   const char* op = "swiglu_packed_fp8";
   bool block = scaling == "block";
   FSW_CHECK(block || scaling == "row", "fused_swiglu::", op, ": scaling must be 'row' or 'block'; got '", scaling,
             "'");
-  bool e4m3_out = out_dtype == ScalarType::Float8_e4m3fn;
-  FSW_CHECK(e4m3_out || out_dtype == ScalarType::BFloat16, "fused_swiglu::", op,
-            ": out_dtype must be torch.bfloat16 or torch.float8_e4m3fn");
   FSW_CHECK(!(block && e4m3_out), "fused_swiglu::", op, ": scaling='block' writes bfloat16 y");
-  FSW_CHECK(!out_scale || e4m3_out, "fused_swiglu::", op, ": out_scale is for e4m3 y (out_dtype=float8_e4m3fn)");
+  FSW_CHECK(!out_scale || e4m3_out, "fused_swiglu::", op, ": out_scale is for e4m3 y (e4m3_out=True)");
   FSW_CHECK(x_scale || block, "fused_swiglu::", op,
             ": x_scale may be None only with scaling='block' (x bf16 / fp16, quantized here per 1 x 128 group)");
   check_2d(op, "x", x, "(M, H)");

@@ -33,12 +33,13 @@ Tensor dswiglu(Tensor dz, Tensor w_down, Tensor gu, std::string config);
 // src/fused_swiglu/fp8/__init__.py).
 // The packed kernel over w_packed (2I, H): scaling "row" (x_scale (1,) / (M,), w_scale (1,) / (2I,)) or
 // "block" (x_scale (M, ceil(H / 128)), w_scale (2I / 8, ceil(H / 128))); x_scale None: x bf16 / fp16,
-// quantized here per 1 x 128 group (block scaling only). out_dtype bfloat16, or float8_e4m3fn with the
-// static scale out_scale or, without it, one scale per 1 x 128 group of y. Returns (y (M, I), y_scale):
+// quantized here per 1 x 128 group (block scaling only). y bfloat16, or with e4m3_out float8_e4m3fn with the
+// static scale out_scale or, without it, one scale per 1 x 128 group of y (a bool, not a dtype: the
+// cheaper argument to pass from Python on every call). Returns (y (M, I), y_scale):
 // y_scale (M, ceil(I / 128)) fp32 for e4m3 y without out_scale, else an empty (0, 0) fp32 tensor.
 std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
                                              Tensor w_scale, std::optional<Tensor> out_scale, std::string scaling,
-                                             torch::headeronly::ScalarType out_dtype, std::string config);
+                                             bool e4m3_out, std::string config);
 // The dual kernel over w_gate and w_up (I, H), row scales x_scale (1,) / (M,), gate_scale and up_scale
 // both (1,) or both (I,); returns bfloat16 y (M, I).
 Tensor swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, Tensor up_scale,

@@ -126,15 +126,19 @@ def test_fake_kernel_gives_shape_dtype_and_checks():
     wp, ws = fp8.pack_weights(gq, uq, gs, us)
     with FakeTensorMode() as mode:
         fx, fw, fxs, fws = (mode.from_tensor(t) for t in (x, wp, xs, ws))
-        y, y_scale = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "row", torch.bfloat16, "")
+        y, y_scale = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "row", False, "")
         assert y.shape == (9, 16) and y.dtype == torch.bfloat16
         assert y_scale.shape == (0, 0) and y_scale.dtype == torch.float32
         with pytest.raises(TypeError, match="x must be torch.float8_e4m3fn"):
-            fp8.swiglu_packed_fp8_op(fx.to(torch.bfloat16), fw, fxs, fws, None, "row", torch.bfloat16, "")
+            fp8.swiglu_packed_fp8_op(fx.to(torch.bfloat16), fw, fxs, fws, None, "row", False, "")
         with pytest.raises(ValueError, match="x_scale may be None only with scaling='block'"):
-            fp8.swiglu_packed_fp8_op(fx, fw, None, fws, None, "row", torch.bfloat16, "")
+            fp8.swiglu_packed_fp8_op(fx, fw, None, fws, None, "row", False, "")
         with pytest.raises(ValueError, match="out_dtype must be torch.bfloat16 or torch.float8_e4m3fn"):
-            fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "row", torch.float16, "")
+            fp8.swiglu_packed_fp8(fx, fw, fxs, fws, out_dtype=torch.float16)
+        with pytest.raises(ValueError, match="out_dtype must be torch.bfloat16 or torch.float8_e4m3fn"):
+            fp8.swiglu_packed_fp8(fx, fw, fxs, fws, out_dtype="e4m3")
+        with pytest.raises(TypeError, match="e4m3_out must be a bool"):
+            fp8.check_packed(fx, fw, fxs, fws, None, "row", 1)
 
 
 def test_the_operator_traces_under_torch_compile_fullgraph():
@@ -242,9 +246,9 @@ def test_e4m3_output_fake_kernels_and_torch_compile():
     wp, ws = fp8.pack_weights(gq, uq, gs, us)
     with FakeTensorMode() as mode:
         fx, fw, fxs, fws = (mode.from_tensor(t) for t in (x, wp, xs, ws))
-        q, s = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "row", E4M3, "")
+        q, s = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "row", True, "")
         assert q.shape == (9, 272) and q.dtype == E4M3 and s.shape == (9, 3) and s.dtype == torch.float32
-        qs, none = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, mode.from_tensor(torch.ones(1)), "row", E4M3, "")
+        qs, none = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, mode.from_tensor(torch.ones(1)), "row", True, "")
         assert qs.shape == (9, 272) and qs.dtype == E4M3 and none.shape == (0, 0)
     compiled = torch.compile(lambda a: fp8.swiglu_packed_fp8(a, wp, xs, ws, out_dtype=E4M3), fullgraph=True,
                              backend="eager")
@@ -327,9 +331,9 @@ def test_block_scaling_checks_its_arguments():
         fp8.swiglu_packed_fp8(x, wp, xs, ws, scaling="block", config=fp8.CONFIG_NAMES[0])
     with FakeTensorMode() as mode:
         fx, fw, fxs, fws = (mode.from_tensor(t) for t in (x, wp, xs, ws))
-        y, _ = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "block", torch.bfloat16, "")
+        y, _ = fp8.swiglu_packed_fp8_op(fx, fw, fxs, fws, None, "block", False, "")
         assert y.shape == (6, 152) and y.dtype == torch.bfloat16
-        y, _ = fp8.swiglu_packed_fp8_op(fx.to(torch.bfloat16), fw, None, fws, None, "block", torch.bfloat16, "")
+        y, _ = fp8.swiglu_packed_fp8_op(fx.to(torch.bfloat16), fw, None, fws, None, "block", False, "")
         assert y.shape == (6, 152) and y.dtype == torch.bfloat16
 
 

@@ -54,9 +54,9 @@ The kernel reads the two weight scales as one vector, the gate scales then the u
 vector (``s[:I]`` and ``s[I:]`` of a 16-byte aligned ``s``, or ``s[:1]``, ``s[1:]`` per tensor).
 
 Operators (schemas and CPU kernels in :mod:`fused_swiglu.fp8.ops`, CUDA kernels in the operator library):
-``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, config)
+``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config)
 -> (y, y_scale)``, every form of the packed kernel (``x_scale`` None: x bf16/fp16 quantized per 1 x 128 group
-inside, block scaling; ``y_scale``: the per-group scales of e4m3 y without ``out_scale``, else an empty
+inside, block scaling; ``e4m3_out``: e4m3 y instead of bfloat16; ``y_scale``: the per-group scales of e4m3 y without ``out_scale``, else an empty
 ``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
 :data:`catalog.FP8_CONFIGS`, :data:`catalog.FP8_OUT_CONFIGS` or :data:`catalog.FP8_BLOCKWISE_CONFIGS`);
 ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y`` (:data:`catalog.FP8_DUAL_CONFIGS`);
@@ -76,8 +76,8 @@ from .._validate import check_choice
 from ..configs.fp8 import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
 from .dynamic import swiglu_packed_fp8_dynamic
-from .ops import (check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual, quantize_e4m3_groups_op,
-                  run_checked, swiglu_dual_fp8_op, swiglu_packed_fp8_op)
+from .ops import (OUT_DTYPES, check_dual, check_packed, dequantized_swiglu, dequantized_swiglu_dual,
+                  quantize_e4m3_groups_op, run_checked, swiglu_dual_fp8_op, swiglu_packed_fp8_op)
 from .quantize import (E4M3, E4M3_MAX, GROUP, K_BLOCK, column_major, pack_weights, pack_weights_blockwise,
                        quantize_e4m3, quantize_e4m3_blocks, quantize_e4m3_groups)
 
@@ -132,13 +132,16 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     """
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     check_choice("scaling", scaling, SCALINGS)  # before any comparison with it (arrays have no truth value)
+    if not (isinstance(out_dtype, torch.dtype) and out_dtype in OUT_DTYPES):
+        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float8_e4m3fn; got out_dtype={out_dtype!r}")
+    e4m3_out = out_dtype == E4M3
     chosen = _config_for(config, accumulation, scaling)
-    if out_dtype == E4M3 and scaling == "row" and accumulation != "fast":
+    if e4m3_out and scaling == "row" and accumulation != "fast":
         raise ValueError("e4m3 y is computed with accumulation='fast' only (its 256-column tiles leave no "
                          f"registers for a second accumulator); got accumulation={accumulation!r}")
-    y, y_scale = run_checked(lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen),
-                             swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, out_dtype, chosen)
-    if out_dtype != E4M3:
+    y, y_scale = run_checked(lambda: check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, chosen),
+                             swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, chosen)
+    if not e4m3_out:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
 

@@ -35,5 +35,5 @@ def swiglu_packed_fp8_dynamic(x: torch.Tensor, w_packed: torch.Tensor, w_scale: 
             ``swiglu_packed_fp8``.
     """
     config = config if config is not None else ""
-    return run_checked(lambda: check_packed(x, w_packed, None, w_scale, None, "block", torch.bfloat16, config),
-                       swiglu_packed_fp8_op, x, w_packed, None, w_scale, None, "block", torch.bfloat16, config)[0]
+    return run_checked(lambda: check_packed(x, w_packed, None, w_scale, None, "block", False, config),
+                       swiglu_packed_fp8_op, x, w_packed, None, w_scale, None, "block", False, config)[0]

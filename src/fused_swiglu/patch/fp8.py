@@ -215,6 +215,5 @@ class FusedFP8SwiGLUForward(BlockPatch):
         if x.shape[-1] != H:
             raise ValueError(f"x must have gate_proj.in_features = {H} elements in its last dimension; "
                              f"got x of shape {tuple(x.shape)}")
-        y, _ = swiglu_packed_fp8_op(x.reshape(-1, H), self.w_packed, None, self.w_scale, None, "block",
-                                    torch.bfloat16, "")
+        y, _ = swiglu_packed_fp8_op(x.reshape(-1, H), self.w_packed, None, self.w_scale, None, "block", False, "")
         return m.down_proj(y.view(*x.shape[:-1], y.shape[-1]))

@@ -355,6 +355,11 @@ def test_a_gpu_matching_none_takes_the_reference_costs_scaled_to_what_it_reports
     again = tuning.scaled(ref, smaller)
     assert again.device.l2_reuse_bytes == pytest.approx(ref.device.l2_reuse_bytes * 0.8)
     assert again.device.l2_bytes == pytest.approx(ref.device.l2_bytes * 0.8)
+    assert "MiB L2" not in configs.explain("dual", "", M, N, K, torch.bfloat16, 78, "NVIDIA H20")[1]
+    monkeypatch.setattr(tuning, "reported", lambda gpu: smaller if gpu == "NVIDIA H20" else None)
+    tuning.clear()
+    why = configs.explain("dual", "", M, N, K, torch.bfloat16, 78, "NVIDIA H20")[1]
+    assert f"the L2 it may reuse scaled to its {smaller.l2_bytes / 2**20:.0f} MiB L2" in why
 
 
 def test_a_band_whose_launch_cannot_serve_runs_its_config_at_the_default_launch(monkeypatch, tmp_path):

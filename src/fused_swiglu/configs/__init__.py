@@ -988,7 +988,9 @@ def _explain(
             what += (f", its costs scaled to the {data.scaled_to.sm_mhz:.0f} MHz SM clock and "
                      f"{data.scaled_to.memory_gbps:.0f} GB/s this GPU reports"
                      + (", each byte a launch moves through DRAM charged at that bandwidth"
-                        if ranked_sustained and data.us_per_dram_byte else ""))
+                        if ranked_sustained and data.us_per_dram_byte else "")
+                     + (f", the L2 it may reuse scaled to its {data.scaled_to.l2_bytes / 2**20:.0f} MiB L2"
+                        if data.scaled_to.l2_bytes else ""))
     if not ranked:
         why = ("no config with tuned costs is legal for this problem" if data.costs or data.sustained
                else "no tuned costs for this kernel")

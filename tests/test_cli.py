@@ -303,7 +303,11 @@ def test_info_checks_config_overrides_without_a_library(monkeypatch, capsys, tmp
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert "not config names" not in out
+    assert f"FUSED_SWIGLU_CONFIG: {good}@2:4\n" in out  # the good one alone, the malformed one on its own line
     assert f"FUSED_SWIGLU_CONFIG: {good}@9:9: config's launch must have raster in (0, 1, 2)" in out
+    monkeypatch.setenv("FUSED_SWIGLU_CONFIG", f"{good}@9:9")
+    assert cli.main(["info"]) == 0
+    assert capsys.readouterr().out.count("FUSED_SWIGLU_CONFIG:") == 1  # named once, with the rule
     # an e4m3 config is not one the override applies to (its calls take config= instead): named as ignored
     fp8 = "packed_fp8_pingpong_128x192x128_2x1_e4m3"
     monkeypatch.setenv("FUSED_SWIGLU_CONFIG", fp8)

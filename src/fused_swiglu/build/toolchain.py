@@ -19,7 +19,8 @@ from .. import env
 from ..errors import BuildError
 
 MIN_VERSION = (12, 3)
-INSTALL_HINT = 'install one with `pip install "fused-swiglu[cuda]"` or a CUDA toolkit >= 12.3'
+INSTALL_HINT = ('install one with `pip install "fused-swiglu[cuda]"` (`pip install -e ".[cuda]"` in a checkout) or a '
+                'CUDA toolkit >= 12.3')
 _WHEEL_NVCC = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
 _WHEEL_INCLUDE = ("cu13/include", "cu12/include", "cuda_runtime/include", "cuda_cccl/include")
 _WHEEL_LIB = ("cu13/lib", "cu13/lib64", "cu12/lib", "cuda_runtime/lib")

@@ -185,9 +185,10 @@ def info(args, console) -> int:
         parsed, malformed = parse_overrides(override)
         unknown = [(n, base) for n, base, _ in parsed if base not in known]
         said = "; ".join(f"{n} ({closest(base, known)})" for n, base in unknown)
-        console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(override)}"
-                      + (f" (not config names of this version's 16-bit packed or dual kernels, which it applies "
-                         f"to, so ignored: {said})" if unknown else ""))
+        if parsed:  # the well-formed names; each malformed one has its own line below
+            console.print(f"FUSED_SWIGLU_CONFIG: {', '.join(n for n, _, _ in parsed)}"
+                          + (f" (not config names of this version's 16-bit packed or dual kernels, which it applies "
+                             f"to, so ignored: {said})" if unknown else ""))
         for n, e in malformed.items():
             console.print(f"FUSED_SWIGLU_CONFIG: {n}: {e}; so ignored", highlight=False)
     from ..build import prebuilt

@@ -145,9 +145,9 @@ class Reports:
         return dataclasses.asdict(self)
 
 
-@functools.lru_cache(maxsize=16)
-def reported(gpu: str) -> Reports | None:
-    """The :class:`Reports` of a visible CUDA device named ``gpu`` (None where there is none)."""
+def visible_properties(gpu: str):
+    """``torch.cuda.get_device_properties`` of the first visible CUDA device named ``gpu`` (None where there is
+    none)."""
     import torch
 
     if not gpu or not torch.cuda.is_available():
@@ -155,10 +155,17 @@ def reported(gpu: str) -> Reports | None:
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         if props.name == gpu:
-            # older PyTorch releases do not report the clocks and bus width
-            fields = ("multi_processor_count", "clock_rate", "memory_clock_rate", "memory_bus_width")
-            return Reports.of(props) if all(hasattr(props, f) for f in fields) else None
+            return props
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def reported(gpu: str) -> Reports | None:
+    """The :class:`Reports` of a visible CUDA device named ``gpu`` (None where there is none)."""
+    props = visible_properties(gpu)
+    # older PyTorch releases do not report the clocks and bus width
+    fields = ("multi_processor_count", "clock_rate", "memory_clock_rate", "memory_bus_width")
+    return Reports.of(props) if props is not None and all(hasattr(props, f) for f in fields) else None
 
 
 @dataclass(frozen=True)

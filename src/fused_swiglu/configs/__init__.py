@@ -904,13 +904,10 @@ def explain(
 
 def hopper_named(gpu: str) -> bool:
     """Whether ``gpu`` (a device name as CUDA reports it) is a Hopper GPU: by its compute capability where a
-    device of that name is visible, else by the name (H100, H200, H800, H20 or GH200 in it)."""
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            if props.name == gpu:
-                return (props.major, props.minor) == (9, 0)
-    return HOPPER_NAME.search(gpu) is not None
+    device of that name is visible (:func:`fused_swiglu.tuning.visible_properties`), else by the name (H100,
+    H200, H800, H20 or GH200 in it)."""
+    props = tuning.visible_properties(gpu)
+    return (props.major, props.minor) == (9, 0) if props is not None else HOPPER_NAME.search(gpu) is not None
 
 
 HOPPER_NAME = re.compile(r"\bG?H(?:100|200|800|20)\b")

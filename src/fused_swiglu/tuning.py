@@ -418,8 +418,8 @@ def scaled(data: Tuning, mine: Reports) -> Tuning:
     """``data`` (measured on a GPU whose :class:`Reports` it holds) as a first estimate for a GPU reporting
     ``mine``: every time per tile, per k-tile, per launch and per GFLOP times ``data``'s SM clock over ``mine``'s,
     every bandwidth (HBM, a config's at decode sizes) and time per MB by the memory bandwidths' ratio, one CTA's
-    bandwidth by the smaller of the two ratios (its issue rate and the memory both bound it); the L2 and power
-    terms as they are. The sustained costs, measured at the power cap where every launch also streams its DRAM
+    bandwidth by the smaller of the two ratios (its issue rate and the memory both bound it); the power terms as
+    they are. The sustained costs, measured at the power cap where every launch also streams its DRAM
     bytes, take the clock's ratio, and each DRAM byte a launch moves costs ``us_per_dram_byte`` more: the
     difference of the two GPUs' times per byte (``1 / mine - 1 / data's`` memory bandwidth), with no overlap
     assumed (:func:`fused_swiglu.configs.sustained_ranking` adds it by the launch's

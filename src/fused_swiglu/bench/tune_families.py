@@ -186,7 +186,6 @@ def runnable(calls: dict[str, list[Callable[[], object]]], say: Callable[..., No
                 say(f"{where}: {key} not timed: its output differs from {base}'s on the same inputs", highlight=False)
                 continue
             kept.add(key)
-        del default
     return {key: fns for key, fns in calls.items() if key in kept}
 
 

@@ -56,8 +56,8 @@ vector (``s[:I]`` and ``s[I:]`` of a 16-byte aligned ``s``, or ``s[:1]``, ``s[1:
 Operators (schemas and CPU kernels in :mod:`fused_swiglu.fp8.ops`, CUDA kernels in the operator library):
 ``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config)
 -> (y, y_scale)``, every form of the packed kernel (``x_scale`` None: x bf16/fp16 quantized per 1 x 128 group
-inside, block scaling; ``e4m3_out``: e4m3 y instead of bfloat16; ``y_scale``: the per-group scales of e4m3 y without ``out_scale``, else an empty
-``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
+inside, block scaling; ``e4m3_out``: e4m3 y instead of bfloat16; ``y_scale``: the per-group scales of e4m3 y
+without ``out_scale``, else an empty ``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
 :data:`catalog.FP8_CONFIGS`, :data:`catalog.FP8_OUT_CONFIGS` or :data:`catalog.FP8_BLOCKWISE_CONFIGS`);
 ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y`` (:data:`catalog.FP8_DUAL_CONFIGS`);
 ``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``. The operators' CUDA kernels check every rule

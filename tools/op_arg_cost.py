@@ -30,6 +30,9 @@ T no_optional(T x, T w, T xs, T ws, std::string s, bool e4m3, std::string c) { r
 std::tuple<T, T> pair_empty(T x, T w, O xs, T ws, O os, std::string s, bool e4m3, std::string c) {
   return {y_of(x, w), at::empty({0, 0}, x.options().dtype(at::kFloat))};
 }
+std::tuple<T, O> pair_none(T x, T w, O xs, T ws, O os, std::string s, bool e4m3, std::string c) {
+  return {y_of(x, w), std::nullopt};
+}
 TORCH_LIBRARY(fsw_arg_cost, m) {
   m.def("dtype_arg(Tensor x, Tensor w, Tensor? xs, Tensor ws, Tensor? os, str s, ScalarType dt, str c) -> Tensor");
   m.def("bool_arg(Tensor x, Tensor w, Tensor? xs, Tensor ws, Tensor? os, str s, bool e4m3, str c) -> Tensor");
@@ -37,10 +40,12 @@ TORCH_LIBRARY(fsw_arg_cost, m) {
   m.def("no_flag(Tensor x, Tensor w, Tensor? xs, Tensor ws, Tensor? os, str s, str c) -> Tensor");
   m.def("no_optional(Tensor x, Tensor w, Tensor xs, Tensor ws, str s, bool e4m3, str c) -> Tensor");
   m.def("pair_empty(Tensor x, Tensor w, Tensor? xs, Tensor ws, Tensor? os, str s, bool e4m3, str c) -> (Tensor, Tensor)");
+  m.def("pair_none(Tensor x, Tensor w, Tensor? xs, Tensor ws, Tensor? os, str s, bool e4m3, str c) -> (Tensor, Tensor?)");
 }
 TORCH_LIBRARY_IMPL(fsw_arg_cost, CPU, m) {
   m.impl("dtype_arg", &dtype_arg); m.impl("bool_arg", &bool_arg); m.impl("int_arg", &int_arg);
   m.impl("no_flag", &no_flag); m.impl("no_optional", &no_optional); m.impl("pair_empty", &pair_empty);
+  m.impl("pair_none", &pair_none);
 }
 """
 
@@ -63,6 +68,7 @@ def main() -> None:
         "no flag": lambda: ops.no_flag.default(x, w, xs, ws, None, "row", ""),
         "bool, no optional tensors": lambda: ops.no_optional.default(x, w, xs, ws, "row", False, ""),
         "bool, (y, empty) returned": lambda: ops.pair_empty.default(x, w, xs, ws, None, "row", False, ""),
+        "bool, (y, None) returned": lambda: ops.pair_none.default(x, w, xs, ws, None, "row", False, ""),
         "torch.empty(0, 0) alone": lambda: torch.empty(0, 0),
     }
     best = {k: float("inf") for k in calls}

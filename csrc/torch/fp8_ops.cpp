@@ -105,7 +105,7 @@ void quantize_groups(const char* op, int32_t device, Tensor const& x, Tensor con
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
+std::tuple<Tensor, std::optional<Tensor>> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
                                              Tensor w_scale, std::optional<Tensor> out_scale, std::string scaling,
                                              bool e4m3_out, std::string config) {
   const char* op = "swiglu_packed_fp8";
@@ -152,7 +152,8 @@ std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::opt
 
   Tensor y = new_output(x, m, n, e4m3_out ? code_e4m3() : code_bf16());
   bool dynamic_out = e4m3_out && !out_scale;
-  Tensor y_scale = new_output(x, dynamic_out ? m : 0, dynamic_out ? ceil_div(n, kGroup) : 0, code_fp32());
+  std::optional<Tensor> y_scale;
+  if (dynamic_out) y_scale = new_output(x, m, ceil_div(n, kGroup), code_fp32());
   if (m == 0) return {y, y_scale};
 
   fsw_problem p{};
@@ -174,8 +175,8 @@ std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::opt
     p.x_scale_stride = xs.numel() > 1, p.w_scale_stride = ws.numel() > 1;
   }
   if (dynamic_out) {
-    p.y_scale = static_cast<float*>(y_scale.data_ptr());
-    p.y_scale_stride_m = y_scale.size(1), p.y_scale_stride_g = 1, p.y_scale_mode = FSW_Y_SCALE_GROUP128;
+    p.y_scale = static_cast<float*>(y_scale->data_ptr());
+    p.y_scale_stride_m = y_scale->size(1), p.y_scale_stride_g = 1, p.y_scale_mode = FSW_Y_SCALE_GROUP128;
   } else if (out_scale) {
     os = vector_ready(*out_scale);
     p.y_scale = static_cast<float*>(os.data_ptr()), p.y_scale_mode = FSW_Y_SCALE_STATIC;

@@ -36,8 +36,8 @@ Tensor dswiglu(Tensor dz, Tensor w_down, Tensor gu, std::string config);
 // quantized here per 1 x 128 group (block scaling only). y bfloat16, or with e4m3_out float8_e4m3fn with the
 // static scale out_scale or, without it, one scale per 1 x 128 group of y (a bool, not a dtype: the
 // cheaper argument to pass from Python on every call). Returns (y (M, I), y_scale):
-// y_scale (M, ceil(I / 128)) fp32 for e4m3 y without out_scale, else an empty (0, 0) fp32 tensor.
-std::tuple<Tensor, Tensor> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
+// y_scale (M, ceil(I / 128)) fp32 for e4m3 y without out_scale, else None (no tensor to allocate per call).
+std::tuple<Tensor, std::optional<Tensor>> swiglu_packed_fp8(Tensor x, Tensor w_packed, std::optional<Tensor> x_scale,
                                              Tensor w_scale, std::optional<Tensor> out_scale, std::string scaling,
                                              bool e4m3_out, std::string config);
 // The dual kernel over w_gate and w_up (I, H), row scales x_scale (1,) / (M,), gate_scale and up_scale

@@ -55,9 +55,9 @@ vector (``s[:I]`` and ``s[I:]`` of a 16-byte aligned ``s``, or ``s[:1]``, ``s[1:
 
 Operators (schemas and CPU kernels in :mod:`fused_swiglu.fp8.ops`, CUDA kernels in the operator library):
 ``torch.ops.fused_swiglu.swiglu_packed_fp8(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config)
--> (y, y_scale)``, every form of the packed kernel (``x_scale`` None: x bf16/fp16 quantized per 1 x 128 group
+-> (y, y_scale?)``, every form of the packed kernel (``x_scale`` None: x bf16/fp16 quantized per 1 x 128 group
 inside, block scaling; ``e4m3_out``: e4m3 y instead of bfloat16; ``y_scale``: the per-group scales of e4m3 y
-without ``out_scale``, else an empty ``(0, 0)`` tensor; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
+without ``out_scale``, else None; ``config``: ``""``, ``"promoted"`` or a name of the family's configs,
 :data:`catalog.FP8_CONFIGS`, :data:`catalog.FP8_OUT_CONFIGS` or :data:`catalog.FP8_BLOCKWISE_CONFIGS`);
 ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y`` (:data:`catalog.FP8_DUAL_CONFIGS`);
 ``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``. The operators' CUDA kernels check every rule
@@ -72,6 +72,7 @@ from __future__ import annotations
 import torch
 
 from .. import catalog
+from .._dispatch import PLAIN, call_op, fast_config
 from .._validate import check_choice
 from ..configs.fp8 import (ACCUMULATIONS, BLOCKWISE_CONFIG_NAMES, CONFIG_NAMES, DUAL_CONFIG_NAMES, OUT_CONFIG_NAMES,
                      SCALINGS, choose_blockwise_config, choose_config, choose_dual_config, choose_out_config)
@@ -130,6 +131,17 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
             loaded, or the kernel library lacking the config (the message names the Python error:
             ``BuildError: ...``, ``UnsupportedError: ...``), or a CUDA error at launch.
     """
+    if config is None and type(x) in PLAIN and x.is_cuda and x.dim() == 2 and x.shape[0] > 0 \
+            and not torch.compiler.is_compiling() and (fast := fast_config(_FAST, accumulation, scaling, out_dtype)):
+        # run_checked's eager rule written inline for the common calls: no closure or extra frame per call
+        try:
+            y, y_scale = call_op(swiglu_packed_fp8_op, x, w_packed, x_scale, w_scale, out_scale, scaling, *fast)
+        except Exception:
+            check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, *fast)
+            raise
+        if not fast[0]:
+            return y
+        return y, (out_scale if out_scale is not None else y_scale)
     check_choice("accumulation", accumulation, ACCUMULATIONS)
     check_choice("scaling", scaling, SCALINGS)  # before any comparison with it (arrays have no truth value)
     if not (isinstance(out_dtype, torch.dtype) and out_dtype in OUT_DTYPES):
@@ -144,6 +156,13 @@ def swiglu_packed_fp8(x: torch.Tensor, w_packed: torch.Tensor, x_scale: torch.Te
     if not e4m3_out:
         return y
     return y, (out_scale if out_scale is not None else y_scale)
+
+
+# (accumulation, scaling, out_dtype) of the calls that take swiglu_packed_fp8's eager fast path (config None) ->
+# the operator's (e4m3_out, config): the choice, as _config_for gives it
+_FAST = {(a, sc, dt): (dt == E4M3, "promoted" if a == "promoted" else "")
+         for a in ACCUMULATIONS for sc in SCALINGS for dt in OUT_DTYPES
+         if not (dt == E4M3 and (sc == "block" or a != "fast"))}
 
 
 def _config_for(config: str | None, accumulation: str, scaling: str) -> str:

@@ -4,11 +4,12 @@ public functions, the fake and the CPU kernels share, and the dequantized refere
 are C++ in the operator library (``csrc/torch/fp8_ops.cpp``), with their configs from the one plan
 callback (:mod:`fused_swiglu._plans`). Two kernel families and the quantization kernel:
 
-* ``swiglu_packed_fp8(x, w_packed, x_scale?, w_scale, out_scale?, scaling, e4m3_out, config) -> (y, y_scale)``:
+* ``swiglu_packed_fp8(x, w_packed, x_scale?, w_scale, out_scale?, scaling, e4m3_out, config) -> (y, y_scale?)``:
   the packed kernel; ``scaling`` ``"row"`` or ``"block"``; ``x_scale`` None: x bf16/fp16, quantized per
   1 x 128 group first (block scaling); y bfloat16, or e4m3 with ``e4m3_out`` (static ``out_scale``, or one
-  scale per 1 x 128 group returned as ``y_scale``; else ``y_scale`` is an empty ``(0, 0)`` fp32 tensor).
-  ``e4m3_out`` is a bool rather than a dtype: the cheaper argument on every call.
+  scale per 1 x 128 group returned as ``y_scale``; else ``y_scale`` is None).
+  ``e4m3_out`` is a bool rather than a dtype, and ``y_scale`` None rather than an empty tensor: the cheaper
+  argument and return on every call.
 * ``swiglu_dual_fp8(x, w_gate, w_up, x_scale, gate_scale, up_scale, config) -> y``: the dual kernel, row
   scales, bfloat16 y.
 * ``quantize_e4m3_groups(t, column_major_scales) -> (q, scale)``.
@@ -32,7 +33,7 @@ PACKED_OP = "fused_swiglu::swiglu_packed_fp8"
 DUAL_OP = "fused_swiglu::swiglu_dual_fp8"
 QUANTIZE_OP = "fused_swiglu::quantize_e4m3_groups"
 OPS_LIBRARY.define("swiglu_packed_fp8(Tensor x, Tensor w_packed, Tensor? x_scale, Tensor w_scale, Tensor? out_scale, "
-                   "str scaling, bool e4m3_out, str config) -> (Tensor, Tensor)")
+                   "str scaling, bool e4m3_out, str config) -> (Tensor, Tensor?)")
 OPS_LIBRARY.define("swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Tensor gate_scale, "
                    "Tensor up_scale, str config) -> Tensor")
 OPS_LIBRARY.define("quantize_e4m3_groups(Tensor t, bool column_major_scales) -> (Tensor, Tensor)")
@@ -198,17 +199,13 @@ def run_checked(check, op, x, *rest) -> object:
     return call_op(op, x, *rest)
 
 
-def _y_scale_shape(M: int, I: int, e4m3_out: bool, out_scale) -> tuple[int, int]:
-    """The shape of the packed operator's second output: one scale per 1 x 128 group of e4m3 y without a
-    static scale, else empty."""
-    return (M, -(-I // GROUP)) if e4m3_out and out_scale is None else (0, 0)
 
 
 @torch.library.register_fake(PACKED_OP)
 def _fake_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config):
     M, I, _ = check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config)
-    return (x.new_empty((M, I), dtype=E4M3 if e4m3_out else torch.bfloat16),
-            x.new_empty(_y_scale_shape(M, I, e4m3_out, out_scale), dtype=torch.float32))
+    y_scale = x.new_empty((M, -(-I // GROUP)), dtype=torch.float32) if e4m3_out and out_scale is None else None
+    return x.new_empty((M, I), dtype=E4M3 if e4m3_out else torch.bfloat16), y_scale
 
 
 @torch.library.register_fake(DUAL_OP)
@@ -249,12 +246,11 @@ def _cpu_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, con
     if x_scale is None:
         x, x_scale = quantize_groups_torch(x)
     v = dequantized_swiglu(x, w_packed, x_scale, w_scale, scaling=scaling)
-    empty = x.new_empty((0, 0), dtype=torch.float32)
     if not e4m3_out:
-        return v.to(torch.bfloat16).contiguous(), empty
+        return v.to(torch.bfloat16).contiguous(), None
     if out_scale is None:
         return quantize_groups_torch(v)
-    return (v * reciprocal(out_scale.reshape(1, 1))).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous(), empty
+    return (v * reciprocal(out_scale.reshape(1, 1))).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).contiguous(), None
 
 
 def dequantized_swiglu_dual(x, w_gate, w_up, x_scale, gate_scale, up_scale,

@@ -14,11 +14,14 @@ of its ratios). Prints each kernel's cells where the hidden choice is slower tha
 timed (no verdict there).
 
 Usage: ``python3 tools/hidden_choice.py docs/results/h100/launch_sweep*.json [--out hidden.json]`` (``--out``:
-``{"meta": {..., "summary": per kernel}, "rows": one per kernel and cell}``).
+``{"meta": {..., "summary": per kernel}, "rows": one per kernel and cell}``). ``--dram-byte-scale K``
+multiplies the time the scaled data charges per DRAM byte (``tuning.scaled``'s ``us_per_dram_byte``) by K, to
+see what a stronger bandwidth term would change.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -64,9 +67,9 @@ def launch_of(choice: configs.Choice) -> str:
     return tuning.launch_key(choice.name.removesuffix("_bf16"), choice.raster, choice.swizzle)
 
 
-def compare(gpu: str, cells: dict, within: float) -> dict:
+def compare(gpu: str, cells: dict, within: float, dram_byte_scale: float = 1.0) -> dict:
     """Per kernel: rows (cell, tuned and hidden launches, their cuBLAS ratios, hidden / tuned) and a summary."""
-    own, dirs = tuning.reported, tuning._dirs
+    own, dirs, scaled = tuning.reported, tuning._dirs, tuning.scaled
     reports = tuning.load(gpu, "bf16").reports
     if reports is None:
         raise SystemExit(f"{gpu}'s tuned file records no reports: the stand-in cannot report as it")
@@ -80,8 +83,13 @@ def compare(gpu: str, cells: dict, within: float) -> dict:
                 shutil.copy(path, others)
         tuning.reported = lambda name: reports if name == STAND_IN else own(name)
         tuning._dirs = lambda: [others]
+        if dram_byte_scale != 1.0:
+            def stronger(data, mine):
+                t = scaled(data, mine)
+                return dataclasses.replace(t, us_per_dram_byte=t.us_per_dram_byte * dram_byte_scale)
+            tuning.scaled = stronger
         hidden_from = tuning.load(STAND_IN, "bf16")
-        out = {"gpu": gpu, "reports": vars(reports), "hidden_takes": hidden_from.matched or (
+        out = {"gpu": gpu, "reports": vars(reports), "dram_byte_scale": dram_byte_scale, "hidden_takes": hidden_from.matched or (
             f"the reference GPU's costs scaled to {gpu}'s reports" if hidden_from.scaled_to else "the reference GPU's"),
                "within": within, "kernels": {}}
         every = frozenset(catalog.names())  # every config compiled, without loading a library
@@ -110,7 +118,7 @@ def compare(gpu: str, cells: dict, within: float) -> dict:
                 "same_launch": sum(r["tuned"] == r["hidden"] for r in rows)}
         return out
     finally:
-        tuning.reported, tuning._dirs = own, dirs
+        tuning.reported, tuning._dirs, tuning.scaled = own, dirs, scaled
         env.set_config_names(None)
         tuning.clear()
         shutil.rmtree(others, ignore_errors=True)
@@ -121,9 +129,10 @@ def main() -> None:
     ap.add_argument("sweeps", nargs="+", type=Path)
     ap.add_argument("--within", type=float, default=0.05)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--dram-byte-scale", type=float, default=1.0)
     a = ap.parse_args()
     gpu, cells = cells_of(a.sweeps)
-    result = compare(gpu, cells, a.within)
+    result = compare(gpu, cells, a.within, a.dram_byte_scale)
     print(f"{gpu}: the hidden choice takes {result['hidden_takes']}")
     for kernel, k in result["kernels"].items():
         n = len(k["rows"])

@@ -33,6 +33,18 @@ def test_the_hidden_choice_takes_scaled_reference_costs_and_is_priced_by_the_swe
     (tmp_path / "out.json").write_text(json.dumps(result))  # what --out writes is JSON
 
 
+def test_a_stronger_dram_byte_term_moves_the_hidden_choice_and_is_undone(load_tool):
+    """``--dram-byte-scale``: the scaled data charges each DRAM byte K times more; the dual kernel's hidden
+    choice moves to launches that move fewer bytes (perf-notes 118), and tuning.scaled is the package's again."""
+    tool = load_tool("hidden_choice")
+    sweeps = sorted((tuning.PACKAGE_DIR.parents[2] / "docs" / "results" / "h100").glob("launch_sweep*.json"))
+    gpu, cells = tool.cells_of(sweeps)
+    scaled = tuning.scaled
+    base, strong = (tool.compare(gpu, cells, 0.05, k)["kernels"]["dual"] for k in (1.0, 3.0))
+    assert tuning.scaled is scaled
+    assert strong["same_launch"] > base["same_launch"] and len(strong["worse"]) < len(base["worse"])
+
+
 def test_sweeps_of_two_gpus_are_refused(load_tool, tmp_path):
     tool = load_tool("hidden_choice")
     for i, gpu in enumerate(("GPU A", "GPU B")):

@@ -11,8 +11,8 @@
 #   OUT                       where the logs go (default ./out)
 #   PYTEST_ARGS               extra pytest arguments
 #   SUITES                    which suites to run (default "source wheel")
-#   PART                      k/n: only the k-th of n parts of the test files (sorted, every n-th from the
-#                             k-th), so that a suite longer than one call's time limit runs in n calls
+#   PART                      k/n: only the k-th of n parts of the test files that hold GPU tests (sorted, every
+#                             n-th from the k-th), so that a suite longer than one call's time limit runs in n calls
 # Before each suite it runs the bad-shape-after-a-good-call snippet of the README's limits. Exit
 # status: 0 when both suites pass.
 set -uo pipefail
@@ -47,8 +47,17 @@ print("operator library:", _lib._torch_ops._name)
 FILES=()
 if [ -n "${PART:-}" ]; then
     k=${PART%/*} n=${PART#*/}
-    mapfile -t all < <(find tests -name 'test_*.py' | sort)
+    if ! [[ $k =~ ^[1-9][0-9]*$ && $n =~ ^[1-9][0-9]*$ ]] || (( k > n )); then
+        echo "PART must be k/n with 1 <= k <= n; got PART=$PART" >&2
+        exit 2
+    fi
+    # the files that hold GPU tests, so that every part has some
+    mapfile -t all < <(grep -rlE "mark\.gpu|pytestmark.*gpu" tests --include='test_*.py' | sort)
     for i in "${!all[@]}"; do (( i % n == k - 1 )) && FILES+=("${all[$i]}"); done
+    if [ "${#FILES[@]}" -eq 0 ]; then
+        echo "PART=$PART: no test file with GPU tests falls in this part" >&2
+        exit 2
+    fi
 fi
 
 failed=()
@@ -56,9 +65,9 @@ suite() {  # name; the environment is set by the caller
     local name=$1
     echo "=== $name: $(python3 -c 'import fused_swiglu; print(fused_swiglu.__file__)')" | tee -a "$OUT/suites.log"
     python3 -X faulthandler -c "$SNIPPET" 2>&1 | tee -a "$OUT/suites.log"
-    python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_ARGS:-} "${FILES[@]}" 2>&1 | tee "$OUT/pytest_gpu_$name.log" | tail -n 25
+    python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_ARGS:-} ${FILES[@]+"${FILES[@]}"} 2>&1 | tee "$OUT/pytest_gpu_$name${PART:+_part${PART/\//of}}.log" | tail -n 25
     local rc=${PIPESTATUS[0]}
-    echo "=== $name: pytest exit $rc; $(tail -n 1 "$OUT/pytest_gpu_$name.log")" | tee -a "$OUT/suites.log"
+    echo "=== $name: pytest exit $rc; $(tail -n 1 "$OUT/pytest_gpu_$name${PART:+_part${PART/\//of}}.log")" | tee -a "$OUT/suites.log"
     [ "$rc" -eq 0 ] || failed+=("$name")
 }
 

@@ -131,6 +131,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--dram-byte-scale", type=float, default=1.0)
     a = ap.parse_args()
+    if not a.dram_byte_scale > 0:
+        ap.error(f"--dram-byte-scale must be positive; got {a.dram_byte_scale}")
     gpu, cells = cells_of(a.sweeps)
     result = compare(gpu, cells, a.within, a.dram_byte_scale)
     print(f"{gpu}: the hidden choice takes {result['hidden_takes']}")

@@ -17,14 +17,25 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def fastest(paths: list[Path]) -> dict[tuple, float]:
-    """{(model, H, I, M, method): the fastest median_ms} of sweep files."""
+def fastest(paths: list[Path]) -> tuple[str, dict[tuple, float]]:
+    """(the GPU, {(model, H, I, M, method): the fastest median_ms}) of one GPU's sweep files, rows of the
+    sustained protocol with a positive time only.
+
+    Raises:
+        SystemExit: the files name more than one GPU (``meta.gpu``), or none.
+    """
     out: dict[tuple, float] = {}
+    gpus = set()
     for path in paths:
-        for r in json.loads(path.read_text())["rows"]:
-            key = (r["model"], r["hidden_size"], r["intermediate_size"], r["tokens"], r["method"])
-            out[key] = min(out.get(key, math.inf), r["median_ms"])
-    return out
+        data = json.loads(path.read_text())
+        gpus.add(data["meta"].get("gpu"))
+        for r in data["rows"]:
+            if r.get("protocol", "sustained") == "sustained" and (r.get("median_ms") or 0) > 0:
+                key = (r["model"], r["hidden_size"], r["intermediate_size"], r["tokens"], r["method"])
+                out[key] = min(out.get(key, math.inf), r["median_ms"])
+    if len(gpus) != 1 or None in gpus:
+        raise SystemExit(f"the sweeps of one side must come from one GPU named in meta.gpu; got {sorted(map(str, gpus))}")
+    return gpus.pop(), out
 
 
 def ratios(a: dict[tuple, float], b: dict[tuple, float], from_m: int, by_model: bool) -> dict[tuple, list[float]]:
@@ -45,7 +56,11 @@ def main() -> None:
     ap.add_argument("--from-m", type=int, default=2048)
     ap.add_argument("--by-model", action="store_true")
     args = ap.parse_args()
-    rows = ratios(fastest(args.a), fastest(args.b), args.from_m, args.by_model)
+    (gpu_a, a), (gpu_b, b) = fastest(args.a), fastest(args.b)
+    if gpu_a == gpu_b:
+        raise SystemExit(f"both sides are sweeps of {gpu_a}")
+    print(f"{gpu_a} time / {gpu_b} time, M >= {args.from_m}")
+    rows = ratios(a, b, args.from_m, args.by_model)
     for key, values in sorted(rows.items(), key=lambda kv: (kv[0][0], math.fsum(map(math.log, kv[1])))):
         geomean = math.exp(math.fsum(map(math.log, values)) / len(values))
         print(f"{' '.join(key):60s} n={len(values):4d}  geomean {geomean:.3f}  min {min(values):.3f}  "

@@ -446,3 +446,25 @@ def test_a_named_config_with_its_launch_runs_on_the_cpu_as_the_name_alone():
                        fp8.swiglu_fp8(x, gq, uq, xs, gs, us, config=dual))
     with pytest.raises(ValueError, match="raster in"):
         fp8.swiglu_packed_fp8(x, wp, xs, ws, config=name + "@7:2")
+
+
+def test_the_eager_fast_path_table_is_exactly_what_the_checked_path_accepts():
+    """``swiglu_packed_fp8``'s CUDA fast path (config None) looks (accumulation, scaling, out_dtype) up in a table;
+    the table must hold exactly the combinations the checked path accepts, each with the operator arguments that
+    path passes (e4m3_out, and the config ``_config_for`` gives), since only a GPU takes the fast path."""
+    x, xs, gq, gs, uq, us = _operands(M=3, H=32, I=16)
+    row = fp8.pack_weights(gq, uq, gs, us)
+    xb, xbs, bgq, bgs, buq, bus = _block_operands(M=3)
+    wb, wbs = fp8.pack_weights_blockwise(bgq, buq, bgs, bus)
+    for a in fp8.ACCUMULATIONS:
+        for sc in fp8.SCALINGS:
+            for dt in (torch.bfloat16, fp8.E4M3):
+                operands = (x, row[0], xs, row[1]) if sc == "row" else (xb, wb, xbs, wbs)
+                try:
+                    fp8.swiglu_packed_fp8(*operands, accumulation=a, scaling=sc, out_dtype=dt, config="")
+                    accepted = True
+                except ValueError:
+                    accepted = False
+                assert ((a, sc, dt) in fp8._FAST) == accepted, (a, sc, dt)
+                if accepted:
+                    assert fp8._FAST[(a, sc, dt)] == (dt == fp8.E4M3, fp8._config_for(None, a, sc))

@@ -742,7 +742,7 @@ def test_a_bad_launch_in_an_e4m3_config_is_named():
                                                               "config must be '', 'promoted' or one of")]:
         with pytest.raises(ValueError, match=re.escape(words)):
             configs.resolve("packed_fp8", config, 8192, 4864, 896, torch.bfloat16)
-    with pytest.raises(ValueError, match="grouped kernel takes no launch"):
+    with pytest.raises(ValueError, match="grouped kernel takes raster 1 in its launch"):
         configs.resolve("grouped_dual", "grouped_dual_swapab_pingpong_128x16x64_1x1_bf16@2:8", 64, 768, 2048,
                         torch.bfloat16, token_tile=16)
 

@@ -114,6 +114,30 @@ def test_every_grouped_config_at_one_routing(config, seed):
     _check_per_expert(y, x, w, offsets, what)
 
 
+@pytest.mark.parametrize("shape, T, expert", [("Mixtral-8x7B", 4097, None), ("Mixtral-8x7B", 4097, 3),
+                                               ("Qwen3-30B-A3B", 20000, None), ("Qwen3-30B-A3B", 129, None)])
+def test_token_tile_groups_write_the_same_bits_as_the_order_along_m(shape, T, expert, seed):
+    """Every launch of the widest tile's config (token tiles in groups of 1, 2, 4, 8: several tiles per expert,
+    a last group that is not whole, one expert holding every tile): every tile of an expert written, none past
+    the last expert's, and the same bits as the order along M (the same tiles, each computed alike)."""
+    H, I, E = SHAPES[shape]
+    w = _weights(shape, torch.bfloat16)
+    x, offsets = _routing(T, E, H, torch.bfloat16, seed, expert=expert)
+    name = f"{configs.GROUPED_CONFIGS[configs.GROUPED_WIDEST_TILE]}_bf16"
+    along_m = None
+    for group in (1, 2, 4, 8):
+        config = f"{name}@1:{group}"
+        y_pad, layout, tile = _poisoned_operator(x, w, offsets, config)
+        what = f"{shape} T={T} expert={expert} {config} seed={seed}"
+        _check_layout_rows(y_pad, layout, tile, E, what)
+        if along_m is None:
+            along_m = y_pad
+            _check_per_expert(y_pad.index_select(0, layout.dest), x, w, offsets, what)
+        else:
+            in_tiles = (layout.tile_expert < E).repeat_interleave(tile)
+            assert torch.equal(y_pad[in_tiles], along_m[in_tiles]), what
+
+
 @pytest.mark.parametrize("T", (1, 129, 4097))
 def test_fp16(T, seed):
     H, I, E = SHAPES["Qwen3-30B-A3B"]

@@ -4,6 +4,8 @@ rule: fused_swiglu.configs.grouped_choice)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -137,7 +139,8 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     with pytest.raises(ValueError, match="config='promoted': the grouped configs with promoted accumulation have "
                                          "16-row token tiles, but the layout's tiles hold 64 rows"):
         configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, torch.bfloat16, token_tile=64)
-    assert {(c.raster, c.swizzle) for c in chosen} == {(1, 1)}
+    # raster 1 always; the token-tile group (swizzle) 8 for the widest tile, 1 for the others
+    assert {(c.name.split("x")[1], c.raster, c.swizzle) for c in chosen} == {("16", 1, 1), ("64", 1, 1), ("128", 1, 8)}
     for tile in configs.GROUPED_TOKEN_TILES:
         choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)
         assert choice.name.endswith("_fp16") and f"{tile}-row token tiles" in why
@@ -147,6 +150,16 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     name = catalog.grouped_names()[0]
     assert configs.explain("grouped_dual", name, 16, 768, 2048, torch.bfloat16) == (
         configs.Choice(name, 1, 1), "named by the call's config argument")
+    tile = configs.grouped_config_tile(name)
+    for group in (1, 2, 4, 8):  # a named launch: raster 1, its swizzle the token-tile group
+        assert configs.resolve("grouped_dual", f"{name}@1:{group}", 4096, 768, 2048, torch.bfloat16,
+                               token_tile=tile) == configs.Choice(name, 1, group)
+    for launch, words in (("@2:8", "takes raster 1 in its launch"), ("@0:1", "takes raster 1 in its launch"),
+                          ("@1:16", "swizzle in (1, 2, 4, 8)"), ("@1", "<name>@<raster>:<swizzle>")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            configs.resolve("grouped_dual", name + launch, 4096, 768, 2048, torch.bfloat16, token_tile=tile)
+    _, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.bfloat16, token_tile=128)
+    assert "token tiles in groups of 8" in why
     with pytest.raises(ValueError, match="dtype must be torch.bfloat16 or torch.float16"):
         configs.resolve("grouped_dual", "", 16, 768, 2048, torch.float32)
     # the dense choice never returns a grouped config, nor takes one by name

@@ -86,7 +86,8 @@ def test_plan_callback_gives_a_grouped_problem_the_config_of_its_token_tile(stub
     for tile in configs.GROUPED_TOKEN_TILES:
         rc, index, raster, swizzle, message = _plan(9, b"", 4096, 768, 2048, 0, tile=tile)
         assert rc == 0, message
-        assert (names[index], raster, swizzle) == (f"{configs.GROUPED_CONFIGS[tile]}_bf16", 1, 1)
+        assert (names[index], raster, swizzle) == (f"{configs.GROUPED_CONFIGS[tile]}_bf16", 1,
+                                                   configs.GROUPED_TOKEN_GROUP.get(tile, 1))
     monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
     capsys.readouterr()
     _plan(9, b"", 4096, 768, 2048, 1, tile=64)

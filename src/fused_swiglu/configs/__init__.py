@@ -696,7 +696,8 @@ def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
 # promoted configs' tile.
 GROUPED_KERNELS = ("grouped_dual",)
 # The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
-# experts. Its scheduler fixes the tile order (along M, no swizzle), so the launch is raster 1 swizzle 1.
+# experts. Its scheduler runs its own tile order: weight tiles along M for groups of S token tiles, S the
+# launch's swizzle (kernel/sm90_tile_scheduler_expert_tiles.hpp); the raster is always 1.
 GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS
                    if not entry[7]}
 GROUPED_PROMOTED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_")
@@ -713,6 +714,12 @@ GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and t
 # four MoE shapes, 1 to 4096 tokens; in sample).
 GROUPED_TILE_BY_MEAN_ROWS = ((8, 16), (32, 64))
 GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
+# The token-tile group S (the launch's swizzle) the choice runs for each token tile: the S token tiles of a
+# group read each weight tile together, so an expert holding several token tiles reads its weights once per
+# group instead of once per token tile. The widest tile is the one chosen where experts hold many rows; the
+# narrower ones keep the order along M (S = 1), where an expert holds about one tile. Not yet measured
+# (docs/perf-notes.md entry 119).
+GROUPED_TOKEN_GROUP = {GROUPED_WIDEST_TILE: 8}
 
 
 def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
@@ -743,11 +750,13 @@ def check_grouped_config(config: str, dtype: torch.dtype) -> None:
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     names = catalog.grouped_names()
-    if config in names and config.endswith(suffix):
+    name, launch = catalog.split_config(config) if "@" in config else (config, None)
+    if name in names and name.endswith(suffix):
+        if launch is not None and launch[0] != 1:
+            raise ValueError(f"config of a grouped kernel takes raster 1 in its launch (<name>@1:<swizzle>, the "
+                             f"swizzle its token-tile group): its scheduler runs weight tiles along M; got "
+                             f"config={config!r}")
         return
-    if "@" in config:
-        raise ValueError(f"config of a grouped kernel takes no launch (<name>@<raster>:<swizzle>): its scheduler's "
-                         f"tile order is fixed, along M; got config={config!r}")
     mine = [n for n in names if n.endswith(suffix)]
     hint = f" ({catalog.closest(config, mine)})" if mine else ""
     raise ValueError(f"config must name a grouped kernel for {dtype} ({', '.join(mine) or 'none'}) or be '' (the "
@@ -756,12 +765,13 @@ def check_grouped_config(config: str, dtype: torch.dtype) -> None:
 
 
 def grouped_config_tile(config: str) -> int:
-    """The token tile (tile_n) of grouped config ``config`` (a name of :func:`catalog.grouped_names`).
+    """The token tile (tile_n) of grouped config ``config`` (a name of :func:`catalog.grouped_names`, with or
+    without a launch ``@1:<swizzle>``).
 
     Raises:
         KeyError: not a grouped config's name.
     """
-    return _GROUPED_TILE_OF[config]
+    return _GROUPED_TILE_OF[config.partition("@")[0]]
 
 
 def config_tile(config: str, tile: int) -> int:
@@ -793,8 +803,8 @@ def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
     """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
     layout of ``token_tile``-row tiles, and why: the call's config name, or for ``""`` the fast grouped config of
     that tile (:data:`GROUPED_CONFIGS`), for ``"promoted"`` the promoted one (:data:`GROUPED_PROMOTED_CONFIGS`,
-    :data:`GROUPED_PROMOTED_TILE`-row tiles only); raster 1 (along M), swizzle 1 (the only order its scheduler
-    runs).
+    :data:`GROUPED_PROMOTED_TILE`-row tiles only); raster 1 (along M, the only order its scheduler runs), swizzle
+    the token-tile group (:data:`GROUPED_TOKEN_GROUP`; a named config: its launch's, else 1).
 
     Raises:
         ValueError: an unknown kernel or dtype, a config :func:`check_grouped_config` refuses, a token tile
@@ -807,11 +817,14 @@ def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
     check_grouped_config(config, dtype)
     check_grouped_tile(config, token_tile)
     if config not in AUTO_CONFIG:
-        return Choice(config, 1, 1), "named by the call's config argument"
+        name, launch = catalog.split_config(config)
+        return Choice(name, 1, launch[1] if launch else 1), "named by the call's config argument"
     accumulation = AUTO_CONFIG[config]
     by_tile = GROUPED_PROMOTED_CONFIGS if accumulation == "promoted" else GROUPED_CONFIGS
-    return (Choice(f"{by_tile[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, 1),
-            f"the grouped config of the layout's {token_tile}-row token tiles ({accumulation} accumulation)")
+    group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
+    order = f", token tiles in groups of {group}" if group > 1 else ""
+    return (Choice(f"{by_tile[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, group),
+            f"the grouped config of the layout's {token_tile}-row token tiles ({accumulation} accumulation){order}")
 
 
 def resolve(

@@ -26,7 +26,7 @@ namespace fused_swiglu::kernel {
 // Config with the expert-tile scheduler.
 template <class Config>
 struct WithExpertTiles : Config {
-  static_assert(Config::kClusterM == 1 && Config::kClusterN == 1, "grouped kernel: no cluster (fixed tile order)");
+  static_assert(Config::kClusterM == 1 && Config::kClusterN == 1, "grouped kernel: no cluster (the scheduler orders the tiles itself)");
   using TileScheduler = ExpertTileScheduler;
 };
 

@@ -1,7 +1,7 @@
 """The routing operator's CUDA kernel (fused_swiglu::moe_layout, one launch) on a Hopper GPU: the same layout as
 its CPU kernel, element for element, over decode and prefill routings of the MoE shapes (T = 1, 3, 127, 129,
 4097), every token tile, int32 and int64 ids, empty experts, one expert taking every pair, ids below 0 and
-past the last expert, the most experts it takes; the C boundary's checks; a captured CUDA graph replayed under
+past the last expert, the most experts it takes, pairs spread over many blocks; the C boundary's checks; a captured CUDA graph replayed under
 new routing."""
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def test_edge_routings(seed):
         "4086 experts (the first past it)": (torch.randint(0, 4086, (512, 8), device="cuda", generator=g), 4086),
         "4096 experts": (torch.randint(0, 4096, (512, 8), device="cuda", generator=g), 4096),
         "8192 experts (shared memory past 48 KB)": (torch.randint(0, 8192, (300, 8), device="cuda", generator=g), 8192),
+        # the pairs spread over blocks: one 1024-pair step each, and (past 1024 x SMs pairs) several
+        "32,776 pairs": (_routing(4097, 128, 8, seed), 128),
+        "160,000 pairs, several steps per block": (_routing(20000, 256, 8, seed), 256),
+        "160,000 pairs to one expert": (torch.full((40000, 4), 3, device="cuda"), 8),
+        "a block's chunk of empty pairs": (torch.cat([torch.full((2000, 1), 9, device="cuda"),
+                                                      torch.randint(0, 8, (2000, 1), device="cuda", generator=g)]), 8),
     }
     for what, (index, E) in cases.items():
         for tile in (16, 128):

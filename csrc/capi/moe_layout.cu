@@ -1,15 +1,21 @@
 // fsw_moe_layout (fused_swiglu/moe_layout.h): the grouped kernels' padded layout of a top-k routing in one kernel launch, in
 // place of the sort, searches and gathers that build it from PyTorch operations (fused_swiglu.grouped).
 //
-// One block of 1024 threads, the per-expert counters in shared memory:
-//   1. count each expert's pairs (shared-memory atomics);
-//   2. an exclusive scan of the padded counts ceil(count / tile) tile gives each expert's first row;
-//   3. the pairs in order, 1024 at a time: a pair's rank among its expert's pairs is the pairs of that expert
-//      placed by earlier chunks (the expert's cursor), by earlier warps of this chunk (the warps add to the
-//      cursor in turn) and by lower lanes of its warp (__match_any_sync), so the order within an expert is
-//      the pairs' order, as a stable sort gives it;
-//   4. each tile's expert by a binary search of the experts' end rows, and the tile's padding rows.
-// Steps 3 and 4 write disjoint rows of `source`. Step 3 costs 32 block barriers per 1024 pairs.
+// B blocks of 1024 threads (B = ceil(pairs / chunk), chunk a multiple of 1024 that keeps B within the SMs), block b
+// placing the pairs [b chunk, (b + 1) chunk), the per-expert counters in each block's shared memory:
+//   1. count each expert's pairs, all of them, and those before the block's chunk (shared-memory atomics; every
+//      block reads every id);
+//   2. an exclusive scan of the padded counts ceil(count / tile) tile gives each expert's first row (every block
+//      the same; block 0 writes the end rows);
+//   3. the block's pairs in order, 1024 at a time: a pair's rank among its expert's pairs is the pairs of that
+//      expert before the block's chunk and placed by earlier 1024-pair steps (the expert's cursor), by earlier
+//      warps of this step (the warps add to the cursor in turn) and by lower lanes of its warp
+//      (__match_any_sync), so the order within an expert is the pairs' order, as a stable sort gives it;
+//   4. each tile's expert by a binary search of the experts' end rows, and the tile's padding rows (the tiles
+//      spread over the blocks).
+// Steps 3 and 4 write disjoint rows of `source`, and the blocks disjoint pairs and tiles. Step 3 costs 32
+// block barriers per 1024 pairs of a block's chunk; step 1 costs each block a read of every id, so the whole
+// launch reads the ids B times.
 #include <cstdint>
 #include <cuda_runtime.h>
 
@@ -35,26 +41,38 @@ __device__ __forceinline__ int32_t expert_of(Index const* idx, int64_t i, int64_
 // gets by default (from 4,086 experts) the kernel opts in to more.
 inline size_t shared_bytes(int32_t experts) { return sizeof(int32_t) * (kWarps + 3 * size_t(experts)); }
 
+// Pairs per block: whole 1024-pair steps, as few as keep the blocks within the device's SMs (each runs alone
+// on one: 1024 threads and up to 96 KiB of shared memory), so that they all run at once.
+inline int64_t chunk_pairs(int64_t pairs, int sms) {
+  int64_t const steps = (pairs + kThreads - 1) / kThreads;
+  int64_t const blocks = sms < 1 ? 1 : sms;
+  return (steps + blocks - 1) / blocks * kThreads;
+}
+
 __device__ __forceinline__ int32_t padded(int32_t count, int32_t tile) { return (count + tile - 1) / tile * tile; }
 
 template <class Index>
 __global__ void __launch_bounds__(kThreads, 1)
 moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile,
-                  int64_t padded_rows, int64_t* __restrict__ source, int32_t* __restrict__ tile_expert,
+                  int64_t padded_rows, int64_t chunk, int64_t* __restrict__ source, int32_t* __restrict__ tile_expert,
                   int64_t* __restrict__ pair_row, int32_t* __restrict__ padded_offsets) {
   extern __shared__ int32_t smem[];             // all shared memory is dynamic: its size is shared_bytes(E)
   int32_t* const warp_total = smem;              // (kWarps,) the scan's per-warp sums
   int32_t* const count = smem + kWarps;          // (E,) pairs of each expert
   int32_t* const start = count + experts;        // (E,) first row of each expert
-  int32_t* const cursor = count + 2 * experts;   // (E,) pairs of each expert placed so far
+  int32_t* const cursor = count + 2 * experts;   // (E,) pairs of each expert before the chunk or placed so far
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  int64_t const begin = int64_t(blockIdx.x) * chunk, end = begin + chunk < pairs ? begin + chunk : pairs;
 
-  // 1. counts
+  // 1. counts: all pairs, and those before this block's chunk
   for (int e = tid; e < experts; e += kThreads) count[e] = 0, cursor[e] = 0;
   __syncthreads();
   for (int64_t i = tid; i < pairs; i += kThreads) {
     int32_t const e = expert_of(idx, i, pairs, experts);
-    if (e < experts) atomicAdd(&count[e], 1);
+    if (e < experts) {
+      atomicAdd(&count[e], 1);
+      if (i < begin) atomicAdd(&cursor[e], 1);
+    }
   }
   __syncthreads();
 
@@ -85,15 +103,15 @@ moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32
   for (int e = first; e < last; ++e) {
     start[e] = row;
     row += padded(count[e], tile);
-    padded_offsets[e] = row;
+    if (blockIdx.x == 0) padded_offsets[e] = row;
   }
   __syncthreads();
 
   // 3. each pair's row, in pair order within its expert
   unsigned const lower_lanes = (1u << lane) - 1u;
-  for (int64_t chunk = 0; chunk < pairs; chunk += kThreads) {
-    int64_t const i = chunk + tid;
-    int32_t const e = expert_of(idx, i, pairs, experts);
+  for (int64_t step = begin; step < end; step += kThreads) {
+    int64_t const i = step + tid;
+    int32_t const e = expert_of(idx, i, end, experts);
     unsigned const peers = __match_any_sync(0xffffffffu, e);
     int32_t const rank = __popc(peers & lower_lanes);
     int64_t r = 0;
@@ -103,7 +121,7 @@ moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32
       if (warp == w && e < experts && rank == 0) cursor[e] += __popc(peers);
       __syncthreads();
     }
-    if (i < pairs) {
+    if (i < end) {
       pair_row[i] = r;
       if (e < experts) source[r] = i / k;
     }
@@ -112,7 +130,7 @@ moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32
   // 4. each tile's expert (the first whose end row is past the tile's first row; E past the last expert's)
   // and its rows that hold no pair
   int64_t const tiles = padded_rows / tile;
-  for (int64_t t = tid; t < tiles; t += kThreads) {
+  for (int64_t t = int64_t(blockIdx.x) * kThreads + tid; t < tiles; t += int64_t(gridDim.x) * kThreads) {
     int64_t const first_row = t * tile;
     int lo = 0, hi = experts;
     while (lo < hi) {
@@ -130,6 +148,19 @@ moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32
   }
 }
 
+// The current device's SM count, queried once per device; -1 where the query fails.
+int sm_count() {
+  static int cached[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return -1;
+  int* const slot = device >= 0 && device < 64 ? &cached[device] : nullptr;
+  if (slot != nullptr && *slot > 0) return *slot;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return -1;
+  if (slot != nullptr) *slot = sms;
+  return sms;
+}
+
 template <class Index>
 cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile, int64_t padded_rows,
                    int64_t* source, int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets,
@@ -140,8 +171,16 @@ cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, i
     cudaError_t const e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<1, kThreads, smem, stream>>>(static_cast<Index const*>(idx), pairs, k, experts, tile, padded_rows, source,
-                                        tile_expert, pair_row, padded_offsets);
+  int const sms = sm_count();
+  if (sms < 0) {
+    cudaError_t const e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaErrorInvalidDevice;
+  }
+  int64_t const chunk = chunk_pairs(pairs, sms);
+  int64_t const blocks = pairs > 0 ? (pairs + chunk - 1) / chunk : 1;
+  kernel<<<unsigned(blocks), kThreads, smem, stream>>>(static_cast<Index const*>(idx), pairs, k, experts, tile,
+                                                       padded_rows, chunk, source, tile_expert, pair_row,
+                                                       padded_offsets);
   return cudaGetLastError();
 }
 

@@ -14,7 +14,7 @@ host synchronisation and no host decision on the routing, so a CUDA graph captur
 under new routing, and ``torch.compile(fullgraph=True)`` traces it.
 
 How (:func:`swiglu_experts`): the routing (:func:`fused_swiglu.routing_ops.layout`: on CUDA one launch of the
-``fused_swiglu::moe_layout`` kernel up to 16,384 pairs and 8,192 experts, else a stable sort, searches and gathers)
+``fused_swiglu::moe_layout`` kernel up to 131,072 pairs and 8,192 experts, else a stable sort, searches and gathers)
 sorts the T k (token, expert) pairs by expert into the grouped kernel's padded layout
 (each expert's rows in whole token tiles of 16, 64 or 128 rows, by the routed rows per expert, in pair order
 within an expert), the hidden states are gathered into it once, run through

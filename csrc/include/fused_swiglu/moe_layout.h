@@ -23,7 +23,7 @@ static inline int64_t fsw_moe_padded_rows(int64_t pairs, int64_t experts, int64_
 }
 
 // The padded layout of `pairs` = T k (token, expert) pairs of a top-k routing, on `stream` (a cudaStream_t),
-// asynchronous, one thread block:
+// asynchronous, one launch of up to one thread block per SM (csrc/capi/moe_layout.cu):
 //
 //   top_k_index   (T, k) row-major, int64 (index_bits 64) or int32 (32): the expert of each pair, pair
 //                 i = t k + j; an id < 0 counts as expert 0, an id >= experts belongs to no expert

@@ -7,9 +7,10 @@
 #   FUSED_SWIGLU_LIBRARY  a prebuilt libfused_swiglu.so to use (else the build stage compiles one
 #                         with the machine's nvcc and copies it to $OUT/lib/)
 #   OUT                   where logs and results go (default ./out)
-#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench,host,e2e,families
+#   FSW_STAGES            comma-separated subset of build,info,test,accuracy,bench,host,e2e,moe,families
 #                         (default: build,info,test,accuracy,bench); families: `tune --families`, its
-#                         tuned files written to $OUT/tuning (FAMILIES_ARGS: e.g. "fp8 --models 7B")
+#                         tuned files written to $OUT/tuning (FAMILIES_ARGS: e.g. "fp8 --models 7B");
+#                         moe: `bench moe` (MOE_ARGS: e.g. "--models Mixtral-8x7B --tokens 1024 4096")
 #   PYTEST_ARGS           extra pytest arguments (e.g. "-k qwen" or "-m 'gpu and not slow'")
 #   BENCH_ARGS            extra `bench` arguments (e.g. "--models 7B --tokens 2048,8192")
 #   ACCURACY_ARGS         extra `accuracy` arguments (e.g. "--dtype fp16")
@@ -84,6 +85,7 @@ cli_stage accuracy "accuracy --out '$OUT/accuracy.json' ${ACCURACY_ARGS:-}"
 cli_stage bench "bench --out '$OUT/bench.json' ${BENCH_ARGS:-}"
 cli_stage host "bench host-time --out '$OUT/host_time.json'"
 cli_stage e2e "bench e2e --out '$OUT/e2e.json' ${E2E_ARGS:-}"
+cli_stage moe "bench moe --out '$OUT/moe.json' ${MOE_ARGS:-}"
 cli_stage families "tune --out-dir '$OUT/tuning' --families ${FAMILIES_ARGS:-}"
 
 if [ "${#failed[@]}" -gt 0 ]; then

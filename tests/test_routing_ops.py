@@ -12,9 +12,10 @@ from fused_swiglu import grouped, routing_ops
 
 
 def layout_by_loop(index: torch.Tensor, E: int, tile: int):
-    """The layout the operator documents, pair by pair: (source, tile_expert, pair_row, padded_offsets)."""
+    """The layout the operator documents, pair by pair: (source, tile_expert, pair_row, padded_offsets, order,
+    expert_offsets)."""
     T, k = index.shape
-    ids = [max(int(i), 0) for i in index.reshape(-1).tolist()]  # below 0: expert 0
+    ids = [min(max(int(i), 0), E) for i in index.reshape(-1).tolist()]  # below 0: expert 0; past the last: E
     counts = [sum(1 for i in ids if i == e) for e in range(E)]
     starts, row = [], 0
     for e in range(E):
@@ -31,7 +32,9 @@ def layout_by_loop(index: torch.Tensor, E: int, tile: int):
             placed[e] += 1
     ends = [s + -(-c // tile) * tile for s, c in zip(starts, counts)]
     tile_expert = [next((e for e in range(E) if ends[e] > t * tile), E) for t in range(T_pad // tile)]
-    return source, tile_expert, pair_row, ends
+    order = [i for e in range(E + 1) for i, pair_e in enumerate(ids) if pair_e == e]  # no expert's pairs last
+    expert_offsets = [sum(counts[: e + 1]) for e in range(E)]
+    return source, tile_expert, pair_row, ends, order, expert_offsets
 
 
 def run(index: torch.Tensor, E: int, tile: int):
@@ -57,11 +60,10 @@ def test_the_layout_is_the_documented_one(name, tile, index_dtype):
     index, E = ROUTINGS[name]
     unchecked = bool(index.numel()) and (int(index.min()) < 0 or int(index.max()) >= E)
     layout = routing_ops.layout_by_sorting if unchecked else run
-    source, tile_expert, pair_row, offsets = layout(index.to(index_dtype), E, tile)
+    got = layout(index.to(index_dtype), E, tile)
     want = layout_by_loop(index, E, tile)
-    assert [source.dtype, tile_expert.dtype, pair_row.dtype, offsets.dtype] == [torch.int64, torch.int32,
-                                                                                 torch.int64, torch.int32]
-    assert (source.tolist(), tile_expert.tolist(), pair_row.tolist(), offsets.tolist()) == want, name
+    assert [t.dtype for t in got] == [torch.int64, torch.int32, torch.int64, torch.int32, torch.int64, torch.int32]
+    assert tuple(t.tolist() for t in got) == want, name
 
 
 def test_it_is_the_sort_and_grouped_layout():
@@ -69,8 +71,9 @@ def test_it_is_the_sort_and_grouped_layout():
     from fused_swiglu import experts
 
     index = torch.randint(0, 64, (300, 6), generator=torch.Generator().manual_seed(1))
-    source, tile_expert, pair_row, offsets = run(index, 64, 16)
+    source, tile_expert, pair_row, offsets, order, expert_offsets = run(index, 64, 16)
     routing = experts.route_experts(index, 64)
+    assert torch.equal(order, routing.order) and torch.equal(expert_offsets, routing.expert_offsets)
     layout = grouped.grouped_layout(routing.expert_offsets, index.numel(), 16)
     assert torch.equal(tile_expert, layout.tile_expert) and torch.equal(offsets, layout.padded_offsets)
     assert torch.equal(pair_row[routing.order], layout.dest)
@@ -82,7 +85,7 @@ def test_fake_kernel_opcheck_and_fullgraph_compile():
     rows = grouped.padded_rows(80, 8, 16)
     with FakeTensorMode() as mode:
         shapes = [tuple(t.shape) for t in routing_ops.moe_layout(mode.from_tensor(index), 8, 16, rows)]
-    assert shapes == [(rows,), (rows // 16,), (80,), (8,)]
+    assert shapes == [(rows,), (rows // 16,), (80,), (8,), (80,), (8,)]
     torch.library.opcheck(routing_ops.moe_layout, (index, 8, 16, rows))
     compiled = torch.compile(lambda i: routing_ops.moe_layout(i, 8, 16, rows)[2] + 1, backend="aot_eager",
                              fullgraph=True)

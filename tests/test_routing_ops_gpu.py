@@ -40,7 +40,8 @@ def _both(index: torch.Tensor, E: int, tile: int):
 
 def _assert_same(index, E, tile, what):
     on_gpu, on_cpu = _both(index, E, tile)
-    for name, a, b in zip(("source", "tile_expert", "pair_row", "padded_offsets"), on_gpu, on_cpu):
+    for name, a, b in zip(("source", "tile_expert", "pair_row", "padded_offsets", "order", "expert_offsets"), on_gpu,
+                          on_cpu, strict=True):
         assert a.device.type == "cuda" and a.dtype == b.dtype and a.is_contiguous(), (what, name)
         assert torch.equal(a.cpu(), b), f"{what}: {name} differs from the CPU kernel's"
 

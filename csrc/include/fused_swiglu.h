@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FSW_ABI_VERSION 12
+#define FSW_ABI_VERSION 13
 
 typedef enum fsw_status {
   FSW_SUCCESS = 0,

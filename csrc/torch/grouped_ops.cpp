@@ -64,8 +64,8 @@ Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std
   return y;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts, int64_t tile,
-                                                      int64_t padded_rows) {
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts,
+                                                                      int64_t tile, int64_t padded_rows) {
   const char* op = "moe_layout";
   check_2d(op, "top_k_index", top_k_index, "(T, k)");
   int32_t const code = dtype_code(top_k_index);
@@ -87,11 +87,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_
   Tensor tile_expert = new_vector(ids, worst / tile, code_int32());
   Tensor pair_row = new_vector(ids, pairs, code_int64());
   Tensor padded_offsets = new_vector(ids, experts, code_int32());
+  Tensor order = new_vector(ids, pairs, code_int64());
+  Tensor expert_offsets = new_vector(ids, experts, code_int32());
   run_moe_layout(op, device, ids.data_ptr(), code == code_int64() ? 64 : 32, pairs, int32_t(k), int32_t(experts),
                  int32_t(tile), worst, static_cast<int64_t*>(source.data_ptr()),
                  static_cast<int32_t*>(tile_expert.data_ptr()), static_cast<int64_t*>(pair_row.data_ptr()),
-                 static_cast<int32_t*>(padded_offsets.data_ptr()));
-  return {source, tile_expert, pair_row, padded_offsets};
+                 static_cast<int32_t*>(padded_offsets.data_ptr()), static_cast<int64_t*>(order.data_ptr()),
+                 static_cast<int32_t*>(expert_offsets.data_ptr()));
+  return {source, tile_expert, pair_row, padded_offsets, order, expert_offsets};
 }
 
 }  // namespace fused_swiglu::torch_ops

@@ -38,7 +38,7 @@ using StreamFn = AOTITorchError (*)(int32_t, void**);
 using QuantizeFn = fsw_status (*)(int32_t, int64_t, int64_t, const void*, int64_t, void*, int64_t, float*, int64_t,
                                   int64_t, int64_t, void*);
 using MoeLayoutFn = fsw_status (*)(const void*, int32_t, int64_t, int32_t, int32_t, int32_t, int64_t, int64_t*, int32_t*,
-                                   int64_t*, int32_t*, void*);
+                                   int64_t*, int32_t*, int64_t*, int32_t*, void*);
 
 struct Binding {
   RunFn run = nullptr;
@@ -266,11 +266,12 @@ void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int
 
 void run_moe_layout(const char* op, int32_t device, const void* top_k_index, int32_t index_bits, int64_t pairs,
                     int32_t k, int32_t experts, int32_t tile, int64_t padded_rows, int64_t* source,
-                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets) {
+                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets, int64_t* order,
+                    int32_t* expert_offsets) {
   Binding const& b = binding();
   OnDevice on(device);
   fsw_status s = b.moe_layout(top_k_index, index_bits, pairs, k, experts, tile, padded_rows, source, tile_expert,
-                              pair_row, padded_offsets, current_stream(device));
+                              pair_row, padded_offsets, order, expert_offsets, current_stream(device));
   FSW_CHECK(s == FSW_SUCCESS, "fused_swiglu::", op, ": fsw_moe_layout failed: ", b.last_error());
 }
 

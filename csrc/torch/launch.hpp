@@ -117,7 +117,8 @@ void run_quantize_e4m3_groups(const char* op, int32_t device, int32_t dtype, int
 // fsw_moe_layout (include/fused_swiglu/moe_layout.h) of the bound kernel library on the current stream of `device`.
 void run_moe_layout(const char* op, int32_t device, const void* top_k_index, int32_t index_bits, int64_t pairs,
                     int32_t k, int32_t experts, int32_t tile, int64_t padded_rows, int64_t* source,
-                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets);
+                    int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets, int64_t* order,
+                    int32_t* expert_offsets);
 
 // Where one input goes in an fsw_problem: its pointer and leading dimension.
 struct Operand {

@@ -54,9 +54,10 @@ Tensor swiglu_dual_fp8(Tensor x, Tensor w_gate, Tensor w_up, Tensor x_scale, Ten
 Tensor swiglu_grouped(Tensor x_pad, Tensor gate_up_proj, Tensor tile_expert, std::string config);
 // The padded layout of a top-k routing top_k_index (T, k) int64 / int32 over `experts` experts in token
 // tiles of `tile` rows, T_pad = padded_rows rows (include/fused_swiglu/moe_layout.h): (source (T_pad,) int64, tile_expert
-// (T_pad / tile,) int32, pair_row (T k,) int64, padded_offsets (experts,) int32).
-std::tuple<Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts, int64_t tile,
-                                                      int64_t padded_rows);
+// (T_pad / tile,) int32, pair_row (T k,) int64, padded_offsets (experts,) int32, order (T k,) int64,
+// expert_offsets (experts,) int32).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> moe_layout(Tensor top_k_index, int64_t experts,
+                                                                      int64_t tile, int64_t padded_rows);
 
 // t (rows, cols) bf16 / fp16 quantized per 1 x 128 group of each row: (q (rows, cols) e4m3, scale (rows,
 // ceil(cols / 128)) fp32), scale row-major, or of strides (1, ld) with ld = rows rounded up to 4 (the

@@ -2,4 +2,4 @@
 (``csrc/include/fused_swiglu.h``); the loader refuses a library of another version and the build cache
 keys its libraries by it."""
 
-ABI_VERSION = 12
+ABI_VERSION = 13

@@ -155,7 +155,7 @@ _SIGNATURES = {
                                   ctypes.c_int64, ctypes.c_void_p], ctypes.c_int),
     "fsw_moe_layout": ([ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                        ctypes.c_void_p], ctypes.c_int),
+                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int),
 }
 
 

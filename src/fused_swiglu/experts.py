@@ -142,18 +142,18 @@ class _Layout(NamedTuple):
     tile_expert: Tensor
     pair_row: Tensor
     padded_offsets: Tensor
+    order: Tensor
+    expert_offsets: Tensor
 
 
 def _padded_swiglu(hidden_states: Tensor, top_k_index: Tensor, experts: int, gate_up_proj: Tensor,
-                   config: str, routing: ExpertsRouting | None = None) -> tuple[Tensor, _Layout]:
+                   config: str) -> tuple[Tensor, _Layout]:
     """The grouped kernel over the routed pairs in its padded layout (one routing operator, the hidden states
-    gathered once): ``(y_pad (T_pad, I), layout)``; ``routing``: the pairs already sorted, if the caller has them
-    (a layout built by sorting reuses them). The padding rows of an expert's last tile read token 0 (they
+    gathered once): ``(y_pad (T_pad, I), layout)``. The padding rows of an expert's last tile read token 0 (they
     are computed, never read back); the rows of the tiles past the last expert's are not written on CUDA."""
     pairs = top_k_index.numel()
     tile = layout_tile(pairs, experts, config)
-    sorted_pairs = None if routing is None else (routing.order, routing.expert_offsets)
-    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile, sorted_pairs))
+    layout = _Layout(*routing_ops.layout(top_k_index, experts, tile))
     x_pad = hidden_states.index_select(0, layout.source)
     return grouped_ops.swiglu_grouped(x_pad, gate_up_proj, layout.tile_expert, config), layout
 
@@ -198,12 +198,12 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
     """
     op = "routed_swiglu"
     E, _, _, T, k = _check_common(op, hidden_states, top_k_index, gate_up_proj, config)
-    routing = _route(top_k_index, E, k)
     if T == 0:
-        return hidden_states.new_empty((0, gate_up_proj.shape[1] // 2)), routing
-    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config, routing)
-    # the layout keeps each expert's pairs in pair order, as the routing's stable sort does
-    return y_pad.index_select(0, layout.pair_row.index_select(0, routing.order)), routing
+        return hidden_states.new_empty((0, gate_up_proj.shape[1] // 2)), _route(top_k_index, E, k)
+    # the routing operator gives the pairs in expert order too (route_experts' stable sort, without a sort)
+    y_pad, layout = _padded_swiglu(hidden_states, top_k_index, E, gate_up_proj, config)
+    routing = ExpertsRouting(layout.order, layout.order.div(k, rounding_mode="floor"), layout.expert_offsets)
+    return y_pad.index_select(0, layout.pair_row.index_select(0, layout.order)), routing
 
 
 def _down_projection(y_pad: Tensor, down_proj: Tensor, layout: _Layout) -> Tensor:

@@ -1,7 +1,7 @@
 """The routing operator (torch.library): the grouped kernels' padded layout of a top-k routing in one call.
 
 ``fused_swiglu::moe_layout(top_k_index, experts, tile, padded_rows) -> (source, tile_expert, pair_row,
-padded_offsets)``
+padded_offsets, order, expert_offsets)``
     top_k_index ``(T, k)`` int64 or int32: the experts of each token; pair ``i = t k + j`` is token t's j-th
     expert. An id below 0 counts as expert 0, an id from ``experts`` on belongs to no expert. ``tile``: rows
     per token tile (a grouped config's, :func:`fused_swiglu.grouped.layout_tile`); ``padded_rows``: T_pad =
@@ -16,10 +16,14 @@ padded_offsets)``
       grouped operator's ``tile_expert``);
     - pair_row ``(T k,)`` int64: the row of each pair, in (token, slot) order; 0 for a pair of no expert;
     - padded_offsets ``(experts,)`` int32: the end row of each expert's tiles (``torch._grouped_mm``'s offsets
-      over the layout's rows).
+      over the layout's rows);
+    - order ``(T k,)`` int64: the pairs ``t k + j`` in expert order, each expert's in pair order, then the pairs
+      of no expert in pair order (:func:`sort_pairs`' order);
+    - expert_offsets ``(experts,)`` int32: the end of each expert's pairs in that order (:func:`sort_pairs`'
+      offsets).
 
 It is :func:`fused_swiglu.experts.route_experts` followed by :func:`fused_swiglu.grouped.grouped_layout`, with
-the rows named by token and pair instead of by sorted pair. CUDA kernel: one launch (``csrc/capi/moe_layout.cu``,
+the rows named by token and pair instead of by sorted pair, and the sort's own result beside them. CUDA kernel: one launch (``csrc/capi/moe_layout.cu``,
 through the operator library, no host synchronisation; at most 8192 experts). CPU kernel: those PyTorch
 operations. Fake kernel: the shapes. Errors name the argument and the rule (TypeError / ValueError from the
 CPU and fake kernels, RuntimeError from the CUDA kernel).
@@ -47,7 +51,7 @@ MAX_TILE = 1024
 KERNEL_MAX_PAIRS = 131072
 INDEX_DTYPES = (torch.int64, torch.int32)
 OPS_LIBRARY.define("moe_layout(Tensor top_k_index, int experts, int tile, int padded_rows) -> "
-                   "(Tensor, Tensor, Tensor, Tensor)")
+                   "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
 cuda_kernels_from_library(*NAMES)
 
 moe_layout = torch.ops.fused_swiglu.moe_layout.default
@@ -84,7 +88,8 @@ def _moe_layout_fake(top_k_index, experts, tile, padded_rows):
     T, k = check_arguments(top_k_index, experts, tile, padded_rows)
     new = top_k_index.new_empty
     return (new((padded_rows,), dtype=torch.int64), new((padded_rows // tile,), dtype=torch.int32),
-            new((T * k,), dtype=torch.int64), new((experts,), dtype=torch.int32))
+            new((T * k,), dtype=torch.int64), new((experts,), dtype=torch.int32), new((T * k,), dtype=torch.int64),
+            new((experts,), dtype=torch.int32))
 
 
 def _moe_layout_cpu(top_k_index, experts, tile, padded_rows):
@@ -99,40 +104,38 @@ def uses_kernel(device: torch.device, pairs: int, experts: int) -> bool:
     return device.type == "cuda" and experts <= MAX_EXPERTS and pairs <= KERNEL_MAX_PAIRS
 
 
-def layout(top_k_index: Tensor, experts: int, tile: int,
-           sorted_pairs: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The operator's four outputs for the experts forward, from the CUDA kernel or the sort as
-    :func:`uses_kernel` says (the same values either way); ``sorted_pairs``: :func:`sort_pairs`' result if the
-    caller has it (the sort then reuses it). Arguments not checked."""
+def layout(top_k_index: Tensor, experts: int, tile: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The operator's six outputs for the experts forward, from the CUDA kernel or the sort as
+    :func:`uses_kernel` says (the same values either way). Arguments not checked."""
     pairs = top_k_index.numel()
     if uses_kernel(top_k_index.device, pairs, experts):
         return moe_layout(top_k_index, experts, tile, padded_rows(pairs, experts, tile))
-    return layout_by_sorting(top_k_index, experts, tile, sorted_pairs)
+    return layout_by_sorting(top_k_index, experts, tile)
 
 
 def sort_pairs(top_k_index: Tensor, experts: int) -> tuple[Tensor, Tensor]:
     """The pairs of a ``(T, k)`` routing sorted by expert, on its device: ``(order, offsets)``, order ``(T k,)``
     int64 the flat pair indices ``t k + j`` in expert order (a stable sort: one expert's pairs in pair order),
     offsets ``(experts,)`` int32 the end of each expert's pairs in that order. An id below 0 counts as expert
-    0's, in pair order among its other pairs (as the CUDA kernel places it); an id from ``experts`` on sorts
-    past ``offsets[-1]`` (no expert). Arguments not checked."""
-    sorted_ids, order = torch.sort(top_k_index.reshape(-1).clamp_min(0), stable=True)
+    0's, in pair order among its other pairs (as the CUDA kernel places it); an id from ``experts`` on belongs to
+    no expert and sorts past ``offsets[-1]``, in pair order among the other such pairs. Arguments not checked."""
+    sorted_ids, order = torch.sort(top_k_index.reshape(-1).clamp(0, experts), stable=True)
     ids = torch.arange(experts, device=sorted_ids.device, dtype=sorted_ids.dtype)
     return order, torch.searchsorted(sorted_ids, ids, right=True, out_int32=True)  # pairs with an id <= e
 
 
-def layout_by_sorting(top_k_index: Tensor, experts: int, tile: int,
-                      sorted_pairs: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def layout_by_sorting(top_k_index: Tensor, experts: int, tile: int
+                      ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The operator's outputs from PyTorch operations on top_k_index's device (:func:`sort_pairs`, searches and
     gathers; any number of experts): the CPU kernel, and the layout of more experts or pairs than the CUDA kernel
-    takes; ``sorted_pairs``: :func:`sort_pairs`' result if the caller has it. Arguments not checked."""
+    takes. Arguments not checked."""
     T, k = top_k_index.shape
-    order, offsets = sort_pairs(top_k_index, experts) if sorted_pairs is None else sorted_pairs
+    order, offsets = sort_pairs(top_k_index, experts)
     layout = grouped_layout(offsets, T * k, tile)
     token = order.div(k, rounding_mode="floor")
     source = torch.where(layout.valid, token[layout.source], 0)
     pair_row = torch.empty_like(order).index_copy_(0, order, layout.dest)
-    return source, layout.tile_expert, pair_row, layout.padded_offsets
+    return source, layout.tile_expert, pair_row, layout.padded_offsets, order, offsets
 
 
 OPS_LIBRARY.impl("moe_layout", _moe_layout_cpu, "CPU")

@@ -39,9 +39,12 @@ static inline int64_t fsw_moe_padded_rows(int64_t pairs, int64_t experts, int64_
 //                   expert's
 //   pair_row        (pairs,) int64: the row of each pair; 0 for a pair of no expert
 //   padded_offsets  (experts,) int32: the end row of each expert's tiles (start_e + ceil(count_e / tile) tile)
+//   order           (pairs,) int64: the pairs in expert order, each expert's in pair order, then the pairs of no
+//                   expert in pair order (a stable sort by expert id clamped to [0, experts])
+//   expert_offsets  (experts,) int32: the end of each expert's pairs in that order (count_0 + ... + count_e)
 fsw_status fsw_moe_layout(const void* top_k_index, int32_t index_bits, int64_t pairs, int32_t k, int32_t experts,
                           int32_t tile, int64_t padded_rows, int64_t* source, int32_t* tile_expert, int64_t* pair_row,
-                          int32_t* padded_offsets, void* stream);
+                          int32_t* padded_offsets, int64_t* order, int32_t* expert_offsets, void* stream);
 
 #ifdef __cplusplus
 }

@@ -156,7 +156,8 @@ def test_swap_ab_configs_serve_up_to_four_token_tiles():
     assert configs.swap_ab_serves(wide, 448) and not configs.swap_ab_serves(wide, 449)
     assert configs.launch_options(wide, 449, 4864) == [] and configs.launch_options(wide, 333, 4864)
     # the one swap-AB launch measured past the bound, 0.80x cuBLAS at M = 1000 on an H100, is no longer chosen
-    chosen = configs.resolve("dual", "", 1000, 13824, 5120, torch.bfloat16, 132, "NVIDIA H100 80GB HBM3")
+    chosen, _ = configs.explain("dual", "", 1000, 13824, 5120, torch.bfloat16, 132, "NVIDIA H100 80GB HBM3",
+                                available=ALL)
     assert "swapab" not in chosen.name
     big = configs.BY_BASE_NAME["packed_pingpong_128x192x64_2x1"]
     assert configs.swap_ab_serves(big, 1 << 20)

@@ -170,7 +170,7 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
 
     Args:
         hidden_states: ``(T, H)``, the tokens. CUDA (a Hopper GPU): torch.bfloat16 or torch.float16, H a
-            multiple of 8; CPU: any floating dtype.
+            multiple of 8; CPU: any floating dtype of 16 bits or more.
         top_k_index: ``(T, k)`` torch.int64 or torch.int32 on hidden_states' device, each token's experts,
             in ``[0, E)`` (not checked: :func:`route_experts`).
         gate_up_proj: ``(E, 2I, H)`` of hidden_states' dtype and device, each expert's gate rows then its up
@@ -277,7 +277,7 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
 
     Args:
         hidden_states: ``(T, H)``, the tokens (T >= 0). CUDA (a Hopper GPU): torch.bfloat16 or
-            torch.float16, H a multiple of 8; CPU: any floating dtype.
+            torch.float16, H a multiple of 8; CPU: any floating dtype of 16 bits or more.
         top_k_index: ``(T, k)`` torch.int64 or torch.int32 on hidden_states' device (k >= 1), the experts
             of each token, in ``[0, E)``; checked in an eager call on the CPU (ValueError; not while
             torch.compile traces). On CUDA not checked (it would wait for the GPU): an id >= E is routed to
@@ -285,7 +285,7 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             when no id is below E): wrong values, never an access out of bounds (the expert-parallel sentinel
             convention is not supported); a negative id is taken as expert 0.
         top_k_weights: ``(T, k)`` floating point on hidden_states' device, the weight of each
-            (token, expert) pair (any floating dtype: fp32 router weights stay fp32 in the sum).
+            (token, expert) pair (any floating dtype of 16 bits or more: fp32 router weights stay fp32 in the sum).
         gate_up_proj: ``(E, 2I, H)`` of hidden_states' dtype and device, each expert's gate rows then its up
             rows; on CUDA read in place by TMA (unit stride along H, row and expert strides multiples of 8
             elements, a 16-byte aligned start: any contiguous tensor), I a multiple of 8.
@@ -313,8 +313,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
     op = "swiglu_experts"
     E, I, H, T, k = _check_common(op, hidden_states, top_k_index, gate_up_proj, config)
     grouped_ops.check_dense(op, top_k_weights=top_k_weights, down_proj=down_proj)
-    if not top_k_weights.is_floating_point():
-        raise TypeError(f"{op}: top_k_weights must be a floating-point tensor; got "
+    if not top_k_weights.is_floating_point() or top_k_weights.element_size() == 1:
+        raise TypeError(f"{op}: top_k_weights must be a floating-point tensor of 16 bits or more; got "
                         f"top_k_weights.dtype={top_k_weights.dtype}")
     if tuple(top_k_weights.shape) != (T, k):
         raise ValueError(f"{op}: top_k_weights must have top_k_index's shape (T, k) = {(T, k)}; got shape "

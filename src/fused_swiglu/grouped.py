@@ -125,7 +125,7 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
         x_sorted: ``(T, H)``, the routed rows (token copies, one per (token, expert) pair) sorted by expert:
             expert e owns rows ``[expert_offsets[e - 1], expert_offsets[e])``. The grouping is the offsets':
             rows are not reordered (sort them by expert first, e.g. ``torch.sort`` of the routing's expert
-            ids, stable). CUDA: torch.bfloat16 or torch.float16; CPU: any floating dtype.
+            ids, stable). CUDA: torch.bfloat16 or torch.float16; CPU: any floating dtype of 16 bits or more.
         gate_up_proj: ``(E, 2I, H)`` of x_sorted's dtype and device, each expert's gate rows then its up rows
             (transformers' experts layout); read in place on CUDA, so unit stride along H, row and expert
             strides multiples of 8 elements and a 16-byte aligned start (any contiguous tensor).

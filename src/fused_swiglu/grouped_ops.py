@@ -125,7 +125,8 @@ def check_offsets(op: str, expert_offsets: Tensor, rows: int) -> None:
     for e, (start, end) in enumerate(zip(starts, ends)):
         if not start <= end <= rows:
             raise ValueError(f"{op}: expert_offsets must be non-decreasing end rows in [0, T] (T = x_sorted.shape[0] "
-                             f"= {rows}); got expert_offsets[{e}] = {end} after {start}")
+                             f"= {rows}); got expert_offsets[{e}] = {end}"
+                             + (f" after expert_offsets[{e - 1}] = {start}" if e else ""))
 
 
 def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = OP, x_name: str = "x_pad") -> tuple[int, int, int]:
@@ -133,8 +134,8 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
     that the operator ``op`` shares with :func:`fused_swiglu.grouped.grouped_swiglu`; returns ``(E, I, H)``.
 
     Raises:
-        TypeError: a dtype: x not floating point (bf16 / fp16 on CUDA), gate_up_proj not of x's dtype; an
-            argument that is not a dense tensor.
+        TypeError: a dtype: x not floating point or an 8-bit float (bf16 / fp16 on CUDA), gate_up_proj not of
+            x's dtype; an argument that is not a dense tensor.
         ValueError: a rank, a shape (no expert, an odd number of rows per expert, gate_up_proj's H not x's), a
             device, H or I not a multiple of 8 on CUDA, a config :func:`fused_swiglu.configs.check_grouped_config`
             refuses.
@@ -145,8 +146,9 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
                          f"{tuple(x.shape)}")
     if gate_up_proj.dim() != 3:
         raise ValueError(f"{op}: gate_up_proj must be 3-D (E, 2I, H); got shape {tuple(gate_up_proj.shape)}")
-    if not x.is_floating_point():
-        raise TypeError(f"{op}: {x_name} must be a floating-point tensor; got {x_name}.dtype={x.dtype}")
+    if not x.is_floating_point() or x.element_size() == 1:
+        raise TypeError(f"{op}: {x_name} must be a floating-point tensor of 16 bits or more (8-bit floats take the "
+                        f"e4m3 functions, fused_swiglu.fp8); got {x_name}.dtype={x.dtype}")
     check_like(op, x_name, x, gate_up_proj=gate_up_proj)
     H = x.shape[1]
     E, rows, Hw = gate_up_proj.shape
@@ -166,7 +168,10 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
         if H == 0 or H % 8 or I % 8:
             raise ValueError(f"{op}: H must be a positive multiple of 8 and I a multiple of 8 for 16-byte TMA rows; "
                              f"got H={H}, I={I}")
-    check_grouped_config(config, x.dtype)
+    try:
+        check_grouped_config(config, x.dtype)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op}: {e}") from None
     return E, I, H
 
 

@@ -125,12 +125,15 @@ def test_a_bench_moe_file_gets_its_time_over_floor_plot_and_table(tmp_path, caps
     assert plots.kind_of({"rows": rows}) == "moe"
     assert cli.main(["report", str(tmp_path / "moe.json")]) == 0
     out = capsys.readouterr().out
-    assert (tmp_path / "moe_over_floor.png").is_file() and "wrote" in out and "Experts layer" in out
+    assert (tmp_path / "moe_over_floor.png").is_file() and "wrote" in out and "Experts forward" in out
     from rich.console import Console
 
-    console = Console(width=200, record=True)
-    (table,) = plots.tables({"meta": META, "rows": rows}, plotted=True)
-    console.print(table)
+    console = Console(width=100, record=True)  # a terminal of 100 columns: every header whole
+    forward, fc1 = plots.tables({"meta": META, "rows": rows}, plotted=True)
+    for table in (forward, fc1):
+        console.print(table)
     text = console.export_text()
-    assert "0.1000 (2.00x)" in text and "0.6000 (12.00x)" in text  # T = 16, fc1: 0.1 x 4 x 1.5, 2 x 4 x 1.5
-    assert text.count("Qwen3-30B-A3B") == 3 and "fc1_quack_varlen" in text
+    assert "Experts forward" in text and "Gate/up projection alone" in text and "…" not in text
+    assert " 2.00 " in text and " 12.00 " in text  # T = 1 hf_grouped_mm; T = 16 fc1: 2 x 4 x 1.5
+    assert "0.0500" in text  # the floor, ms
+    assert text.count("Qwen3-30B-A3B") == 6 and "hf_grouped_mm" in text and "quack_varlen" in text

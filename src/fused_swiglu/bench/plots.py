@@ -121,6 +121,12 @@ def _ratio_line(ax, rows: list[dict], cells: dict, model: str, num: str, den: st
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, **style)
 
 
+def _line_style(plt, i: int) -> dict:
+    """The ``i``-th line's colour and dash: 10 colours solid, then dashed, then dotted, so that no two of up to
+    30 lines in one panel look alike."""
+    return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": ("-", "--", ":")[i // 10 % 3]}
+
+
 def _tokens_axis(ax, ylabel: str | None = None) -> None:
     ax.axhline(1.0, color="black", linewidth=0.7)
     ax.set_xscale("log", base=2)
@@ -180,8 +186,8 @@ def vs_cublas_and_quack(results: dict, path: Path) -> Path | None:
         fig, axes = plt.subplots(1, len(peers), figsize=(5.2 * len(peers), 3.6), squeeze=False)
         names = {"cublas_gemm": "cuBLAS GEMM only (same FLOPs, no activation)", "quack": "quack gemm_gated (SwiGLU)"}
         for ax, peer in zip(axes[0], peers):
-            for model in models:
-                _ratio_line(ax, rows, cells, model, peer, "fused_packed", label=model)
+            for i, model in enumerate(models):
+                _ratio_line(ax, rows, cells, model, peer, "fused_packed", label=model, **_line_style(plt, i))
             _tokens_axis(ax, f"{peer} time / packed kernel time")
             ax.set_title(names[peer], fontsize=9)
         axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -272,19 +278,27 @@ def over_floor(results: dict, path: Path) -> Path | None:
     models, methods = _distinct(rows, "model", "method")
     fig, axes = _panels(plt, len(models))
     for ax, model in zip(axes.flat, models):
-        for method in methods:
+        for i, method in enumerate(methods):
             points = sorted((r["tokens"], r["over_floor"]) for r in rows if r["model"] == model and r["method"] == method)
             if points:
-                ax.plot(*zip(*points), marker="o", markersize=3, label=method)
+                ax.plot(*zip(*points), marker="o", markersize=3, label=method, **_line_style(plt, i))
         _tokens_axis(ax)
         ax.set_xlabel("tokens T", fontsize=8)
         ax.set_yscale("log")
         ax.set_title(model, fontsize=9)
     axes[0][0].set_ylabel("time / floor", fontsize=8)
-    axes[0][0].legend(fontsize=6)
+    handles = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
+    axes[0][-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0))  # beside the panels, never on a curve
     fig.suptitle(f"Experts layer: time / the floor of its weight bytes or FLOPs ({_timed(results)})\n"
                  f"{caption(results['meta'])}", fontsize=9)
     return save(fig, path, plt)
+
+
+def _png_name(source: Path, plot: str) -> str:
+    """The PNG of ``plot`` drawn from results file ``source``: ``<stem>_<plot>.png``, or ``<plot>.png`` where the
+    stem is the plot's name (accuracy.json's accuracy plot: accuracy.png)."""
+    return f"{plot}.png" if source.stem == plot else f"{source.stem}_{plot}.png"
 
 
 # a plot's name -> its drawing function (which returns None, writing nothing, where the rows hold nothing to draw)
@@ -369,7 +383,7 @@ def tables(results: dict, plotted: bool) -> list:
         timings = [] if plotted else [report.e2e_table(rows)]
         return timings + ([report.e2e_accuracy_table(results["accuracy"])] if results.get("accuracy") else [])
     if kind == "moe" and rows:
-        return [report.moe_table(rows)]
+        return report.moe_tables(rows)
     if plotted or not rows:
         return []
     if kind == "fp8":
@@ -435,13 +449,13 @@ def report(paths: list[Path], out_dir: Path | None = None) -> list:
                     except ValueError:  # not a results file
                         read.pop(source, None)
                         continue
-                    found[source] = [((out_dir or path) / f"{source.stem}_{plot}.png", plot) for plot in KINDS[kind]]
+                    found[source] = [((out_dir or path) / _png_name(source, plot), plot) for plot in KINDS[kind]]
             if not found:
                 raise ValueError(f"{path} holds none of {', '.join(sorted({s for s, _ in FOLDER.values()}))} and no "
                                  "other results file")
             jobs += found.items()
         elif path.is_file():
-            jobs.append((path, [((out_dir or path.parent) / f"{path.stem}_{plot}.png", plot)
+            jobs.append((path, [((out_dir or path.parent) / _png_name(path, plot), plot)
                                 for plot in KINDS[kind_of(results(path))]]))
         elif path.exists():
             raise ValueError(f"{path}: neither a results file nor a folder of them")

@@ -268,24 +268,32 @@ def fp8_table(rows: Sequence[dict]):
     return table
 
 
-def moe_table(rows: Sequence[dict]):
-    """``bench moe``'s rows, a line per experts shape and T: each method's time and its ratio to the
-    floor (time / floor: 1 is the hardware's limit)."""
+def moe_tables(rows: Sequence[dict]) -> list:
+    """``bench moe``'s rows as two tables, the experts forward and the gate/up projection alone (the ``fc1_``
+    methods): a line per experts shape and T, its floor in ms and each method's time / floor (1 is the
+    hardware's limit; the method's time is floor x ratio, its ms in the results file)."""
     from rich.table import Table
 
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    cells: dict[tuple, dict[str, dict]] = {}
-    for r in rows:
-        cells.setdefault((r["model"], r["tokens"]), {})[r["method"]] = r
-    table = Table(title="Experts layer: ms, median (time / floor)")
-    for col in ("shape", "T", *methods):
-        table.add_column(col, justify="left" if col == "shape" else "right")
-    for (model, T), by in cells.items():
-        values = [f"{_fmt(by[m]['median_ms'])} ({by[m]['over_floor']:.2f}x)" if m in by else "-" for m in methods]
-        table.add_row(str(model), str(T), *values)
-    table.caption = ("floor: the active experts' weight bytes at the copy bandwidth, or their FLOPs at the bf16 "
-                     "rate, whichever takes longer (gate and up only for the fc1_ methods)")
-    return table
+    tables = []
+    for fc1, title in ((False, "Experts forward"), (True, "Gate/up projection alone (fc1_)")):
+        mine = [r for r in rows if r["method"].startswith("fc1_") == fc1]
+        if not mine:
+            continue
+        methods = list(dict.fromkeys(r["method"] for r in mine))
+        cells: dict[tuple, dict[str, dict]] = {}
+        for r in mine:
+            cells.setdefault((r["model"], r["tokens"]), {})[r["method"]] = r
+        table = Table(title=f"{title}: time / floor (median)")
+        for col in ("shape", "T", "floor ms", *(m.removeprefix("fc1_") if fc1 else m for m in methods)):
+            table.add_column(col, justify="left" if col == "shape" else "right", overflow="fold")
+        for (model, T), by in cells.items():
+            floor = next(iter(by.values()))["floor_ms"]
+            values = [f"{by[m]['over_floor']:.2f}" if m in by else "-" for m in methods]
+            table.add_row(str(model), str(T), _fmt(floor), *values)
+        tables.append(table)
+    tables[-1].caption = ("floor: the active experts' weight bytes at the copy bandwidth, or their FLOPs at the bf16 "
+                          "rate, whichever takes longer (gate and up only for the fc1_ methods)")
+    return tables
 
 
 def tp_table(rows: Sequence[dict]):

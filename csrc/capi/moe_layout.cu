@@ -194,7 +194,10 @@ cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, i
   auto kernel = moe_layout_kernel<Index>;
   if (smem > 48 * 1024) {
     cudaError_t const e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // cleared here: returned as this call's error, not left for the next launch's check
+      return e;
+    }
   }
   int const sms = sm_count();
   if (sms < 0) {

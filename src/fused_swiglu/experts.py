@@ -179,7 +179,8 @@ def routed_swiglu(hidden_states: Tensor, top_k_index: Tensor, gate_up_proj: Tens
             on CUDA.
         config: ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice, promoted accumulation,
             as :func:`fused_swiglu.swiglu`'s; 16-row token tiles) or a grouped config name for the dtype
-            (:func:`fused_swiglu.catalog.grouped_names`).
+            (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>`` (as
+            :func:`fused_swiglu.grouped.grouped_swiglu`'s).
 
     Returns:
         ``(y, routing)``: y ``(T k, I)`` in hidden_states' dtype, new and contiguous, row r the r-th pair in
@@ -293,7 +294,8 @@ def swiglu_experts(hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Te
             other strides multiples of 8 elements, as a contiguous tensor has).
         config: ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice, promoted accumulation,
             as :func:`fused_swiglu.swiglu`'s; 16-row token tiles) or a grouped config name for the dtype
-            (:func:`fused_swiglu.catalog.grouped_names`), for the gate/up kernel.
+            (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>`` (as
+            :func:`fused_swiglu.grouped.grouped_swiglu`'s), for the gate/up kernel.
 
     Returns:
         ``(T, H)`` in hidden_states' dtype, new and contiguous; differentiable with respect to hidden_states,

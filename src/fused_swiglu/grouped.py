@@ -135,7 +135,8 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
         config: ``""`` (the choice, fast accumulation: :func:`fused_swiglu.configs.grouped_choice`),
             ``"promoted"`` (the choice, promoted accumulation, as :func:`fused_swiglu.swiglu`'s: a second fp32
             accumulator every 4 k-tiles; 16-row token tiles) or a grouped config name for x_sorted's dtype
-            (:func:`fused_swiglu.catalog.grouped_names`).
+            (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>``: its token tiles run
+            in groups of S = 1, 2, 4 or 8 (:data:`fused_swiglu.configs.GROUPED_TOKEN_GROUP`; a name alone: 1).
 
     Returns:
         ``(T, I)`` in x_sorted's dtype, new and contiguous: fp32 accumulation and SwiGLU, one rounding (the

@@ -13,16 +13,18 @@ layout that :func:`fused_swiglu.grouped.grouped_layout` builds (the public entry
     r of a tile t with ``e = tile_expert[t]`` in ``[0, E)``, ``silu(x_pad[r] W_gate[e]^T) * (x_pad[r]
     W_up[e]^T)``.
 
-Rows of the tiles past the last expert: the CUDA kernel neither computes nor writes them (its scheduler hands
-out no work from the first such tile on, so they cost nothing); they hold whatever the fresh allocation held.
-The CPU kernel writes zeros there. A tile_expert that puts such a value before a valid expert's tile breaks
-the layout's rule: the CUDA kernel may then leave the later valid tiles unwritten too (it never reads out of
-bounds); the CPU kernel computes every tile of a valid expert.
+Rows of the tiles past the last expert: the CUDA kernel neither computes nor writes them (its scheduler counts
+the tiles before the first such tile and hands out no work past them, so they cost nothing); they hold whatever
+the fresh allocation held. The CPU kernel writes zeros there. A tile_expert that puts such a value before a
+valid expert's tile breaks the layout's rule: the CUDA kernel may then leave later valid tiles unwritten, or
+compute a tile of such a value from zero weights (it never reads or writes out of bounds); the CPU kernel
+computes every tile of a valid expert.
 
 ``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped_choice`: the fast config of the layout's
 token tile), ``"promoted"`` (the promoted config, whose layout has 16-row tiles,
 :data:`fused_swiglu.configs.GROUPED_PROMOTED_TILE`) or the name of a grouped config for x_pad's dtype with that
-tile (:func:`fused_swiglu.catalog.grouped_names`).
+tile (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>`` (token tiles in groups of
+S = 1, 2, 4 or 8; the kernel's tile order: ``csrc/include/fused_swiglu/kernel/sm90_tile_scheduler_expert_tiles.hpp``).
 
 CUDA kernel: C++ (``csrc/torch/grouped_ops.cpp``) on the one launch path (the plan callback, the plan cache,
 one ``fsw_run``): bf16 / fp16, one CUDA device, H and I multiples of 8, gate_up_proj readable in place by TMA

@@ -56,11 +56,11 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
     int32_t experts = 0;                    // E: the token tiles from the first outside [0, E) on are no work
   };
 
+  // Base::Params' problem_tiles_m_ / problem_tiles_n_ are the weight and token tiles: with swizzle 1 and no
+  // cluster CUTLASS rounds neither up.
   struct Params : Base::Params {
     int32_t const* tile_expert = nullptr;
     int32_t experts = 0;
-    uint32_t weight_tiles = 0;     // tiles along M (2I / BLK_M)
-    uint32_t token_tiles = 0;      // tiles along N (T_pad / BLK_N): tile_expert's entries
     uint32_t log_token_group = 0;  // log2 S
   };
 
@@ -80,9 +80,6 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
                                       epilogue_subtile, ktile_start_alignment_count);
     params.tile_expert = arguments.tile_expert;
     params.experts = arguments.experts;
-    auto tiles = [](auto extent, auto tile) { return uint32_t((int64_t(extent) + int64_t(tile) - 1) / int64_t(tile)); };
-    params.weight_tiles = tiles(cute::get<0>(problem_shape_mnkl), cute::size<0>(tile_shape));
-    params.token_tiles = tiles(cute::get<1>(problem_shape_mnkl), cute::size<1>(tile_shape));
     int const group = arguments.max_swizzle_size > 0 ? arguments.max_swizzle_size : 1;
     params.log_token_group = uint32_t(group >= 8 ? 3 : group >= 4 ? 2 : group >= 2 ? 1 : 0);
     return params;
@@ -100,9 +97,8 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
   // each warp reads the count itself.
   CUTLASS_DEVICE explicit Sm90ExpertTileScheduler(Params const& params)
       : Base(static_cast<Base::Params const&>(params)),
-        weight_tiles_(params.weight_tiles),
         log_group_(params.log_token_group),
-        valid_tiles_(valid_token_tiles(params.tile_expert, params.token_tiles, params.experts)) {}
+        valid_tiles_(valid_token_tiles(params.tile_expert, params.problem_tiles_n_, params.experts)) {}
 
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
@@ -113,9 +109,10 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
   CUTLASS_DEVICE WorkTileInfo get_current_work() const {
     WorkTileInfo work = Base::get_current_work();  // along M, swizzle 1: linear = N_idx * tiles_m + M_idx
     if (!work.is_valid()) return work;
-    uint32_t const linear = uint32_t(work.N_idx) * weight_tiles_ + uint32_t(work.M_idx);
-    if (linear >= valid_tiles_ * weight_tiles_) return WorkTileInfo::invalid_work_tile();
-    uint32_t const group_tiles = weight_tiles_ << log_group_;  // tiles of one whole group
+    uint32_t const weight_tiles = scheduler_params.problem_tiles_m_;
+    uint32_t const linear = uint32_t(work.N_idx) * weight_tiles + uint32_t(work.M_idx);
+    if (linear >= valid_tiles_ * weight_tiles) return WorkTileInfo::invalid_work_tile();
+    uint32_t const group_tiles = weight_tiles << log_group_;  // tiles of one whole group
     uint32_t const group = linear / group_tiles;
     uint32_t const first = group << log_group_;                // the group's first token tile
     uint32_t const rest = linear - group * group_tiles;
@@ -148,7 +145,6 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
   }
 
  private:
-  uint32_t weight_tiles_ = 0;
   uint32_t log_group_ = 0;
   uint32_t valid_tiles_ = 0;
 };

@@ -19,23 +19,11 @@
 #include "cutlass/device_kernel.h"
 #include "cutlass/kernel_hardware_info.h"
 
+#include "device.hpp"
 #include "fused_swiglu.h"
 #include "status.hpp"
 
 namespace fused_swiglu::capi {
-
-// Multiprocessor count of the current device, queried once per device.
-inline int sm_count_of_current_device(int* device_out) {
-  static int cached[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return -1;
-  *device_out = device;
-  if (device < 0 || device >= 64) return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  if (cached[device] == 0) {
-    cached[device] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  }
-  return cached[device];
-}
 
 // GemmT: a kernel/ composition (PackedSwiGLUGemm, DualSwiGLUGemm, DSwiGLUGemm, ...) providing
 //   GemmKernel (a CUTLASS 3.x kernel), Arguments (its arguments) and

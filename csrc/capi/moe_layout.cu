@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "device.hpp"
 #include "fused_swiglu/moe_layout.h"
 #include "status.hpp"
 
@@ -44,12 +45,11 @@ __device__ __forceinline__ int32_t expert_of(Index const* idx, int64_t i, int64_
 // kernel opts in to more.
 inline size_t shared_bytes(int32_t experts) { return sizeof(int32_t) * (kWarps + 3 * size_t(experts) + 1); }
 
-// Pairs per block: whole 1024-pair steps, as few as keep the blocks within the device's SMs (each runs alone
-// on one: 1024 threads and up to 96 KiB of shared memory), so that they all run at once.
+// Pairs per block: whole 1024-pair steps, as few as keep the blocks within the device's `sms` (> 0) SMs (each
+// runs alone on one: 1024 threads and up to 96 KiB of shared memory), so that they all run at once.
 inline int64_t chunk_pairs(int64_t pairs, int sms) {
   int64_t const steps = (pairs + kThreads - 1) / kThreads;
-  int64_t const blocks = sms < 1 ? 1 : sms;
-  return (steps + blocks - 1) / blocks * kThreads;
+  return (steps + sms - 1) / sms * kThreads;
 }
 
 __device__ __forceinline__ int32_t padded(int32_t count, int32_t tile) { return (count + tile - 1) / tile * tile; }
@@ -173,19 +173,6 @@ moe_layout_kernel(Index const* __restrict__ idx, int64_t pairs, int32_t k, int32
   }
 }
 
-// The current device's SM count, queried once per device; -1 where the query fails.
-int sm_count() {
-  static int cached[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return -1;
-  int* const slot = device >= 0 && device < 64 ? &cached[device] : nullptr;
-  if (slot != nullptr && *slot > 0) return *slot;
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return -1;
-  if (slot != nullptr) *slot = sms;
-  return sms;
-}
-
 template <class Index>
 cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, int32_t tile, int64_t padded_rows,
                    int64_t* source, int32_t* tile_expert, int64_t* pair_row, int32_t* padded_offsets,
@@ -199,8 +186,9 @@ cudaError_t launch(const void* idx, int64_t pairs, int32_t k, int32_t experts, i
       return e;
     }
   }
-  int const sms = sm_count();
-  if (sms < 0) {
+  int device = 0;
+  int const sms = sm_count_of_current_device(&device);
+  if (sms <= 0) {
     cudaError_t const e = cudaGetLastError();
     return e != cudaSuccess ? e : cudaErrorInvalidDevice;
   }

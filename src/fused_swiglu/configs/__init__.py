@@ -750,7 +750,7 @@ def check_grouped_config(config: str, dtype: torch.dtype) -> None:
         return
     suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
     names = catalog.grouped_names()
-    name, launch = catalog.split_config(config) if "@" in config else (config, None)
+    name, launch = catalog.split_config(config)
     if name in names and name.endswith(suffix):
         if launch is not None and launch[0] != 1:
             raise ValueError(f"config of a grouped kernel takes raster 1 in its launch (<name>@1:<swizzle>, the "
@@ -770,8 +770,9 @@ def grouped_config_tile(config: str) -> int:
 
     Raises:
         KeyError: not a grouped config's name.
+        ValueError: a malformed launch (:func:`fused_swiglu.catalog.split_config`).
     """
-    return _GROUPED_TILE_OF[config.partition("@")[0]]
+    return _GROUPED_TILE_OF[catalog.split_config(config)[0]]
 
 
 def config_tile(config: str, tile: int) -> int:

@@ -199,8 +199,6 @@ def run_checked(check, op, x, *rest) -> object:
     return call_op(op, x, *rest)
 
 
-
-
 @torch.library.register_fake(PACKED_OP)
 def _fake_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config):
     M, I, _ = check_packed(x, w_packed, x_scale, w_scale, out_scale, scaling, e4m3_out, config)

@@ -313,7 +313,7 @@ def test_explicit_config_must_match_the_op_kernel_and_dtype():
     with pytest.raises(TypeError, match="config must be a str"):
         configs.check_config("packed", 3, torch.bfloat16)
     with pytest.raises(TypeError, match="config must be a str"):
-        configs.check_grouped_config(None, torch.bfloat16)
+        configs.grouped.check_grouped_config(None, torch.bfloat16)
 
 
 def test_an_interleaved_override_stands_where_its_tile_order_re_reads_nothing():

@@ -38,7 +38,7 @@ ROUTINGS = {  # name: (T, E, k, routing keywords)
     "top-8 of 128 at decode": (1, 128, 8, {}),
     "T=4097 (128-row token tiles)": (4097, 8, 2, {}),
 }
-# the layout's token tile each routing takes (fused_swiglu.configs.grouped_token_tile): every tile is covered
+# the layout's token tile each routing takes (fused_swiglu.configs.grouped.grouped_token_tile): every tile is covered
 TILES = {"T=1": 16, "T=127": 64, "one expert takes every token": 64, "T=4097 (128-row token tiles)": 128}
 
 
@@ -104,8 +104,8 @@ def test_the_routings_cover_every_token_tile():
 
     for name, tile in TILES.items():
         T, E, k, _ = ROUTINGS[name]
-        assert configs.grouped_token_tile(T * k, E)[0] == tile, name
-    assert set(TILES.values()) == set(configs.GROUPED_TOKEN_TILES)
+        assert configs.grouped.grouped_token_tile(T * k, E)[0] == tile, name
+    assert set(TILES.values()) == set(configs.grouped.GROUPED_TOKEN_TILES)
 
 
 @pytest.mark.parametrize("name", sorted(ROUTINGS))

@@ -96,7 +96,7 @@ def test_matches_float64_per_expert_and_writes_every_routed_row(shape, T, seed):
 
 def test_the_shapes_reach_every_token_tile():
     tiles = {grouped.layout_tile(T, E) for _, _, E in SHAPES.values() for T in TOKENS}
-    assert tiles == set(configs.GROUPED_TOKEN_TILES)
+    assert tiles == set(configs.grouped.GROUPED_TOKEN_TILES)
 
 
 @pytest.mark.parametrize("config", [n for n in catalog.grouped_names() if n.endswith("_bf16")])
@@ -123,7 +123,7 @@ def test_token_tile_groups_write_the_same_bits_as_the_order_along_m(shape, T, ex
     H, I, E = SHAPES[shape]
     w = _weights(shape, torch.bfloat16)
     x, offsets = _routing(T, E, H, torch.bfloat16, seed, expert=expert)
-    name = f"{configs.GROUPED_CONFIGS[configs.GROUPED_WIDEST_TILE]}_bf16"
+    name = f"{configs.grouped.GROUPED_CONFIGS[configs.grouped.GROUPED_WIDEST_TILE]}_bf16"
     along_m = None
     for group in (1, 2, 4, 8):
         config = f"{name}@1:{group}"
@@ -163,7 +163,7 @@ def test_promoted_accumulation_is_exact_on_999_per_mille(shape, T, seed):
     x, offsets = _routing(T, E, H, torch.bfloat16, seed)
     y_pad, layout, tile = _poisoned_operator(x, w, offsets, "promoted")
     what = f"{shape} T={T} promoted seed={seed}"
-    assert tile == configs.GROUPED_PROMOTED_TILE
+    assert tile == configs.grouped.GROUPED_PROMOTED_TILE
     _check_layout_rows(y_pad, layout, tile, E, what)
     y = grouped.grouped_swiglu(x, w, offsets, config="promoted")
     assert torch.equal(y, y_pad.index_select(0, layout.dest)), what

@@ -1,6 +1,6 @@
 """The grouped operator (fused_swiglu.grouped_ops) on the CPU: the CPU kernel against float64 per expert,
 the fake kernel, opcheck, torch.compile, the argument checks and the config argument (the choice's grouped
-rule: fused_swiglu.configs.grouped_choice)."""
+rule: fused_swiglu.configs.grouped.grouped_choice)."""
 
 from __future__ import annotations
 
@@ -129,9 +129,10 @@ def test_the_config_argument():
 
 def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     chosen = {configs.resolve("grouped_dual", "", 4096, 768, 2048, dtype, token_tile=tile)
-              for tile in configs.GROUPED_TOKEN_TILES for dtype in (torch.bfloat16, torch.float16)}
+              for tile in configs.grouped.GROUPED_TOKEN_TILES for dtype in (torch.bfloat16, torch.float16)}
     chosen |= {configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, dtype,
-                               token_tile=configs.GROUPED_PROMOTED_TILE) for dtype in (torch.bfloat16, torch.float16)}
+                               token_tile=configs.grouped.GROUPED_PROMOTED_TILE)
+               for dtype in (torch.bfloat16, torch.float16)}
     assert {c.name for c in chosen} == set(catalog.grouped_names())
     assert len(catalog.grouped_names()) <= 12  # the grouped family's share of the catalog's build units
     choice, why = configs.explain("grouped_dual", "promoted", 1, 768, 2048, torch.bfloat16, token_tile=16)
@@ -141,16 +142,16 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
         configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, torch.bfloat16, token_tile=64)
     # raster 1 always; the token-tile group (swizzle) 8 for the widest tile, 1 for the others
     assert {(c.name.split("x")[1], c.raster, c.swizzle) for c in chosen} == {("16", 1, 1), ("64", 1, 1), ("128", 1, 8)}
-    for tile in configs.GROUPED_TOKEN_TILES:
+    for tile in configs.grouped.GROUPED_TOKEN_TILES:
         choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)
         assert choice.name.endswith("_fp16") and f"{tile}-row token tiles" in why
-        assert configs.grouped_config_tile(choice.name) == tile
+        assert configs.grouped.grouped_config_tile(choice.name) == tile
     with pytest.raises(ValueError, match=r"token tile must be one of \(16, 64, 128\) rows"):
         configs.resolve("grouped_dual", "", 4096, 768, 2048, torch.bfloat16, token_tile=32)
     name = catalog.grouped_names()[0]
     assert configs.explain("grouped_dual", name, 16, 768, 2048, torch.bfloat16) == (
         configs.Choice(name, 1, 1), "named by the call's config argument")
-    tile = configs.grouped_config_tile(name)
+    tile = configs.grouped.grouped_config_tile(name)
     for group in (1, 2, 4, 8):  # a named launch: raster 1, its swizzle the token-tile group
         assert configs.resolve("grouped_dual", f"{name}@1:{group}", 4096, 768, 2048, torch.bfloat16,
                                token_tile=tile) == configs.Choice(name, 1, group)
@@ -182,17 +183,17 @@ def test_wider_token_tiles_are_read_from_tile_expert(tile):
 
 
 def test_the_layout_tile_follows_the_routed_rows_per_expert():
-    """configs.grouped_token_tile: the smallest tile while the mean rows per expert is at most its bound, a
+    """configs.grouped.grouped_token_tile: the smallest tile while the mean rows per expert is at most its bound, a
     wider one past it; sizes only."""
-    bounds = configs.GROUPED_TILE_BY_MEAN_ROWS
-    assert configs.grouped_token_tile(0, 8)[0] == configs.GROUPED_TOKEN_TILE
+    bounds = configs.grouped.GROUPED_TILE_BY_MEAN_ROWS
+    assert configs.grouped.grouped_token_tile(0, 8)[0] == configs.grouped.GROUPED_TOKEN_TILE
     for bound, tile in bounds:
-        assert configs.grouped_token_tile(bound * 128, 128)[0] == tile
-    assert configs.grouped_token_tile((bounds[-1][0] + 1) * 8, 8)[0] == configs.GROUPED_WIDEST_TILE
-    assert [configs.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7)] == sorted(
-        configs.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7))  # never narrower with more rows
+        assert configs.grouped.grouped_token_tile(bound * 128, 128)[0] == tile
+    assert configs.grouped.grouped_token_tile((bounds[-1][0] + 1) * 8, 8)[0] == configs.grouped.GROUPED_WIDEST_TILE
+    assert [configs.grouped.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7)] == sorted(
+        configs.grouped.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7))  # never narrower with more rows
     with pytest.raises(ValueError, match="experts >= 1"):
-        configs.grouped_token_tile(8, 0)
+        configs.grouped.grouped_token_tile(8, 0)
 
 
 def test_gradients_of_x_pad_and_gate_up_proj():

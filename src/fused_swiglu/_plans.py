@@ -13,7 +13,7 @@ from . import _lib, configs, env
 
 # The C++ side's plan kinds (csrc/torch/launch.hpp, PlanKind): the first three fsw_kernel_kind values, the
 # store variants of the training forward, which run as packed / dual configs that also write g and u, the
-# e4m3 families (configs.FP8_KERNELS) and the grouped kernel (configs.GROUPED_KERNELS).
+# e4m3 families (configs.FP8_KERNELS) and the grouped kernel (configs.grouped.GROUPED_KERNELS).
 PLAN_KINDS = {0: _lib.KERNEL_NAMES[0], 1: _lib.KERNEL_NAMES[1], 2: _lib.KERNEL_NAMES[2], 3: "packed_store",
               4: "dual_store", 5: "packed_fp8", 6: "packed_fp8_e4m3out", 7: "packed_fp8_block", 8: "dual_fp8",
               9: "grouped_dual"}

@@ -139,7 +139,7 @@ FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 
 # The grouped kernels (fused_swiglu.grouped): the experts of a mixture-of-experts layer, tokens sorted by expert
 # and padded to whole token tiles, gate_up_proj [E, 2I, H] read in place. Built in DTYPES; chosen by
-# configs.grouped_choice, never by the dense inference choice, whose token tile (tile_n) follows the routed
+# configs.grouped.grouped_choice, never by the dense inference choice, whose token tile (tile_n) follows the routed
 # rows per expert. The dual swap-AB kernel (128 weight rows: 64 gate, 64 up), fast accumulation, by 16, 64
 # and 128 tokens: a token tile reads its expert's weights once, so fewer, wider tiles read them fewer times
 # once the experts hold more rows; promoted accumulation by 16 tokens.

@@ -70,7 +70,7 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
         expert_offsets: ``(E,)`` int32 or int64, non-decreasing, ``expert_offsets[-1] <= tokens``. Other
             values give a wrong layout, never an index out of bounds.
         tokens: T, the routed rows (>= 0).
-        tile: rows per tile: a grouped config's token tile (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`;
+        tile: rows per tile: a grouped config's token tile (:data:`fused_swiglu.configs.grouped.GROUPED_TOKEN_TILES`;
             :func:`layout_tile` gives the one the choice runs) for the kernel; any tile >= 1 for other uses.
 
     Raises:
@@ -112,9 +112,9 @@ def grouped_layout(expert_offsets: Tensor, tokens: int, tile: int = TOKEN_TILE) 
 
 def layout_tile(rows: int, experts: int, config: str = "") -> int:
     """The token tile of the padded layout for ``rows`` routed rows over ``experts`` experts: a named grouped
-    config's tile, for ``"promoted"`` the promoted configs' (:data:`fused_swiglu.configs.GROUPED_PROMOTED_TILE`),
-    or for ``""`` the choice's by the mean rows per expert (:func:`fused_swiglu.configs.grouped_token_tile`)."""
-    return configs.config_tile(config, configs.grouped_token_tile(rows, experts)[0])
+    config's tile, for ``"promoted"`` the promoted configs' (:data:`fused_swiglu.configs.grouped.GROUPED_PROMOTED_TILE`),
+    or for ``""`` the choice's by the mean rows per expert (:func:`fused_swiglu.configs.grouped.grouped_token_tile`)."""
+    return configs.grouped.config_tile(config, configs.grouped.grouped_token_tile(rows, experts)[0])
 
 
 def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tensor, *, config: str = "") -> Tensor:
@@ -132,11 +132,11 @@ def grouped_swiglu(x_sorted: Tensor, gate_up_proj: Tensor, expert_offsets: Tenso
         expert_offsets: ``(E,)`` int32 on x_sorted's device: cumulative end rows per expert (the
             ``torch._grouped_mm`` convention), non-decreasing, ``expert_offsets[-1] <= T``; rows from
             ``expert_offsets[-1]`` on belong to no expert and get zeros. Read on the device only.
-        config: ``""`` (the choice, fast accumulation: :func:`fused_swiglu.configs.grouped_choice`),
+        config: ``""`` (the choice, fast accumulation: :func:`fused_swiglu.configs.grouped.grouped_choice`),
             ``"promoted"`` (the choice, promoted accumulation, as :func:`fused_swiglu.swiglu`'s: a second fp32
             accumulator every 4 k-tiles; 16-row token tiles) or a grouped config name for x_sorted's dtype
             (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>``: its token tiles run
-            in groups of S = 1, 2, 4 or 8 (:data:`fused_swiglu.configs.GROUPED_TOKEN_GROUP`; a name alone: 1).
+            in groups of S = 1, 2, 4 or 8 (:data:`fused_swiglu.configs.grouped.GROUPED_TOKEN_GROUP`; a name alone: 1).
 
     Returns:
         ``(T, I)`` in x_sorted's dtype, new and contiguous: fp32 accumulation and SwiGLU, one rounding (the

@@ -4,7 +4,7 @@ layout that :func:`fused_swiglu.grouped.grouped_layout` builds (the public entry
 
 ``fused_swiglu::swiglu_grouped(x_pad, gate_up_proj, tile_expert, config="") -> y_pad``
     x_pad ``(T_pad, H)``: the routed tokens sorted by expert, each expert's rows padded to whole token
-    tiles of a grouped config's tile (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`: 16, 64 or 128 rows).
+    tiles of a grouped config's tile (:data:`fused_swiglu.configs.grouped.GROUPED_TOKEN_TILES`: 16, 64 or 128 rows).
     gate_up_proj ``(E, 2I, H)`` of x_pad's dtype, as transformers stores the experts: ``W_gate[e] =
     gate_up_proj[e, :I]``, ``W_up[e] = gate_up_proj[e, I:]``. tile_expert ``(T_pad / tile,)`` int32 (its
     length gives the layout's token tile, ``T_pad / len(tile_expert)``): the expert of each token tile, in
@@ -20,9 +20,9 @@ valid expert's tile breaks the layout's rule: the CUDA kernel may then leave lat
 compute a tile of such a value from zero weights (it never reads or writes out of bounds); the CPU kernel
 computes every tile of a valid expert.
 
-``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped_choice`: the fast config of the layout's
+``config``: ``""`` (the choice, :func:`fused_swiglu.configs.grouped.grouped_choice`: the fast config of the layout's
 token tile), ``"promoted"`` (the promoted config, whose layout has 16-row tiles,
-:data:`fused_swiglu.configs.GROUPED_PROMOTED_TILE`) or the name of a grouped config for x_pad's dtype with that
+:data:`fused_swiglu.configs.grouped.GROUPED_PROMOTED_TILE`) or the name of a grouped config for x_pad's dtype with that
 tile (:func:`fused_swiglu.catalog.grouped_names`), optionally with its launch ``@1:<S>`` (token tiles in groups of
 S = 1, 2, 4 or 8; the kernel's tile order: ``csrc/include/fused_swiglu/kernel/sm90_tile_scheduler_expert_tiles.hpp``).
 
@@ -45,8 +45,7 @@ from torch import Tensor
 
 from . import grouped_grad
 from ._dispatch import PLAIN
-from .configs import GROUPED_TOKEN_TILE as TOKEN_TILE
-from .configs import check_grouped_config, check_grouped_tile
+from .configs.grouped import GROUPED_TOKEN_TILE as TOKEN_TILE, check_grouped_config, check_grouped_tile
 from .op_library import OPS_LIBRARY, cuda_kernels_from_library
 from .reference import swiglu_float64, swiglu_fp32_one_rounding
 
@@ -139,8 +138,8 @@ def check_weights(x: Tensor, gate_up_proj: Tensor, config: str = "", op: str = O
         TypeError: a dtype: x not floating point or an 8-bit float (bf16 / fp16 on CUDA), gate_up_proj not of
             x's dtype; an argument that is not a dense tensor.
         ValueError: a rank, a shape (no expert, an odd number of rows per expert, gate_up_proj's H not x's), a
-            device, H or I not a multiple of 8 on CUDA, a config :func:`fused_swiglu.configs.check_grouped_config`
-            refuses.
+            device, H or I not a multiple of 8 on CUDA, a config
+            :func:`fused_swiglu.configs.grouped.check_grouped_config` refuses.
     """
     check_dense(op, **{x_name: x, "gate_up_proj": gate_up_proj})
     if x.dim() != 2:
@@ -183,7 +182,7 @@ def check_operands(x_pad: Tensor, gate_up_proj: Tensor, tile_expert: Tensor, con
     Raises:
         TypeError: as :func:`check_weights`; tile_expert not an int32 dense tensor.
         ValueError: as :func:`check_weights`; tile_expert not 1-D on x_pad's device with T_pad / tile entries
-            for the token tile of a grouped config (:data:`fused_swiglu.configs.GROUPED_TOKEN_TILES`), or a named
+            for the token tile of a grouped config (:data:`fused_swiglu.configs.grouped.GROUPED_TOKEN_TILES`), or a named
             config (or ``"promoted"``) of another tile.
     """
     check_dense(OP, tile_expert=tile_expert)

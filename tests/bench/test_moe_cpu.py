@@ -193,7 +193,7 @@ def test_the_pinned_methods_name_each_grouped_token_tile_s_config():
     from fused_swiglu.bench import moe
 
     tiles = sorted({int(m.rsplit("_t", 1)[1]) for m in moe.TILE_METHODS})
-    assert tiles == list(configs.GROUPED_TOKEN_TILES)
+    assert tiles == list(configs.grouped.GROUPED_TOKEN_TILES)
     moe.check_methods(["fused_t64", "fc1_fused_t128"])
     assert "fc1_fused_t16" in moe.FC1 and "fused_t16" not in moe.FC1
     assert moe.tile_config("fc1_fused_t64", torch.float16) == "grouped_dual_swapab_pingpong_128x64x64_1x1_fp16"

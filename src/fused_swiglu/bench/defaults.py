@@ -40,8 +40,8 @@ BACKWARD_WARMUP_MS = 200.0
 # fused_swiglu.experts; fc1_*: the gate/up projection and SwiGLU alone, routing included
 MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fused", "fc1_grouped_mm",
                "fc1_quack_varlen", "fc1_fused")
-# the fused methods with the grouped config of one token tile (fused_swiglu.configs.GROUPED_TOKEN_TILES), named
-# only: fused_t16, fc1_fused_t64, ...
+# the fused methods with the grouped config of one token tile (fused_swiglu.configs.grouped.GROUPED_TOKEN_TILES),
+# named only: fused_t16, fc1_fused_t64, ...
 MOE_TILE_METHODS = tuple(f"{method}_t{tile}" for method in ("fused", "fc1_fused") for tile in (16, 64, 128))
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 MOE_REPS = 30

@@ -209,7 +209,7 @@ def tile_config(method: str, dtype: torch.dtype) -> str:
     from .. import configs
 
     tile = int(method.rsplit("_t", 1)[1])
-    return f"{configs.GROUPED_CONFIGS[tile]}_{configs.DTYPE_SUFFIX[dtype]}"
+    return f"{configs.grouped.GROUPED_CONFIGS[tile]}_{configs.DTYPE_SUFFIX[dtype]}"
 
 
 def method_fn(method: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:

@@ -18,7 +18,8 @@ those launches by their own costs instead (:func:`sustained_ranking`).
 
 This package is the one place that picks a config for any family: the 16-bit inference kernels here, the
 training kernels by hidden size (:func:`training_choice`), the e4m3 families by M
-(:mod:`fused_swiglu.configs.fp8`); every operator asks :func:`resolve` (tests read the other modules'
+(:mod:`fused_swiglu.configs.fp8`), the grouped kernels by the layout's token tile
+(:mod:`fused_swiglu.configs.grouped`); every operator asks :func:`resolve` (tests read the other modules'
 sources for rules on M, N or K that name configs). For the training and e4m3 families a GPU may have size bands
 (``fused-swiglu tune --families``, :func:`fused_swiglu.tuning.load_bands`), which take the place of the built-in
 rule on that GPU wherever the band's launch is legal for the problem (:func:`family_choice`).
@@ -29,8 +30,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
@@ -38,95 +37,9 @@ from .. import catalog, cost_model, env, tuning
 from .._validate import check_choice, warn_once
 from ..errors import UnsupportedError
 from . import fp8 as fp8_rules
-
-KERNELS = ("packed", "dual")
-# "fast": GMMA accumulates all of K in its fp32 accumulators. "promoted": GMMA accumulates PROMOTE
-# k-tiles at a time and each partial sum is added into a second fp32 accumulator.
-ACCUMULATIONS = ("fast", "promoted")
-PROMOTE = 4
-DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-DTYPE_OF_SUFFIX = {suffix: dtype for dtype, suffix in DTYPE_SUFFIX.items()}  # "bf16" -> torch.bfloat16
-NUM_SMS = 132  # H100 SXM and H200: the default where no device is named
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    """One kernel configuration (CUTLASS names: TileShape, ClusterShape, schedule).
-
-    tile_m, tile_n, tile_k: CTA TileShape in elements (tile_n counts gate + up columns; with
-        swap_ab, tile_m counts weight rows, gate + up, and tile_n tokens).
-    cluster_m, cluster_n: ClusterShape in CTAs.
-    raster: tile rasterisation, 0 heuristic, 1 along M, 2 along N (launch parameter, not in the name).
-    swizzle: tile scheduler max swizzle, 1/2/4/8 (launch parameter, not in the name).
-    promote: k-tiles per GMMA partial sum before it is added into the fp32 main accumulator;
-        0 = GMMA accumulates all of K.
-    swap_ab: the GEMM takes the weights as GMMA's A operand and the tokens as B (decode sizes).
-    """
-
-    kernel: Literal["packed", "dual"]
-    schedule: Literal["pingpong", "cooperative"]
-    tile_m: int
-    tile_n: int
-    tile_k: int
-    cluster_m: int
-    cluster_n: int
-    raster: Literal[0, 1, 2] = 0
-    swizzle: Literal[1, 2, 4, 8] = 1
-    promote: int = 0
-    swap_ab: bool = False
-
-    @property
-    def base_name(self) -> str:
-        """The config name without its dtype suffix (the tuned data's key)."""
-        return (
-            f"{self.kernel}{'_swapab' if self.swap_ab else ''}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
-            f"{self.cluster_m}x{self.cluster_n}{f'_promote{self.promote}' if self.promote else ''}"
-        )
-
-    @property
-    def accumulation(self) -> str:
-        return "promoted" if self.promote else "fast"
-
-    def name(self, dtype: torch.dtype) -> str:
-        """The library's config name for ``dtype`` (torch.bfloat16 or torch.float16).
-
-        Raises:
-            TypeError: other dtype.
-        """
-        if dtype not in DTYPE_SUFFIX:
-            raise TypeError(f"dtype must be torch.bfloat16 or torch.float16; got {dtype}")
-        return f"{self.base_name}_{DTYPE_SUFFIX[dtype]}"
-
-
-def _from_entry(entry: tuple) -> KernelConfig:
-    kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote = entry
-    swap_ab = kernel.endswith("_swapab")
-    return KernelConfig(kernel.removesuffix("_swapab"), schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n,
-                        promote=promote, swap_ab=swap_ab)
-
-
-# Every compiled config (raster 0, swizzle 1), in catalog order: the candidates of every choice.
-CATALOG: tuple[KernelConfig, ...] = tuple(_from_entry(e) for e in catalog.CONFIGS)
-BY_BASE_NAME: dict[str, KernelConfig] = {c.base_name: c for c in CATALOG}
-
-
-def candidates(kernel: str, accumulation: str) -> tuple[KernelConfig, ...]:
-    """The compiled configs of ``kernel`` ("packed"/"dual", swap-AB forms included) and accumulation."""
-    return tuple(c for c in CATALOG if c.kernel == kernel and c.accumulation == accumulation)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """What to launch: the library config name and its launch parameters."""
-
-    name: str
-    raster: int = 0
-    swizzle: int = 1
-
-
-def is_promoted(name: str) -> bool:
-    """Whether a library config name uses promoted (two-level) accumulation."""
-    return "_promote" in name
+from .base import (ACCUMULATIONS, AUTO_CONFIG, BY_BASE_NAME, CATALOG, DTYPE_OF_SUFFIX, DTYPE_SUFFIX, KERNELS,
+                   NUM_SMS, PROMOTE, Choice, KernelConfig, candidates, config_of_entry, is_promoted)
+from .grouped import GROUPED_KERNELS, GROUPED_TOKEN_TILE, grouped_choice
 
 
 def token_tiles_fill_clusters(config: KernelConfig, M: int, N: int) -> bool:
@@ -543,9 +456,6 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
     return Choice(same_kind[0])
 
 
-# The ops' ``config`` argument: a library config name, or one of these keys for the automatic choice.
-AUTO_CONFIG = {"": "fast", "promoted": "promoted"}
-
 
 # The training kernels (fused_swiglu.training_ops): the store forward of each kernel (y, g and u from one
 # launch) and the dSwiGLU backward GEMM. Their configs (catalog.TRAINING_CONFIGS) are chosen by the hidden
@@ -583,7 +493,7 @@ def training_choice(kernel: str, K: int, dtype: torch.dtype, M: int = 0, N: int 
 
 
 # The banded families' configs by the names their tuned bands give (catalog.banded_names), for legality.
-_BANDED = {name: _from_entry(e) for family in catalog.BANDED_FAMILIES for name, e in catalog.banded_entries(family)}
+_BANDED = {name: config_of_entry(e) for family in catalog.BANDED_FAMILIES for name, e in catalog.banded_entries(family)}
 
 
 def banded_config(name: str) -> KernelConfig:
@@ -687,145 +597,6 @@ def _fp8_choice(kernel: str, config: str, M: int, N: int = 0, gpu: str = "",
     accumulation = "promoted" if kernel == "packed_fp8" and config == "promoted" else "fast"
     return family_choice(kernel, accumulation, M, M, N, gpu, "bf16", smem_limit,
                          (name, f"the {kernel} family's rule by M (fused_swiglu.configs.fp8)"))
-
-
-# The grouped kernels (fused_swiglu.grouped_ops): the experts of a mixture-of-experts layer over one padded
-# token matrix (M = T_pad rows) whose token tiles each belong to one expert. Their configs
-# (catalog.GROUPED_CONFIGS) are chosen by grouped_choice, by the layout's token tile and the accumulation; the
-# layout's tile is chosen by grouped_token_tile, from the routed rows per expert (fast accumulation), or is the
-# promoted configs' tile.
-GROUPED_KERNELS = ("grouped_dual",)
-# The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
-# experts. Its scheduler runs its own tile order: weight tiles along M for groups of S token tiles, S the
-# launch's swizzle (kernel/sm90_tile_scheduler_expert_tiles.hpp); the raster is always 1.
-GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS
-                   if not entry[7]}
-GROUPED_PROMOTED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_")
-                            for entry in catalog.GROUPED_CONFIGS if entry[7]}
-GROUPED_TOKEN_TILES = tuple(sorted(GROUPED_CONFIGS))
-GROUPED_PROMOTED_TILE = min(GROUPED_PROMOTED_CONFIGS)  # the layout's tile for config="promoted"
-_GROUPED_TILE_OF = {f"{name}_{suffix}": tile for by_tile in (GROUPED_CONFIGS, GROUPED_PROMOTED_CONFIGS)
-                    for tile, name in by_tile.items() for suffix in DTYPE_SUFFIX.values()}
-GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and the CPU kernel's default
-# The layout's token tile by the mean routed rows per expert, ceil(T k / E): the first tile whose bound the
-# mean does not pass, else the widest. A token tile reads its expert's weights once, so wider tiles read them
-# fewer times when an expert holds more rows, at the cost of padding rows computed for nothing (each expert's
-# last tile). Bounds from the fastest pinned tile per cell of bench moe on an H100 (docs/results/h100/moe.json,
-# four MoE shapes, 1 to 4096 tokens; in sample).
-GROUPED_TILE_BY_MEAN_ROWS = ((8, 16), (32, 64))
-GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
-# The token-tile group S (the launch's swizzle) the choice runs for each token tile: the S token tiles of a
-# group read each weight tile together, so an expert holding several token tiles reads its weights once per
-# group instead of once per token tile. The widest tile is the one chosen where experts hold many rows; the
-# narrower ones keep the order along M (S = 1), where an expert holds about one tile. Not yet measured
-# (docs/perf-notes.md entry 119).
-GROUPED_TOKEN_GROUP = {GROUPED_WIDEST_TILE: 8}
-
-
-def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
-    """The token tile (rows per tile of the padded layout, :data:`GROUPED_TOKEN_TILES`) for ``rows`` routed rows
-    (T k: every token's k experts) over ``experts`` experts, and why: by the mean rows per expert
-    (:data:`GROUPED_TILE_BY_MEAN_ROWS`). Sizes only, never the routing: no host synchronisation.
-
-    Raises:
-        ValueError: rows < 0 or experts < 1.
-    """
-    if rows < 0 or experts < 1:
-        raise ValueError(f"rows must be >= 0 and experts >= 1; got rows={rows}, experts={experts}")
-    mean = -(-rows // experts)
-    for bound, tile in GROUPED_TILE_BY_MEAN_ROWS:
-        if mean <= bound:
-            return tile, f"{mean} routed rows per expert on average <= {bound}"
-    return GROUPED_WIDEST_TILE, f"{mean} routed rows per expert on average > {GROUPED_TILE_BY_MEAN_ROWS[-1][0]}"
-
-
-def check_grouped_config(config: str, dtype: torch.dtype) -> None:
-    """Raise ValueError unless ``config`` is ``""`` (the choice, fast accumulation), ``"promoted"`` (the choice,
-    promoted accumulation; any dtype for both, as the CPU kernel takes any floating dtype) or the name of a
-    grouped config for ``dtype`` (:func:`catalog.grouped_names`). TypeError for a config that is not a str."""
-    if not isinstance(config, str):
-        raise TypeError(f"config must be a str (a grouped config name, '' or 'promoted' for the choice); got "
-                        f"config={config!r}")
-    if config in AUTO_CONFIG:
-        return
-    suffix = "_" + DTYPE_SUFFIX.get(dtype, "?")
-    names = catalog.grouped_names()
-    name, launch = catalog.split_config(config)
-    if name in names and name.endswith(suffix):
-        if launch is not None and launch[0] != 1:
-            raise ValueError(f"config of a grouped kernel takes raster 1 in its launch (<name>@1:<swizzle>, the "
-                             f"swizzle its token-tile group): its scheduler runs weight tiles along M; got "
-                             f"config={config!r}")
-        return
-    mine = [n for n in names if n.endswith(suffix)]
-    hint = f" ({catalog.closest(config, mine)})" if mine else ""
-    raise ValueError(f"config must name a grouped kernel for {dtype} ({', '.join(mine) or 'none'}) or be '' (the "
-                     f"choice, fast accumulation) or 'promoted' (the choice, promoted accumulation); got "
-                     f"config={config!r}{hint}")
-
-
-def grouped_config_tile(config: str) -> int:
-    """The token tile (tile_n) of grouped config ``config`` (a name of :func:`catalog.grouped_names`, with or
-    without a launch ``@1:<swizzle>``).
-
-    Raises:
-        KeyError: not a grouped config's name.
-        ValueError: a malformed launch (:func:`fused_swiglu.catalog.split_config`).
-    """
-    return _GROUPED_TILE_OF[catalog.split_config(config)[0]]
-
-
-def config_tile(config: str, tile: int) -> int:
-    """The token tile a grouped ``config`` runs: a named config's own, the promoted configs' for ``"promoted"``,
-    else ``tile`` (the choice's, fast accumulation)."""
-    if config == "promoted":
-        return GROUPED_PROMOTED_TILE
-    return grouped_config_tile(config) if config else tile
-
-
-def check_grouped_tile(config: str, token_tile: int) -> None:
-    """Raise ValueError unless ``token_tile`` is a grouped config's tile (:data:`GROUPED_TOKEN_TILES`) and a named
-    ``config`` (one :func:`check_grouped_config` accepts), or ``"promoted"``, has that tile: a kernel tile must
-    cover exactly one layout tile, one expert's rows."""
-    if token_tile not in GROUPED_CONFIGS:
-        raise ValueError(f"the layout's token tile must be one of {GROUPED_TOKEN_TILES} rows (a grouped config's); "
-                         f"got {token_tile} (T_pad / tile_expert's entries)")
-    wanted = config_tile(config, token_tile)
-    if wanted != token_tile:
-        what = (f"config {config!r} has {wanted}-row token tiles" if config != "promoted" else
-                f"config='promoted': the grouped configs with promoted accumulation have {wanted}-row token tiles")
-        raise ValueError(f"{what}, but the layout's tiles hold {token_tile} rows (T_pad / tile_expert's entries); "
-                         f"build the layout with its tile (fused_swiglu.grouped.grouped_layout(..., tile={wanted})) "
-                         f"or pass a config of {token_tile}-row tiles")
-
-
-def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
-                   token_tile: int = GROUPED_TOKEN_TILE) -> tuple[Choice, str]:
-    """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
-    layout of ``token_tile``-row tiles, and why: the call's config name, or for ``""`` the fast grouped config of
-    that tile (:data:`GROUPED_CONFIGS`), for ``"promoted"`` the promoted one (:data:`GROUPED_PROMOTED_CONFIGS`,
-    :data:`GROUPED_PROMOTED_TILE`-row tiles only); raster 1 (along M, the only order its scheduler runs), swizzle
-    the token-tile group (:data:`GROUPED_TOKEN_GROUP`; a named config: its launch's, else 1).
-
-    Raises:
-        ValueError: an unknown kernel or dtype, a config :func:`check_grouped_config` refuses, a token tile
-            no grouped config has or a named config of another tile (:func:`check_grouped_tile`).
-    """
-    if kernel not in GROUPED_KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, GROUPED_KERNELS))}; got kernel={kernel!r}")
-    if dtype not in DTYPE_SUFFIX:
-        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16; got dtype={dtype}")
-    check_grouped_config(config, dtype)
-    check_grouped_tile(config, token_tile)
-    if config not in AUTO_CONFIG:
-        name, launch = catalog.split_config(config)
-        return Choice(name, 1, launch[1] if launch else 1), "named by the call's config argument"
-    accumulation = AUTO_CONFIG[config]
-    by_tile = GROUPED_PROMOTED_CONFIGS if accumulation == "promoted" else GROUPED_CONFIGS
-    group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
-    order = f", token tiles in groups of {group}" if group > 1 else ""
-    return (Choice(f"{by_tile[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, group),
-            f"the grouped config of the layout's {token_tile}-row token tiles ({accumulation} accumulation){order}")
 
 
 def resolve(

@@ -140,8 +140,17 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     with pytest.raises(ValueError, match="config='promoted': the grouped configs with promoted accumulation have "
                                          "16-row token tiles, but the layout's tiles hold 64 rows"):
         configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, torch.bfloat16, token_tile=64)
-    # raster 1 always; the token-tile group (swizzle) 8 for the widest tile, 1 for the others
-    assert {(c.name.split("x")[1], c.raster, c.swizzle) for c in chosen} == {("16", 1, 1), ("64", 1, 1), ("128", 1, 8)}
+    # raster 1 always; the token-tile group (swizzle) 1 where an expert's weight tiles fit a wave (I = 768: 12)
+    assert {(c.name.split("x")[1], c.raster, c.swizzle) for c in chosen} == {("16", 1, 1), ("64", 1, 1), ("128", 1, 1)}
+    # and 8 for the widest tile where they outnumber the SMs (I = 14336: 224 weight tiles on 132 SMs; 8448 and
+    # 8512: 132 and 133)
+    for I, sms, group in ((14336, 132, 8), (8448, 132, 1), (8512, 132, 8), (8512, 144, 1)):
+        for tile in configs.grouped.GROUPED_TOKEN_TILES:
+            choice, why = configs.explain("grouped_dual", "", 4096, I, 4096, torch.bfloat16, num_sms=sms,
+                                          token_tile=tile)
+            assert (choice.raster, choice.swizzle) == (1, group if tile == 128 else 1), (I, sms, tile)
+        grouped = f"in groups of 8 (an expert's {-(-I // 64)} weight tiles outnumber the {sms} SMs)"
+        assert (grouped in why) == (group == 8)
     for tile in configs.grouped.GROUPED_TOKEN_TILES:
         choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)
         assert choice.name.endswith("_fp16") and f"{tile}-row token tiles" in why
@@ -160,7 +169,7 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
         with pytest.raises(ValueError, match=re.escape(words)):
             configs.resolve("grouped_dual", name + launch, 4096, 768, 2048, torch.bfloat16, token_tile=tile)
     _, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.bfloat16, token_tile=128)
-    assert "token tiles in groups of 8" in why
+    assert "token tiles along M (an expert's 12 weight tiles fit one wave of 132 SMs)" in why
     with pytest.raises(ValueError, match="dtype must be torch.bfloat16 or torch.float16"):
         configs.resolve("grouped_dual", "", 16, 768, 2048, torch.float32)
     # the dense choice never returns a grouped config, nor takes one by name

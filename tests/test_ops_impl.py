@@ -86,8 +86,11 @@ def test_plan_callback_gives_a_grouped_problem_the_config_of_its_token_tile(stub
     for tile in configs.grouped.GROUPED_TOKEN_TILES:
         rc, index, raster, swizzle, message = _plan(9, b"", 4096, 768, 2048, 0, tile=tile)
         assert rc == 0, message
-        assert (names[index], raster, swizzle) == (f"{configs.grouped.GROUPED_CONFIGS[tile]}_bf16", 1,
-                                                   configs.grouped.GROUPED_TOKEN_GROUP.get(tile, 1))
+        assert (names[index], raster, swizzle) == (f"{configs.grouped.GROUPED_CONFIGS[tile]}_bf16", 1, 1)
+        # the token-tile group where an expert's weight tiles outnumber the SMs (I = 14336: 224 tiles)
+        rc, index, raster, swizzle, message = _plan(9, b"", 4096, 14336, 4096, 0, tile=tile)
+        assert rc == 0, message
+        assert (raster, swizzle) == (1, configs.grouped.GROUPED_TOKEN_GROUP.get(tile, 1))
     monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
     capsys.readouterr()
     _plan(9, b"", 4096, 768, 2048, 1, tile=64)

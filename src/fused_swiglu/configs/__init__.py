@@ -618,7 +618,7 @@ def resolve(
     if kernel in FP8_KERNELS:
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)[0]
     if kernel in GROUPED_KERNELS:
-        return grouped_choice(kernel, config, dtype, token_tile)[0]
+        return grouped_choice(kernel, config, dtype, token_tile, N, num_sms)[0]
     check_config(kernel, config, dtype)
     if kernel in TRAINING_KERNELS:
         return training_choice(kernel, K, dtype, M, N, gpu, smem_limit) if config == "" else named_choice(config)
@@ -710,7 +710,7 @@ def _explain_checked(kernel: str, config: str, M: int, N: int, K: int, dtype: to
                              f"got dtype={dtype}")
         return _fp8_choice(kernel, config, M, N, gpu, smem_limit)
     if kernel in GROUPED_KERNELS:
-        return grouped_choice(kernel, config, dtype, token_tile)
+        return grouped_choice(kernel, config, dtype, token_tile, N, num_sms)
     _check_kernel_and_dtype(kernel, dtype)
     if kernel in TRAINING_KERNELS:
         check_config(kernel, config, dtype)

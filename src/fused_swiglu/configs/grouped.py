@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import catalog
-from .base import AUTO_CONFIG, DTYPE_SUFFIX, Choice
+from .base import AUTO_CONFIG, DTYPE_SUFFIX, NUM_SMS, Choice
 
 GROUPED_KERNELS = ("grouped_dual",)
 # The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
@@ -31,12 +31,29 @@ GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and t
 # four MoE shapes, 1 to 4096 tokens; in sample).
 GROUPED_TILE_BY_MEAN_ROWS = ((8, 16), (32, 64))
 GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
-# The token-tile group S (the launch's swizzle) the choice runs for each token tile: the S token tiles of a
+# The token-tile group S (the launch's swizzle) the choice may run for each token tile: the S token tiles of a
 # group read each weight tile together, so an expert holding several token tiles reads its weights once per
 # group instead of once per token tile. The widest tile is the one chosen where experts hold many rows; the
-# narrower ones keep the order along M (S = 1), where an expert holds about one tile. Not yet measured
-# (docs/perf-notes.md entry 119).
+# narrower ones keep the order along M (S = 1), where an expert holds about one tile.
 GROUPED_TOKEN_GROUP = {GROUPED_WIDEST_TILE: 8}
+# Weight rows (gate + up) of a grouped config's tile: an expert's gate_up_proj is ceil(2 I / rows) weight tiles.
+GROUPED_WEIGHT_TILE_ROWS = {entry[3]: entry[2] for entry in catalog.GROUPED_CONFIGS}
+
+
+def token_group(token_tile: int, I: int, num_sms: int) -> tuple[int, str]:
+    """The token-tile group S the choice runs for ``token_tile``-row tiles over experts of intermediate size ``I``
+    on ``num_sms`` SMs, and why: :data:`GROUPED_TOKEN_GROUP`'s where an expert's weight tiles outnumber the SMs,
+    else 1 (the order along M). Where one wave covers an expert's weight tiles, the expert's consecutive token
+    tiles already run together and share its weights through L2, and the groups measured from 5 % faster to 8 %
+    slower; where it does not (Mixtral-8x7B: 224 weight tiles on 132 SMs), each token tile read the weights from
+    DRAM again and the groups measured 20-31 % faster (H100, docs/perf-notes.md entry 122; in sample)."""
+    group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
+    if group == 1:
+        return 1, ""
+    tiles = -(-2 * I // GROUPED_WEIGHT_TILE_ROWS[token_tile])
+    if tiles > num_sms:
+        return group, f"token tiles in groups of {group} (an expert's {tiles} weight tiles outnumber the {num_sms} SMs)"
+    return 1, f"token tiles along M (an expert's {tiles} weight tiles fit one wave of {num_sms} SMs)"
 
 
 def grouped_token_tile(rows: int, experts: int) -> tuple[int, str]:
@@ -116,13 +133,14 @@ def check_grouped_tile(config: str, token_tile: int) -> None:
                          f"or pass a config of {token_tile}-row tiles")
 
 
-def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
-                   token_tile: int = GROUPED_TOKEN_TILE) -> tuple[Choice, str]:
+def grouped_choice(kernel: str, config: str, dtype: torch.dtype, token_tile: int = GROUPED_TOKEN_TILE,
+                   I: int = 0, num_sms: int = NUM_SMS) -> tuple[Choice, str]:
     """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
-    layout of ``token_tile``-row tiles, and why: the call's config name, or for ``""`` the fast grouped config of
-    that tile (:data:`GROUPED_CONFIGS`), for ``"promoted"`` the promoted one (:data:`GROUPED_PROMOTED_CONFIGS`,
-    :data:`GROUPED_PROMOTED_TILE`-row tiles only); raster 1 (along M, the only order its scheduler runs), swizzle
-    the token-tile group (:data:`GROUPED_TOKEN_GROUP`; a named config: its launch's, else 1).
+    layout of ``token_tile``-row tiles, experts of intermediate size ``I``, on ``num_sms`` SMs, and why: the
+    call's config name, or for ``""`` the fast grouped config of that tile (:data:`GROUPED_CONFIGS`), for
+    ``"promoted"`` the promoted one (:data:`GROUPED_PROMOTED_CONFIGS`, :data:`GROUPED_PROMOTED_TILE`-row tiles
+    only); raster 1 (along M, the only order its scheduler runs), swizzle the token-tile group
+    (:func:`token_group`; a named config: its launch's, else 1).
 
     Raises:
         ValueError: an unknown kernel or dtype, a config :func:`check_grouped_config` refuses, a token tile
@@ -139,7 +157,7 @@ def grouped_choice(kernel: str, config: str, dtype: torch.dtype,
         return Choice(name, 1, launch[1] if launch else 1), "named by the call's config argument"
     accumulation = AUTO_CONFIG[config]
     by_tile = GROUPED_PROMOTED_CONFIGS if accumulation == "promoted" else GROUPED_CONFIGS
-    group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
-    order = f", token tiles in groups of {group}" if group > 1 else ""
+    group, order = token_group(token_tile, I, num_sms)
+    order = f", {order}" if order else ""
     return (Choice(f"{by_tile[token_tile]}_{DTYPE_SUFFIX[dtype]}", 1, group),
             f"the grouped config of the layout's {token_tile}-row token tiles ({accumulation} accumulation){order}")

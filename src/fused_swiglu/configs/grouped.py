@@ -44,9 +44,9 @@ def token_group(token_tile: int, I: int, num_sms: int) -> tuple[int, str]:
     """The token-tile group S the choice runs for ``token_tile``-row tiles over experts of intermediate size ``I``
     on ``num_sms`` SMs, and why: :data:`GROUPED_TOKEN_GROUP`'s where an expert's weight tiles outnumber the SMs,
     else 1 (the order along M). Where one wave covers an expert's weight tiles, the expert's consecutive token
-    tiles already run together and share its weights through L2, and the groups measured from 5 % faster to 8 %
-    slower; where it does not (Mixtral-8x7B: 224 weight tiles on 132 SMs), each token tile read the weights from
-    DRAM again and the groups measured 20-31 % faster (H100, docs/perf-notes.md entry 122; in sample)."""
+    tiles already run together and share its weights through L2, and the groups gained nothing consistent; where
+    it does not (Mixtral-8x7B: 224 weight tiles on 132 SMs), each token tile read the weights from DRAM again,
+    which the groups save (measured in docs/perf-notes.md, entry 122; in sample)."""
     group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
     if group == 1:
         return 1, ""

@@ -6,7 +6,10 @@
 #           does; the kernel libraries taken from the wheel's prebuilt folder (the same sources)
 #   wheel   fused_swiglu installed from the binary wheel, every library as it was built there
 #
-#   dist/fused_swiglu-*.whl   the binary wheel (FUSED_SWIGLU_PREBUILT=1 pip wheel ...)
+#   dist/fused_swiglu-*.whl   the binary wheel (FUSED_SWIGLU_PREBUILT=1 pip wheel ...); where dist/ holds none, it is
+#                             built here first, into dist/, from the build cache (BUILD_CACHE_DIR, default
+#                             /tmp/fsw-cache; CACHE_TAR, default .fsw-carry/cache.tar.xz, unpacked into it where it
+#                             exists: any machine's cache of these sources with the same nvcc --version text serves)
 #   .whl/*.whl                wheels of missing pure-Python dependencies (tools/fetch_wheels.sh)
 #   OUT                       where the logs go (default ./out)
 #   PYTEST_ARGS               extra pytest arguments
@@ -24,6 +27,17 @@ WHEEL=/tmp/fsw-gpu-suites/wheel
 LIBS=/tmp/fsw-gpu-suites/libs
 rm -rf /tmp/fsw-gpu-suites && mkdir -p "$SITE" "$WHEEL" "$LIBS"
 . tools/carried_wheels.sh && carried_wheels "$SITE" || exit 2
+if ! compgen -G "dist/fused_swiglu-*.whl" >/dev/null; then
+    BUILD_CACHE_DIR="${BUILD_CACHE_DIR:-/tmp/fsw-cache}"
+    CACHE_TAR="${CACHE_TAR:-.fsw-carry/cache.tar.xz}"
+    mkdir -p "$BUILD_CACHE_DIR" dist
+    [ -f "$CACHE_TAR" ] && { tar -xJf "$CACHE_TAR" -C "$BUILD_CACHE_DIR" || exit 2; }
+    start=$SECONDS
+    PYTHONPATH="$SITE" FUSED_SWIGLU_CACHE_DIR="$BUILD_CACHE_DIR" FUSED_SWIGLU_PREBUILT=1 \
+        python3 -m pip wheel . --no-build-isolation --no-deps -w dist -q >"$OUT/wheel_build.log" 2>&1 || {
+        echo "the binary wheel did not build: $OUT/wheel_build.log" >&2; tail -n 20 "$OUT/wheel_build.log" >&2; exit 2; }
+    echo "built $(ls dist/fused_swiglu-*.whl) in $((SECONDS - start)) s" | tee -a "$OUT/suites.log"
+fi
 python3 -m pip install -q --no-index --no-deps --target "$WHEEL" dist/fused_swiglu-*.whl || exit 2
 cp "$WHEEL"/fused_swiglu/_prebuilt/* "$LIBS"/ && rm -f "$LIBS/libfused_swiglu_torch.so"
 

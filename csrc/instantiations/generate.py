@@ -28,6 +28,7 @@ CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFI
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
 # 128x176 (one GMMA of that width: slower per FLOP than 128x128, which their fuller last wave at M = 512
 # did not make up; dual 128x176 spills).
+# Grouped swap-AB 128x192 (spills: the gate subtile its epilogue keeps beside 192-column accumulators).
 # e4m3: 128x128 2x1 and 128x192 1x2 Pingpong, 256x128 2x1 Cooperative, swap-AB 128x16; e4m3 y: 128x256
 # Cooperative under the stream-K scheduler; block scaling: 128x128 2x1 Cooperative (docs/fp8.md).
 

@@ -87,10 +87,12 @@ def test_plan_callback_gives_a_grouped_problem_the_config_of_its_token_tile(stub
         rc, index, raster, swizzle, message = _plan(9, b"", 4096, 768, 2048, 0, tile=tile)
         assert rc == 0, message
         assert (names[index], raster, swizzle) == (f"{configs.grouped.GROUPED_CONFIGS[tile]}_bf16", 1, 1)
-        # the token-tile group where an expert's weight tiles outnumber the SMs (I = 14336: 224 tiles)
-        rc, index, raster, swizzle, message = _plan(9, b"", 4096, 14336, 4096, 0, tile=tile)
-        assert rc == 0, message
-        assert (raster, swizzle) == (1, configs.grouped.GROUPED_TOKEN_GROUP.get(tile, 1))
+        # the widest tile's token tiles in groups of 8 where an expert's weight tiles, ceil(2 I / 128), outnumber
+        # the device's SMs: I = 14336 (224 tiles) on either; I = 8448 (132 tiles) on the 114-SM device only
+        for I, device, group in ((14336, 0, 8), (14336, 1, 8), (8448, 0, 1), (8448, 1, 8)):
+            rc, index, raster, swizzle, message = _plan(9, b"", 4096, I, 4096, 0, device, tile=tile)
+            assert rc == 0, message
+            assert (raster, swizzle) == (1, group if tile == 128 else 1), (I, device, tile)
     monkeypatch.setenv("FUSED_SWIGLU_LOG_PLANS", "1")
     capsys.readouterr()
     _plan(9, b"", 4096, 768, 2048, 1, tile=64)

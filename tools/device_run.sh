@@ -20,7 +20,7 @@
 #                         exists), unpacked into FUSED_SWIGLU_CACHE_DIR (default /tmp/fsw-cache) first; the
 #                         build stage leaves the cache it used in $OUT/cache.tar.xz. Any machine's cache of these
 #                         sources serves where its nvcc --version text is this machine's (the key: sources, flags,
-#                         that text, nvidia-cutlass, the ABI): a CPU machine's `fused-swiglu build` saves the build
+#                         that text, nvidia-cutlass, the ABI): a CPU machine's `fused-swiglu build` makes one that saves the build here
 #   PEERS                 a folder holding quack-kernels and its dependencies unpacked as site-packages/ (the
 #                         peers bundle; default /tmp/keep, used where it exists), for the benchmark's peers
 set -uo pipefail

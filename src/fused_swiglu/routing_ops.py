@@ -45,9 +45,8 @@ MAX_TILE = 1024
 # The experts forward builds its layout with the CUDA kernel up to this many (token, expert) pairs, with
 # layout_by_sorting past it. The kernel's blocks (at most one per SM) each place a chunk of the pairs, 1,024 at a
 # time with 32 block barriers each, after reading every id once: its reads grow with pairs x blocks, about
-# 128 MB of int64 ids at 131,072 pairs on 132 SMs. Past that the sort's ~40 kernels may be the cheaper. Measured
-# at 32,768 pairs only, where the kernel beat the sort (docs/perf-notes.md, entry 122; one block had lost to it
-# from 32,768 pairs in entry 96); the bound itself is not.
+# 128 MB of int64 ids at 131,072 pairs on 132 SMs. Past that the sort's ~40 kernels may be the cheaper; the bound
+# itself is not measured (docs/perf-notes.md, entries 96 and 122).
 KERNEL_MAX_PAIRS = 131072
 INDEX_DTYPES = (torch.int64, torch.int32)
 OPS_LIBRARY.define("moe_layout(Tensor top_k_index, int experts, int tile, int padded_rows) -> "

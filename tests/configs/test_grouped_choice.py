@@ -33,8 +33,9 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
             choice, why = configs.explain("grouped_dual", "", 4096, I, 4096, torch.bfloat16, num_sms=sms,
                                           token_tile=tile)
             assert (choice.raster, choice.swizzle) == (1, group if tile == 128 else 1), (I, sms, tile)
-        grouped = f"in groups of 8 (an expert's {-(-I // 64)} weight tiles outnumber the {sms} SMs)"
-        assert (grouped in why) == (group == 8)
+        tiles = -(-I // 64)
+        assert (f"in groups of 8 (an expert's {tiles} weight tiles outnumber the {sms} SMs)" in why) == (group == 8)
+        assert (f"along M (an expert's {tiles} weight tiles fit one wave of {sms} SMs)" in why) == (group == 1)
     for tile in configs.grouped.GROUPED_TOKEN_TILES:
         choice, why = configs.explain("grouped_dual", "", 4096, 768, 2048, torch.float16, token_tile=tile)
         assert choice.name.endswith("_fp16") and f"{tile}-row token tiles" in why
@@ -59,8 +60,6 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     # the dense choice never returns a grouped config, nor takes one by name
     with pytest.raises(ValueError, match="config must name a dual kernel"):
         configs.check_config("dual", name, torch.bfloat16)
-
-
 
 
 def test_the_layout_tile_follows_the_routed_rows_per_expert():

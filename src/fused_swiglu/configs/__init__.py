@@ -456,7 +456,6 @@ def _select(kernel, M, N, K, dtype, overrides, available, accumulation, num_sms,
     return Choice(same_kind[0])
 
 
-
 # The training kernels (fused_swiglu.training_ops): the store forward of each kernel (y, g and u from one
 # launch) and the dSwiGLU backward GEMM. Their configs (catalog.TRAINING_CONFIGS) are chosen by the hidden
 # size alone: (kernel, H >= TRAINING_WIDE_H) -> (tile_n, cluster_m); at that H the inference choice itself

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import catalog
-from .base import AUTO_CONFIG, DTYPE_SUFFIX, NUM_SMS, Choice
+from .base import AUTO_CONFIG, DTYPE_SUFFIX, Choice
 
 GROUPED_KERNELS = ("grouped_dual",)
 # The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
@@ -133,8 +133,8 @@ def check_grouped_tile(config: str, token_tile: int) -> None:
                          f"or pass a config of {token_tile}-row tiles")
 
 
-def grouped_choice(kernel: str, config: str, dtype: torch.dtype, token_tile: int = GROUPED_TOKEN_TILE,
-                   I: int = 0, num_sms: int = NUM_SMS) -> tuple[Choice, str]:
+def grouped_choice(kernel: str, config: str, dtype: torch.dtype, token_tile: int, I: int,
+                   num_sms: int) -> tuple[Choice, str]:
     """The config of grouped kernel ``kernel`` (:data:`GROUPED_KERNELS`) for ``dtype`` (bf16 / fp16) over a
     layout of ``token_tile``-row tiles, experts of intermediate size ``I``, on ``num_sms`` SMs, and why: the
     call's config name, or for ``""`` the fast grouped config of that tile (:data:`GROUPED_CONFIGS`), for

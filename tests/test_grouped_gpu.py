@@ -20,6 +20,7 @@ SHAPES = {
     "Qwen3-30B-A3B": (2048, 768, 128),
     "DeepSeek-V3": (7168, 2048, 256),
     "Mixtral-8x7B": (4096, 14336, 8),
+    "I=712": (1024, 712, 16),  # I not a multiple of a weight tile's gate half (64 or 128 rows)
 }
 TOKENS = (1, 3, 127, 129, 4097)  # routed rows: (token, expert) pairs
 
@@ -114,16 +115,21 @@ def test_every_grouped_config_at_one_routing(config, seed):
     _check_per_expert(y, x, w, offsets, what)
 
 
+@pytest.mark.parametrize("schedule", ["pingpong", "cooperative"])
 @pytest.mark.parametrize("shape, T, expert", [("Mixtral-8x7B", 4097, None), ("Mixtral-8x7B", 4097, 3),
-                                               ("Qwen3-30B-A3B", 20000, None), ("Qwen3-30B-A3B", 129, None)])
-def test_token_tile_groups_write_the_same_bits_as_the_order_along_m(shape, T, expert, seed):
-    """Every launch of the widest tile's config (token tiles in groups of 1, 2, 4, 8: several tiles per expert,
-    a last group that is not whole, one expert holding every tile): every tile of an expert written, none past
-    the last expert's, and the same bits as the order along M (the same tiles, each computed alike)."""
+                                               ("Qwen3-30B-A3B", 20000, None), ("Qwen3-30B-A3B", 129, None),
+                                               ("I=712", 4097, None), ("I=712", 3, 15)])
+def test_token_tile_groups_write_the_same_bits_as_the_order_along_m(schedule, shape, T, expert, seed):
+    """Every launch of the widest tile's configs, Pingpong and Cooperative (token tiles in groups of 1, 2, 4, 8:
+    several tiles per expert, a last group that is not whole, one expert holding every tile, the last expert
+    only): against float64 per expert, every tile of an expert written, none past the last expert's, and the
+    same bits as the order along M (the same tiles, each computed alike)."""
     H, I, E = SHAPES[shape]
     w = _weights(shape, torch.bfloat16)
     x, offsets = _routing(T, E, H, torch.bfloat16, seed, expert=expert)
-    name = f"{configs.grouped.GROUPED_CONFIGS[configs.grouped.GROUPED_WIDEST_TILE]}_bf16"
+    by_tile = (configs.grouped.GROUPED_CONFIGS if schedule == "pingpong"
+               else configs.grouped.GROUPED_COOPERATIVE_CONFIGS)
+    name = f"{by_tile[configs.grouped.GROUPED_WIDEST_TILE]}_bf16"
     along_m = None
     for group in (1, 2, 4, 8):
         config = f"{name}@1:{group}"

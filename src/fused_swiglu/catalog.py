@@ -142,11 +142,15 @@ FP8_DUAL_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
 # configs.grouped.grouped_choice, never by the dense inference choice, whose token tile (tile_n) follows the routed
 # rows per expert. The dual swap-AB kernel (128 weight rows: 64 gate, 64 up), fast accumulation, by 16, 64
 # and 128 tokens: a token tile reads its expert's weights once, so fewer, wider tiles read them fewer times
-# once the experts hold more rows; promoted accumulation by 16 tokens.
+# once the experts hold more rows; promoted accumulation by 16 tokens. The Cooperative 256-row weight tile (128
+# gate, 128 up) by 128 tokens: both consumer warpgroups on one tile, as the dense dual Cooperative 256 x 128 tile
+# that outran the 128 x 128 Pingpong one at large M (docs/perf-notes.md, entries 123 and 125); named only until
+# measured.
 GROUPED_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 0),
     ("grouped_dual_swapab", "pingpong", 128, 64, 64, 1, 1, 0),
     ("grouped_dual_swapab", "pingpong", 128, 128, 64, 1, 1, 0),
+    ("grouped_dual_swapab", "cooperative", 256, 128, 64, 1, 1, 0),
     # accumulation="promoted" (a second fp32 accumulator, 4 k-tiles per promotion), as the dense dual swap-AB
     # kernel's: 16-token tiles only
     ("grouped_dual_swapab", "pingpong", 128, 16, 64, 1, 1, 4),

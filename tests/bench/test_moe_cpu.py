@@ -192,10 +192,15 @@ def test_the_pinned_methods_name_each_grouped_token_tile_s_config():
     from fused_swiglu import configs
     from fused_swiglu.bench import moe
 
-    tiles = sorted({int(m.rsplit("_t", 1)[1]) for m in moe.TILE_METHODS})
+    tiles = sorted({int(m.rsplit("_t", 1)[1]) for m in moe.TILE_METHODS if "_t" in m})
     assert tiles == list(configs.grouped.GROUPED_TOKEN_TILES)
-    moe.check_methods(["fused_t64", "fc1_fused_t128"])
+    moe.check_methods(["fused_t64", "fc1_fused_t128", "fused_coop", "fc1_fused_coop"])
     assert "fc1_fused_t16" in moe.FC1 and "fused_t16" not in moe.FC1
-    assert moe.tile_config("fc1_fused_t64", torch.float16) == "grouped_dual_swapab_pingpong_128x64x64_1x1_fp16"
+    assert "fc1_fused_coop" in moe.FC1 and "fused_coop" not in moe.FC1
+    assert moe.tile_config("fc1_fused_t64", torch.float16, 768, 132) == "grouped_dual_swapab_pingpong_128x64x64_1x1_fp16"
+    # the Cooperative config in the groups its 256-row weight tiles get: Mixtral-8x7B's 112 fit 132 SMs, not 100
+    coop = "grouped_dual_swapab_cooperative_256x128x64_1x1_bf16"
+    assert moe.tile_config("fused_coop", torch.bfloat16, 14336, 132) == coop + "@1:1"
+    assert moe.tile_config("fc1_fused_coop", torch.bfloat16, 14336, 100) == coop + "@1:8"
     with pytest.raises(ValueError, match="unknown method 'fused_t32'"):
         moe.check_methods(["fused_t32"])

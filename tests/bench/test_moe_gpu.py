@@ -15,7 +15,8 @@ pytestmark = pytest.mark.gpu
 def test_a_small_moe_run_times_every_method_against_its_floor(tmp_path):
     out = tmp_path / "moe.json"
     shape = MoeShape("small", 1024, 512, 16, 4)
-    methods = ["hf_eager", "hf_batched_mm", "hf_grouped_mm", "fused", "fc1_grouped_mm", "fc1_fused"]
+    methods = ["hf_eager", "hf_batched_mm", "hf_grouped_mm", "fused", "fc1_grouped_mm", "fc1_fused", "fused_coop",
+               "fc1_fused_coop"]
     rows = moe.run_moe([shape], [1, 64], methods, Console(file=None, quiet=True), out=out, reps=5, warmup_ms=5,
                        protocol="interleaved")
     assert {(r["tokens"], r["method"]) for r in rows} == {(T, m) for T in (1, 64) for m in methods}

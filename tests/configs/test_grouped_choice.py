@@ -17,7 +17,9 @@ def test_the_choice_gives_every_grouped_config_with_its_fixed_launch():
     chosen |= {configs.resolve("grouped_dual", "promoted", 4096, 768, 2048, dtype,
                                token_tile=configs.grouped.GROUPED_PROMOTED_TILE)
                for dtype in (torch.bfloat16, torch.float16)}
-    assert {c.name for c in chosen} == set(catalog.grouped_names())
+    cooperative = {f"{name}_{suffix}" for name in configs.grouped.GROUPED_COOPERATIVE_CONFIGS.values()
+                   for suffix in ("bf16", "fp16")}
+    assert cooperative and {c.name for c in chosen} == set(catalog.grouped_names()) - cooperative
     assert len(catalog.grouped_names()) <= 12  # the grouped family's share of the catalog's build units
     choice, why = configs.explain("grouped_dual", "promoted", 1, 768, 2048, torch.bfloat16, token_tile=16)
     assert choice.name.endswith("_promote4_bf16") and "16-row token tiles (promoted accumulation)" in why
@@ -74,3 +76,27 @@ def test_the_layout_tile_follows_the_routed_rows_per_expert():
         configs.grouped.grouped_token_tile(rows, 8)[0] for rows in range(0, 2000, 7))  # never narrower with more rows
     with pytest.raises(ValueError, match="experts >= 1"):
         configs.grouped.grouped_token_tile(8, 0)
+
+
+def test_the_cooperative_grouped_config_is_named_only_and_counts_its_own_weight_tiles():
+    """The Cooperative grouped config (256 weight rows by 128 tokens) is reached by name, with the layout of its
+    128-row token tiles, never by the choice; its token-tile group counts its own 256-row weight tiles."""
+    grouped = configs.grouped
+    name = f"{grouped.GROUPED_COOPERATIVE_CONFIGS[128]}_bf16"
+    assert name == "grouped_dual_swapab_cooperative_256x128x64_1x1_bf16" and grouped.grouped_config_tile(name) == 128
+    assert configs.resolve("grouped_dual", name, 4096, 14336, 4096, torch.bfloat16, token_tile=128) == (
+        configs.Choice(name, 1, 1))
+    assert configs.resolve("grouped_dual", name + "@1:8", 4096, 14336, 4096, torch.bfloat16, token_tile=128) == (
+        configs.Choice(name, 1, 8))
+    with pytest.raises(ValueError, match="has 128-row token tiles, but the layout's tiles hold 64 rows"):
+        configs.resolve("grouped_dual", name, 4096, 768, 2048, torch.bfloat16, token_tile=64)
+    with pytest.raises(ValueError, match="config must name a grouped kernel for torch.float16"):
+        configs.resolve("grouped_dual", name, 4096, 768, 2048, torch.float16, token_tile=128)
+    # Mixtral-8x7B's expert (I = 14336): 224 weight tiles of 128 rows outnumber 132 SMs, 112 of 256 rows do not
+    assert grouped.token_group(128, 14336, 132)[0] == 8
+    group, why = grouped.token_group(128, 14336, 132, name + "@1:8")
+    assert group == 1 and "an expert's 112 weight tiles fit one wave of 132 SMs" in why
+    assert grouped.token_group(128, 14336, 100, name)[0] == 8
+    assert grouped.token_group(16, 14336, 100, name) == (1, "")  # the narrow tiles never group
+    with pytest.raises(KeyError):
+        grouped.token_group(128, 14336, 132, "dual_pingpong_128x128x64_1x1_bf16")

@@ -41,8 +41,10 @@ BACKWARD_WARMUP_MS = 200.0
 MOE_METHODS = ("hf_eager", "hf_batched_mm", "hf_grouped_mm", "quack_varlen", "fused", "fc1_grouped_mm",
                "fc1_quack_varlen", "fc1_fused")
 # the fused methods with the grouped config of one token tile (fused_swiglu.configs.grouped.GROUPED_TOKEN_TILES),
-# named only: fused_t16, fc1_fused_t64, ...
-MOE_TILE_METHODS = tuple(f"{method}_t{tile}" for method in ("fused", "fc1_fused") for tile in (16, 64, 128))
+# named only: fused_t16, fc1_fused_t64, ...; _coop: the Cooperative grouped config (256 weight rows by 128
+# tokens) in the token-tile groups the choice's rule gives its weight tiles
+MOE_TILE_METHODS = tuple(f"{method}_t{tile}" for method in ("fused", "fc1_fused") for tile in (16, 64, 128)) + (
+    "fused_coop", "fc1_fused_coop")
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 MOE_REPS = 30
 MOE_WARMUP_MS = 100.0

@@ -204,12 +204,24 @@ def fused_fc1(module: nn.Module, s: MoeSet) -> torch.Tensor:
     return routed_swiglu(s.x, s.top_k_index, module.gate_up_proj)[0]
 
 
-def tile_config(method: str, dtype: torch.dtype) -> str:
-    """The grouped config a :data:`TILE_METHODS` method names (``fused_t64``: the 64-row token tile's)."""
+def tile_config(method: str, dtype: torch.dtype, I: int, num_sms: int) -> str:
+    """The grouped config a :data:`TILE_METHODS` method names for experts of intermediate size ``I`` on
+    ``num_sms`` SMs: ``fused_t64``, the 64-row token tile's (its launch 1:1); ``fused_coop``, the Cooperative
+    config with the token-tile group :func:`fused_swiglu.configs.grouped.token_group` gives its weight tiles."""
     from .. import configs
 
+    grouped = configs.grouped
+    if method.endswith("_coop"):
+        name = f"{grouped.GROUPED_COOPERATIVE_CONFIGS[grouped.GROUPED_WIDEST_TILE]}_{configs.DTYPE_SUFFIX[dtype]}"
+        group, _ = grouped.token_group(grouped.GROUPED_WIDEST_TILE, I, num_sms, name)
+        return f"{name}@1:{group}"
     tile = int(method.rsplit("_t", 1)[1])
-    return f"{configs.grouped.GROUPED_CONFIGS[tile]}_{configs.DTYPE_SUFFIX[dtype]}"
+    return f"{grouped.GROUPED_CONFIGS[tile]}_{configs.DTYPE_SUFFIX[dtype]}"
+
+
+def _pinned_config(method: str, module: nn.Module, x: torch.Tensor) -> str:
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+    return tile_config(method, x.dtype, module.down_proj.shape[2], sms)
 
 
 def method_fn(method: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:
@@ -219,9 +231,9 @@ def method_fn(method: str) -> Callable[[nn.Module, MoeSet], torch.Tensor]:
 
         if method.startswith("fc1_"):
             return lambda module, s: routed_swiglu(s.x, s.top_k_index, module.gate_up_proj,
-                                                   config=tile_config(method, s.x.dtype))[0]
+                                                   config=_pinned_config(method, module, s.x))[0]
         return lambda module, s: swiglu_experts(s.x, s.top_k_index, s.top_k_weights, module.gate_up_proj,
-                                                module.down_proj, config=tile_config(method, s.x.dtype))
+                                                module.down_proj, config=_pinned_config(method, module, s.x))
     if method.startswith("hf_"):
         return hf_forward(method.removeprefix("hf_"))
     if method == "fused":

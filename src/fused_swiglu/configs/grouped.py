@@ -12,17 +12,27 @@ from .. import catalog
 from .base import AUTO_CONFIG, DTYPE_SUFFIX, Choice
 
 GROUPED_KERNELS = ("grouped_dual",)
+
+
+def _base_name(entry: tuple) -> str:
+    return catalog.name_of(*entry, "").removesuffix("_")
+
+
 # The grouped configs by token tile (tile_n), fast and promoted accumulation: the dual swap-AB kernel over
-# experts. Its scheduler runs its own tile order: weight tiles along M for groups of S token tiles, S the
-# launch's swizzle (kernel/sm90_tile_scheduler_expert_tiles.hpp); the raster is always 1.
-GROUPED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_") for entry in catalog.GROUPED_CONFIGS
-                   if not entry[7]}
-GROUPED_PROMOTED_CONFIGS = {entry[3]: catalog.name_of(*entry, "").removesuffix("_")
-                            for entry in catalog.GROUPED_CONFIGS if entry[7]}
+# experts, Pingpong (128 weight rows per tile). Its scheduler runs its own tile order: weight tiles along M for
+# groups of S token tiles, S the launch's swizzle (kernel/sm90_tile_scheduler_expert_tiles.hpp); the raster is
+# always 1.
+GROUPED_CONFIGS = {entry[3]: _base_name(entry) for entry in catalog.GROUPED_CONFIGS
+                   if not entry[7] and entry[1] == "pingpong"}
+GROUPED_PROMOTED_CONFIGS = {entry[3]: _base_name(entry) for entry in catalog.GROUPED_CONFIGS if entry[7]}
+# The Cooperative configs by token tile (256 weight rows per tile): reached by name (config=...) only, never by
+# the choice, until a measurement says where they win (docs/perf-notes.md, entry 125).
+GROUPED_COOPERATIVE_CONFIGS = {entry[3]: _base_name(entry) for entry in catalog.GROUPED_CONFIGS
+                               if not entry[7] and entry[1] == "cooperative"}
 GROUPED_TOKEN_TILES = tuple(sorted(GROUPED_CONFIGS))
 GROUPED_PROMOTED_TILE = min(GROUPED_PROMOTED_CONFIGS)  # the layout's tile for config="promoted"
-_GROUPED_TILE_OF = {f"{name}_{suffix}": tile for by_tile in (GROUPED_CONFIGS, GROUPED_PROMOTED_CONFIGS)
-                    for tile, name in by_tile.items() for suffix in DTYPE_SUFFIX.values()}
+_GROUPED_TILE_OF = {_base_name(entry) + f"_{suffix}": entry[3] for entry in catalog.GROUPED_CONFIGS
+                    for suffix in DTYPE_SUFFIX.values()}
 GROUPED_TOKEN_TILE = GROUPED_TOKEN_TILES[0]  # the smallest: decode sizes, and the CPU kernel's default
 # The layout's token tile by the mean routed rows per expert, ceil(T k / E): the first tile whose bound the
 # mean does not pass, else the widest. A token tile reads its expert's weights once, so wider tiles read them
@@ -36,21 +46,30 @@ GROUPED_WIDEST_TILE = GROUPED_TOKEN_TILES[-1]
 # group instead of once per token tile. The widest tile is the one chosen where experts hold many rows; the
 # narrower ones keep the order along M (S = 1), where an expert holds about one tile.
 GROUPED_TOKEN_GROUP = {GROUPED_WIDEST_TILE: 8}
-# Weight rows (gate + up) of a grouped config's tile: an expert's gate_up_proj is ceil(2 I / rows) weight tiles.
-GROUPED_WEIGHT_TILE_ROWS = {entry[3]: entry[2] for entry in catalog.GROUPED_CONFIGS}
+# Weight rows (gate + up) of each grouped config's tile, by name without the dtype: an expert's gate_up_proj is
+# ceil(2 I / rows) weight tiles.
+GROUPED_WEIGHT_TILE_ROWS = {_base_name(entry): entry[2] for entry in catalog.GROUPED_CONFIGS}
 
 
-def token_group(token_tile: int, I: int, num_sms: int) -> tuple[int, str]:
+def token_group(token_tile: int, I: int, num_sms: int, config: str = "") -> tuple[int, str]:
     """The token-tile group S the choice runs for ``token_tile``-row tiles over experts of intermediate size ``I``
     on ``num_sms`` SMs, and why: :data:`GROUPED_TOKEN_GROUP`'s where an expert's weight tiles outnumber the SMs,
     else 1 (the order along M). Where one wave covers an expert's weight tiles, the expert's consecutive token
     tiles already run together and share its weights through L2, and the groups gained nothing consistent; where
     it does not (Mixtral-8x7B: 224 weight tiles on 132 SMs), each token tile read the weights from DRAM again,
-    which the groups save (measured in docs/perf-notes.md, entry 122; in sample)."""
+    which the groups save (measured in docs/perf-notes.md, entry 122; in sample). The weight tiles are those of
+    grouped config ``config`` (its name, with or without dtype and launch; "": the choice's config of the tile).
+
+    Raises:
+        KeyError: ``config`` names no grouped config.
+    """
     group = GROUPED_TOKEN_GROUP.get(token_tile, 1)
     if group == 1:
         return 1, ""
-    tiles = -(-2 * I // GROUPED_WEIGHT_TILE_ROWS[token_tile])
+    name = catalog.split_config(config)[0] if config else GROUPED_CONFIGS[token_tile]
+    for suffix in DTYPE_SUFFIX.values():
+        name = name.removesuffix(f"_{suffix}")
+    tiles = -(-2 * I // GROUPED_WEIGHT_TILE_ROWS[name])
     if tiles > num_sms:
         return group, f"token tiles in groups of {group} (an expert's {tiles} weight tiles outnumber the {num_sms} SMs)"
     return 1, f"token tiles along M (an expert's {tiles} weight tiles fit one wave of {num_sms} SMs)"

@@ -9,6 +9,10 @@
 //   y_pad [T_pad, I]             y_pad[r] = silu(x_pad[r] W_gate[e]^T) * (x_pad[r] W_up[e]^T), e the expert
 //                                of r's token tile; the rows of tiles past the last expert are not written
 //
+// Two schedules: Pingpong with 128 weight rows per tile (64 gate, 64 up), one consumer warpgroup per tile;
+// Cooperative with 256 (128 gate, 128 up), both consumer warpgroups on one tile, so that each k-tile's GMMAs
+// cover twice the weight rows for the same token tile (the dense dual Cooperative 256-row tile's reason).
+//
 // It is the dual swap-AB GEMM (2I, T_pad, H) of sm90_gemm_swiglu_dual_swapab.hpp with two changes: the
 // mainloop's W_gate / W_up descriptors are (I, H, E) with the experts' stride as their batch stride, and
 // token tile t loads the weights of expert tile_expert[t] (GroupedDualACollectiveMma); the tile scheduler
@@ -39,8 +43,9 @@ struct GroupedDualSwapABTraits : DualSwapABTraits<WithExpertTiles<Config_>> {
 
 template <class Config>
 struct GroupedDualSwapABSwiGLUGemm : SwiGLUGemmBase<GroupedDualSwapABTraits<Config>> {
-  static_assert(Config::kPingpong, "grouped swap-AB kernel: Pingpong schedule only");
-  static_assert(Config::kTileM == 128, "grouped dual swap-AB kernel: TileM = 128 (a 64-row gate subtile, then its up subtile)");
+  static_assert(Config::kPingpong ? Config::kTileM == 128 : Config::kTileM == 256,
+                "grouped dual swap-AB kernel: Pingpong with TileM = 128 (a 64-row gate subtile, then its up subtile) "
+                "or Cooperative with TileM = 256 (128 gate rows, then their 128 up rows)");
   using Base = SwiGLUGemmBase<GroupedDualSwapABTraits<Config>>;
   using typename Base::Element;
   using typename Base::Arguments;

@@ -123,6 +123,21 @@ class Sm90ExpertTileScheduler : public cutlass::gemm::kernel::detail::Persistent
     return work;
   }
 
+  // The next tile of this CTA, for the kernels that ask through fetch_next_work (Cooperative; Pingpong
+  // advances and calls get_current_work itself). CUTLASS's own fetch_next_work calls its base's
+  // get_current_work, which knows neither the order above nor the count of tiles that hold rows.
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work_tile_info) {
+    (void)work_tile_info;  // a data-parallel tile is never continued
+    Base::advance_to_next_work();
+    return cute::make_tuple(get_current_work(), true);
+  }
+
+  template <class TileSchedulerPipeline, class TileSchedulerPipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work_tile_info, TileSchedulerPipeline&,
+                                      TileSchedulerPipelineState) {
+    return fetch_next_work(work_tile_info);
+  }
+
   // The token tiles before the first whose expert lies outside [0, E) (all of them if none): the warp
   // probes 32 evenly spaced entries of the range left, which shrinks 32-fold per probe. Call converged.
   CUTLASS_DEVICE static uint32_t valid_token_tiles(int32_t const* tile_expert, uint32_t tiles, int32_t experts) {

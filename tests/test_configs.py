@@ -40,6 +40,8 @@ def test_name_format():
     assert configs.is_promoted(promoted.name(torch.float16)) and not configs.is_promoted(c.name(torch.float16))
     swap = KernelConfig("packed", "pingpong", 128, 16, 64, 1, 1, swap_ab=True)
     assert swap.name(torch.bfloat16) == "packed_swapab_pingpong_128x16x64_1x1_bf16"
+    paired = KernelConfig("dual", "pingpong", 128, 192, 64, 1, 1, paired=True)
+    assert paired.name(torch.bfloat16) == "dual_paired_pingpong_128x192x64_1x1_bf16"
 
 
 def test_catalog_names_are_the_configs_names():
@@ -774,3 +776,23 @@ def test_explain_says_when_the_named_gpu_is_not_hopper():
         assert "not a Hopper GPU" not in why, gpu
     _, why = configs.explain("dual_store", "", 2048, 18944, 3584, torch.bfloat16, gpu="NVIDIA A100-SXM4-80GB")
     assert "not a Hopper GPU" in why  # every family's answer
+
+
+def test_the_paired_dual_config_is_reached_by_name_and_never_chosen():
+    """The paired dual kernel (the packed kernel's epilogue over W_gate and W_up as stored) runs where a call or
+    a tool names it; the choice never returns it, nor does an override name it."""
+    names = catalog.dual_paired_names()
+    assert names == ["dual_paired_pingpong_128x192x64_1x1_bf16", "dual_paired_pingpong_128x192x64_1x1_fp16",
+                     "dual_paired_cooperative_256x192x64_1x1_bf16", "dual_paired_cooperative_256x192x64_1x1_fp16"]
+    configs.check_config("dual", names[0], torch.bfloat16)
+    configs.check_config("dual", names[1] + "@2:8", torch.float16)
+    assert configs.resolve("dual", names[0] + "@1:4", 8192, 3584, 18944, torch.bfloat16) == configs.Choice(
+        names[0], 1, 4)
+    with pytest.raises(ValueError, match="config must name a packed kernel"):
+        configs.check_config("packed", names[0], torch.bfloat16)
+    paired = configs.BY_BASE_NAME["dual_paired_pingpong_128x192x64_1x1"]
+    assert (paired.kernel, paired.paired, paired.tile_n) == ("dual", True, 192)
+    assert paired not in configs.choosable_configs() and not set(names) & configs.OVERRIDABLE_NAMES
+    for M in (1, 512, 2048, 8192):
+        for n, h in SHAPES:
+            assert not configs.choose_config("dual", M, n, h, "fast", 132, H200).paired

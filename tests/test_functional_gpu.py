@@ -303,7 +303,8 @@ def test_a_row_gets_the_same_bits_at_every_batch_size(kernel, accumulation, seed
 
 
 # the configs whose output is y (the dSwiGLU GEMM's are tested in test_mlp_gpu.py), one test id each
-UP_PROJECTION_CONFIGS = [n for n in catalog.names() + catalog.training_names() if not n.startswith("dswiglu")]
+UP_PROJECTION_CONFIGS = [n for n in catalog.names() + catalog.training_names() + catalog.dual_paired_names()
+                         if not n.startswith("dswiglu")]
 
 
 @pytest.mark.parametrize("name", UP_PROJECTION_CONFIGS)

@@ -22,7 +22,7 @@ CONFIGS = [(e, catalog.DTYPES) for e in catalog.CONFIGS + catalog.TRAINING_CONFI
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_CONFIGS] + [(e, catalog.FP8_OUT_DTYPES) for e in catalog.FP8_OUT_CONFIGS] + [
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_BLOCKWISE_CONFIGS] + [
     (e, catalog.FP8_DTYPES) for e in catalog.FP8_DUAL_CONFIGS] + [
-    (e, catalog.DTYPES) for e in catalog.GROUPED_CONFIGS]
+    (e, catalog.DTYPES) for e in catalog.GROUPED_CONFIGS] + [(e, catalog.DTYPES) for e in catalog.DUAL_PAIRED_CONFIGS]
 # Measured and dropped (docs/perf-notes.md): 128x256, 256x128 and 256x192 Cooperative (again with the
 # MUFU epilogue), Stream-K; a 2x2 cluster on 128x192 Pingpong;
 # promotion every 1 or 2 k-tiles; packed 64x256 and 64x128 / 64x192 with cluster 2x1; 128x112, 128x144 and
@@ -58,6 +58,9 @@ KERNELS = {
                "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"),
     "dual": ("::fused_swiglu::kernel::DualSwiGLUGemm", "FSW_KERNEL_DUAL",
              "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"),
+    # the dual kernel with gate and up rows paired by 8 in shared memory: the packed kernel's epilogue
+    "dual_paired": ("::fused_swiglu::kernel::PairedDualSwiGLUGemm", "FSW_KERNEL_DUAL",
+                    "fused_swiglu/kernel/sm90_gemm_swiglu_dual.hpp"),
     # The packed kernel with weights and tokens exchanged (tile_m weight rows, tile_n tokens): decode sizes
     "packed_swapab": ("::fused_swiglu::kernel::PackedSwapABSwiGLUGemm", "FSW_KERNEL_PACKED",
                       "fused_swiglu/kernel/sm90_gemm_swiglu_packed_swapab.hpp"),

@@ -9,7 +9,9 @@ An entry is ``(kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, p
 
 * kernel: ``packed`` (the packed kernel: one GEMM over interleaved gate/up weight rows, SwiGLU epilogue),
   ``dual`` (the dual kernel: two GEMMs sharing the x tile), or their swap-AB forms ``packed_swapab`` /
-  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes); ``*_fp8*``: their e4m3 forms;
+  ``dual_swapab`` (weights as GMMA's A operand, tokens as B: decode sizes); ``dual_paired`` (the dual kernel
+  with the packed kernel's accumulator layout, its weights' rows paired in shared memory); ``*_fp8*``: their
+  e4m3 forms;
   ``grouped_dual_swapab``: the dual swap-AB kernel batched over the experts of a mixture-of-experts layer.
 * schedule: ``pingpong`` (two consumer warpgroups on alternate tiles, one owning a whole tile) or
   ``cooperative`` (two warpgroups split one tile along M).
@@ -72,6 +74,16 @@ CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
     # at the power cap (docs/perf-notes.md)
     ("packed", "cooperative", 256, 192, 64, 2, 1, 0),
     ("dual", "cooperative", 256, 128, 64, 2, 1, 0),
+)
+
+
+# The paired dual kernel (``dual_paired``): W_gate and W_up as stored, loaded into alternating groups of 8 rows of
+# the weights' stage, so that it takes the packed kernel's accumulator layout and epilogue (kernel/
+# sm90_gemm_swiglu_dual.hpp); that lets the dual kernel run the packed kernel's 128 x 192 tile, whose halves
+# layout spills. Reached by name (config=, kernel="dual") until measured: the choice's candidates are CONFIGS.
+DUAL_PAIRED_CONFIGS: tuple[tuple[str, str, int, int, int, int, int, int], ...] = (
+    ("dual_paired", "pingpong", 128, 192, 64, 1, 1, 0),
+    ("dual_paired", "cooperative", 256, 192, 64, 1, 1, 0),  # the dense packed tile that outran cuBLAS (2 x 1 there)
 )
 
 
@@ -174,6 +186,11 @@ def entry_names(entries: tuple[tuple, ...], dtypes: tuple[str, ...]) -> list[str
 def names() -> list[str]:
     """Every compiled config name, entry by entry, bf16 before fp16."""
     return entry_names(CONFIGS, DTYPES)
+
+
+def dual_paired_names() -> list[str]:
+    """Every compiled paired dual config name (:data:`DUAL_PAIRED_CONFIGS`), entry by entry, bf16 before fp16."""
+    return entry_names(DUAL_PAIRED_CONFIGS, DTYPES)
 
 
 def training_names() -> list[str]:

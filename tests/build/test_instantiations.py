@@ -55,14 +55,16 @@ def test_one_config_list_feeds_the_build_and_the_choice(generate):
 
     assert choosable - compiled == set(), "configs the choice can return but the build lacks"
     # the training kernels are called by name (fused_swiglu.mlp_ops), the e4m3 ones chosen by
-    # fused_swiglu.fp8, the grouped ones by configs.grouped.grouped_choice; none by the 16-bit inference choice
+    # fused_swiglu.fp8, the grouped ones by configs.grouped.grouped_choice, the paired dual ones by name only;
+    # none by the 16-bit inference choice
     e4m3 = (set(catalog.fp8_names()) | set(catalog.fp8_out_names()) | set(catalog.fp8_blockwise_names())
             | set(catalog.fp8_dual_names()))
-    assert compiled - choosable == set(catalog.training_names()) | e4m3 | set(catalog.grouped_names()), (
-        "compiled configs that nothing calls")
+    assert compiled - choosable == (set(catalog.training_names()) | e4m3 | set(catalog.grouped_names())
+                                    | set(catalog.dual_paired_names())), "compiled configs that nothing calls"
     assert [c for c, _ in generate.CONFIGS] == list(catalog.CONFIGS + catalog.TRAINING_CONFIGS + catalog.FP8_CONFIGS
                                                     + catalog.FP8_OUT_CONFIGS + catalog.FP8_BLOCKWISE_CONFIGS
-                                                    + catalog.FP8_DUAL_CONFIGS + catalog.GROUPED_CONFIGS)
+                                                    + catalog.FP8_DUAL_CONFIGS + catalog.GROUPED_CONFIGS
+                                                    + catalog.DUAL_PAIRED_CONFIGS)
     assert set(generate.DTYPES) == set(catalog.DTYPES) | set(catalog.FP8_DTYPES) | set(catalog.FP8_OUT_DTYPES)
 
 

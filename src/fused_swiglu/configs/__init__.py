@@ -870,7 +870,7 @@ def check_config(kernel: str, config: str, dtype: torch.dtype) -> None:
 
 
 # Every inference and training config name the library compiles (check_config)
-_KNOWN_NAMES = frozenset(catalog.names() + catalog.training_names())
+_KNOWN_NAMES = frozenset(catalog.names() + catalog.training_names() + catalog.dual_paired_names())
 # The names an override (FUSED_SWIGLU_CONFIG, set_config_override) may give: the configs select() chooses
 # among, the 16-bit packed and dual kernels' (the e4m3, training and grouped kernels take a config only
 # through their calls' config argument).

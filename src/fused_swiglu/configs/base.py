@@ -32,6 +32,7 @@ class KernelConfig:
     promote: k-tiles per GMMA partial sum before it is added into the fp32 main accumulator;
         0 = GMMA accumulates all of K.
     swap_ab: the GEMM takes the weights as GMMA's A operand and the tokens as B (decode sizes).
+    paired: the dual kernel with its weights' rows paired by 8 in shared memory (``dual_paired``).
     """
 
     kernel: Literal["packed", "dual"]
@@ -45,12 +46,13 @@ class KernelConfig:
     swizzle: Literal[1, 2, 4, 8] = 1
     promote: int = 0
     swap_ab: bool = False
+    paired: bool = False
 
     @property
     def base_name(self) -> str:
         """The config name without its dtype suffix (the tuned data's key)."""
         return (
-            f"{self.kernel}{'_swapab' if self.swap_ab else ''}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
+            f"{self.kernel}{'_swapab' if self.swap_ab else ''}{'_paired' if self.paired else ''}_{self.schedule}_{self.tile_m}x{self.tile_n}x{self.tile_k}_"
             f"{self.cluster_m}x{self.cluster_n}{f'_promote{self.promote}' if self.promote else ''}"
         )
 
@@ -74,13 +76,17 @@ def config_of_entry(entry: tuple) -> KernelConfig:
     (raster 0, swizzle 1)."""
     kernel, schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n, promote = entry
     swap_ab = kernel.endswith("_swapab")
-    return KernelConfig(kernel.removesuffix("_swapab"), schedule, tile_m, tile_n, tile_k, cluster_m, cluster_n,
-                        promote=promote, swap_ab=swap_ab)
+    paired = kernel.endswith("_paired")
+    return KernelConfig(kernel.removesuffix("_swapab").removesuffix("_paired"), schedule, tile_m, tile_n, tile_k,
+                        cluster_m, cluster_n, promote=promote, swap_ab=swap_ab, paired=paired)
 
 
 # Every compiled config (raster 0, swizzle 1), in catalog order: the candidates of every choice.
 CATALOG: tuple[KernelConfig, ...] = tuple(config_of_entry(e) for e in catalog.CONFIGS)
-BY_BASE_NAME: dict[str, KernelConfig] = {c.base_name: c for c in CATALOG}
+# The compiled configs reached by name only (the paired dual kernel): never a candidate of the choice; tuned
+# data may name them once measured.
+NAMED_ONLY: tuple[KernelConfig, ...] = tuple(config_of_entry(e) for e in catalog.DUAL_PAIRED_CONFIGS)
+BY_BASE_NAME: dict[str, KernelConfig] = {c.base_name: c for c in CATALOG + NAMED_ONLY}
 
 
 def candidates(kernel: str, accumulation: str) -> tuple[KernelConfig, ...]:

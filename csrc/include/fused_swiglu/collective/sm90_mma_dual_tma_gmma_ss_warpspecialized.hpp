@@ -21,6 +21,14 @@
 // rows), so each half has the smem layout of a (half, BLK_K) tile and TMA writes it directly. In a
 // cluster, each half is multicast like the operand it belongs to (sm90_tma_cluster_multicast.hpp).
 //
+// Paired rows (PairRows = P > 0, the (M, 2I, K) form only): instead of two halves, the B stage holds gate and
+// up rows in alternating groups of P, as the packed kernel's weights are stored (weights.py):
+//     sB[2 P g : 2 P g + P, :, stage]        <- W_gate rows n-tile * BLK_N/2 + [P g, P g + P)
+//     sB[2 P g + P : 2 P (g + 1), :, stage]  <- W_up   rows n-tile * BLK_N/2 + [P g, P g + P)
+// so the accumulators pair gate column c with c + P, as the packed kernel's (PairColumns<P>), and take its
+// epilogue, whose small subtiles hold whole pairs. Each group is one swizzle atom of P = 8 rows, so TMA
+// writes the (BLK_N/2, BLK_K) gate and up views of the stage in BLK_N/(2P) boxes each.
+//
 // Grouped (swap-AB form only, GroupedDualACollectiveMma): the weights of E experts, W_gate and W_up
 // descriptors of (I, K, E) with the experts' stride as their batch stride (gate_up_proj [E, 2I, H] as
 // transformers stores it: W_gate = rows 0..I-1 of each expert, W_up = rows I..2I-1). Token tile t reads
@@ -65,13 +73,16 @@ struct ExpertParams<true> {
 
 // Base: the CUTLASS sm90 TMA GMMA SS warp-specialized CollectiveMma built for TileShape (BLK_M, BLK_N,
 // BLK_K), with gate + up counted in BLK_M (Split = 0) or BLK_N (Split = 1). Grouped: the weights batched
-// over experts, token tile t reading expert tile_expert[t] (Split = 0 only).
-template <class Base, int Split, bool Grouped = false>
+// over experts, token tile t reading expert tile_expert[t] (Split = 0 only). PairRows: 0 = the halves above,
+// P > 0 = gate and up rows in alternating groups of P (Split = 1 only).
+template <class Base, int Split, bool Grouped = false, int PairRows = 0>
 struct DualCollectiveMma : Base {
   static_assert(Split == 0 || Split == 1, "Split: 0 = W_gate/W_up in operand A, 1 = in operand B");
   static_assert(!Grouped || Split == 0, "grouped: the swap-AB form only (weights as A, token tiles along N)");
+  static_assert(PairRows == 0 || (Split == 1 && !Grouped), "paired rows: the (M, 2I, K) form only");
   static constexpr bool kSplitA = Split == 0;
   static constexpr bool kGrouped = Grouped;
+  static constexpr bool kPairedRows = PairRows > 0;
   // Tokens along M (Split = 1): the last token tile is shifted inside the problem (sm90_token_tile_shift.hpp).
   // In the swap-AB form (tokens along N, decode sizes) tiles stay where the scheduler puts them.
   static constexpr bool kShiftsLastTokenTile = !kSplitA;
@@ -111,9 +122,26 @@ struct DualCollectiveMma : Base {
   using HalfTileShape = cute::conditional_t<
       kSplitA, Shape<Int<Half>, decltype(size<1>(TileShape{})), decltype(size<2>(TileShape{}))>,
       Shape<decltype(size<0>(TileShape{})), Int<Half>, decltype(size<2>(TileShape{}))>>;
-  // (half, BLK_K): one stage of one half, same atom and tiling order as the operand's smem layout.
-  using SmemLayoutWHalf = decltype(tile_to_shape(SmemLayoutAtomW{}, make_shape(Int<Half>{}, size<2>(TileShape{})),
-                                                 Step<_1, _2>{}));
+  // Paired rows: P rows per group, G groups of gate (and of up) rows per stage.
+  static constexpr int kGroupRows = kPairedRows ? PairRows : Half;
+  static constexpr int kGroups = Half / kGroupRows;
+  static_assert(Half % kGroupRows == 0 && kGroupRows % int(size<0>(SmemLayoutAtomW{})) == 0,
+                "paired rows: the half is whole groups, each group whole smem swizzle atoms");
+  // What one TMA load of a weight operand covers: its half of the stage, or one group of P rows.
+  using WLoadTileShape = cute::conditional_t<
+      kSplitA, Shape<Int<kGroupRows>, decltype(size<1>(TileShape{})), decltype(size<2>(TileShape{}))>,
+      Shape<decltype(size<0>(TileShape{})), Int<kGroupRows>, decltype(size<2>(TileShape{}))>>;
+  // (rows, BLK_K): one stage of one such load, same atom and tiling order as the operand's smem layout.
+  using SmemLayoutWHalf = decltype(tile_to_shape(SmemLayoutAtomW{},
+                                                 make_shape(Int<kGroupRows>{}, size<2>(TileShape{})), Step<_1, _2>{}));
+  // The weights' stage (2 half, BLK_K, PIPE) as (row in group, BLK_K, gate or up, group, PIPE): row r + P h + 2 P g.
+  template <class LayoutW>
+  CUTE_HOST_DEVICE static constexpr auto paired_rows(LayoutW const& w) {
+    constexpr int rows = 2 * Half;
+    constexpr int k = int(size<2>(TileShape{}));
+    return composition(w, Layout<Shape<Int<kGroupRows>, Int<k>, _2, Int<kGroups>, decltype(size<2>(w))>,
+                                 Stride<_1, Int<rows>, Int<kGroupRows>, Int<2 * kGroupRows>, Int<rows * k>>>{});
+  }
   // local_tile projections of A (m, k) and B (n, k) tiles.
   using StepW = cute::conditional_t<kSplitA, Step<_1, Underscore, _1>, Step<Underscore, _1, _1>>;
   using StepX = cute::conditional_t<kSplitA, Step<Underscore, _1, _1>, Step<_1, Underscore, _1>>;
@@ -138,7 +166,7 @@ struct DualCollectiveMma : Base {
     using TMA_WHalf = decltype(detail::make_tma_copy_sm90<Split>(
         GmemTiledCopyW{},
         make_tensor(static_cast<InternalElementW const*>(nullptr), repeat_like(StrideW{}, int32_t(0)), StrideW{}),
-        SmemLayoutWHalf{}, HalfTileShape{}, ClusterShape{}));
+        SmemLayoutWHalf{}, WLoadTileShape{}, ClusterShape{}));
     TMA_WHalf tma_load_gate;
     TMA_WHalf tma_load_up;
   };
@@ -161,7 +189,7 @@ struct DualCollectiveMma : Base {
     auto half = [&](ElementW const* ptr, StrideW const& d) {
       auto p = reinterpret_cast<InternalElementW const*>(ptr);
       Tensor tensor_w = make_tensor(p, make_layout(make_shape(rows_W / 2, K, L), d));  // (I, K, L)
-      return detail::make_tma_copy_sm90<Split>(GmemTiledCopyW{}, tensor_w, SmemLayoutWHalf{}, HalfTileShape{},
+      return detail::make_tma_copy_sm90<Split>(GmemTiledCopyW{}, tensor_w, SmemLayoutWHalf{}, WLoadTileShape{},
                                                ClusterShape{});
     };
     params.tma_load_gate = half(args.ptr_gate, args.d_gate);
@@ -230,8 +258,9 @@ struct DualCollectiveMma : Base {
     Tensor mWg = params.tma_load_gate.get_tma_tensor(make_shape(rows_W / 2, K, L_W));                // (i,k,l)
     Tensor mWu = params.tma_load_up.get_tma_tensor(make_shape(rows_W / 2, K, L_W));                  // (i,k,l)
     Tensor mX = tma_load_x(params).get_tma_tensor(make_shape(rows_X, K, L));                         // (t,k,l)
-    Tensor gWg = local_tile(mWg, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
-    Tensor gWu = local_tile(mWu, HalfTileShape{}, make_coord(_, _, _), StepW{});     // (half,BLK_K,i,k,l)
+    // (half,BLK_K,i,k,l), or with paired rows (P,BLK_K,i,k,l) over groups i of P rows
+    Tensor gWg = local_tile(mWg, WLoadTileShape{}, make_coord(_, _, _), StepW{});
+    Tensor gWu = local_tile(mWu, WLoadTileShape{}, make_coord(_, _, _), StepW{});
     Tensor gX = local_tile(mX, TileShape{}, make_coord(_, _, _), StepX{});           // (BLK_X,BLK_K,t,k,l)
     if constexpr (kSplitA) return cute::make_tuple(gWg, gX, gWu, mX);
     else return cute::make_tuple(gX, gWg, gWu, mX);
@@ -248,9 +277,19 @@ struct DualCollectiveMma : Base {
 
     Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});        // (BLK_M,BLK_K,PIPE)
     Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});        // (BLK_N,BLK_K,PIPE)
-    Tensor sW_halves = logical_divide(get<Split>(cute::make_tuple(sA, sB)), Shape<Int<Half>>{});  // ((half,2),BLK_K,PIPE)
-    Tensor sWg = sW_halves(make_coord(_, _0{}), _, _);                                      // (half,BLK_K,PIPE)
-    Tensor sWu = sW_halves(make_coord(_, _1{}), _, _);                                      // (half,BLK_K,PIPE)
+    Tensor sW = get<Split>(cute::make_tuple(sA, sB));                                      // (2 half,BLK_K,PIPE)
+    // the gate and up views: the two halves (half,BLK_K,PIPE), or every other group of P rows (P,BLK_K,G,PIPE)
+    auto views = [&] {
+      if constexpr (kPairedRows) {
+        Tensor sW_pairs = make_tensor(sW.data(), paired_rows(sW.layout()));           // (P,BLK_K,2,G,PIPE)
+        return cute::make_tuple(sW_pairs(_, _, _0{}, _, _), sW_pairs(_, _, _1{}, _, _));
+      } else {
+        Tensor sW_halves = logical_divide(sW, Shape<Int<Half>>{});                        // ((half,2),BLK_K,PIPE)
+        return cute::make_tuple(sW_halves(make_coord(_, _0{}), _, _), sW_halves(make_coord(_, _1{}), _, _));
+      }
+    }();
+    Tensor sWg = get<0>(views);
+    Tensor sWu = get<1>(views);
     Tensor sX = get<1 - Split>(cute::make_tuple(sA, sB));                                  // (BLK_X,BLK_K,PIPE)
 
     // A: sliced by the CTA's position along N (block_id.y), multicast to the CTAs of its cluster row;
@@ -275,7 +314,13 @@ struct DualCollectiveMma : Base {
       if constexpr (Grouped) return int(params.tile_expert[x_tile]);
       else return l_tile;
     }();
-    Tensor gWg = get<Split>(load_inputs)(_, _, w_coord, _, w_batch);                            // (half,BLK_K,k)
+    // (half,BLK_K,k), or with paired rows (P,BLK_K,i,k) over every group i of P rows (the tile's: from first_group)
+    auto w_rows = [&](auto const& gW) {
+      if constexpr (kPairedRows) return gW(_, _, _, _, w_batch);
+      else return gW(_, _, w_coord, _, w_batch);
+    };
+    int const first_group = int(w_coord) * kGroups;
+    Tensor gWg = w_rows(get<Split>(load_inputs));
     // (BLK_X,BLK_K,k): in the (M, 2I, K) form the last token tile starts at token_tile_start
     Tensor gX = [&] {
       if constexpr (kShiftsLastTokenTile) {
@@ -287,7 +332,7 @@ struct DualCollectiveMma : Base {
         return get<1 - Split>(load_inputs)(_, _, x_tile, _, l_tile);
       }
     }();
-    Tensor gWu = get<2>(load_inputs)(_, _, w_coord, _, w_batch);                                // (half,BLK_K,k)
+    Tensor gWu = w_rows(get<2>(load_inputs));
 
     Tensor tWgWg = block_tma_wg.partition_S(gWg);                                          // (TMA,TMA_W,TMA_K,k)
     Tensor tWsWg = block_tma_wg.partition_D(sWg);                                       // (TMA,TMA_W,TMA_K,PIPE)
@@ -305,8 +350,18 @@ struct DualCollectiveMma : Base {
       if constexpr (!kSplitA) {
         copy(tma_load_x(params).with(*tma_barrier, mask_X), tXgX(_, _, _, *k_tile_iter), tXsX(_, _, _, stage));
       }
-      copy(params.tma_load_gate.with(*tma_barrier, mask_W), tWgWg(_, _, _, *k_tile_iter), tWsWg(_, _, _, stage));
-      copy(params.tma_load_up.with(*tma_barrier, mask_W), tWgWu(_, _, _, *k_tile_iter), tWsWu(_, _, _, stage));
+      if constexpr (kPairedRows) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int g = 0; g < kGroups; ++g) {  // group g of gate rows, then its up rows, P rows each
+          copy(params.tma_load_gate.with(*tma_barrier, mask_W), tWgWg(_, _, _, first_group + g, *k_tile_iter),
+               tWsWg(_, _, _, g, stage));
+          copy(params.tma_load_up.with(*tma_barrier, mask_W), tWgWu(_, _, _, first_group + g, *k_tile_iter),
+               tWsWu(_, _, _, g, stage));
+        }
+      } else {
+        copy(params.tma_load_gate.with(*tma_barrier, mask_W), tWgWg(_, _, _, *k_tile_iter), tWsWg(_, _, _, stage));
+        copy(params.tma_load_up.with(*tma_barrier, mask_W), tWgWu(_, _, _, *k_tile_iter), tWsWu(_, _, _, stage));
+      }
       if constexpr (kSplitA) {
         copy(tma_load_x(params).with(*tma_barrier, mask_X), tXgX(_, _, _, *k_tile_iter), tXsX(_, _, _, stage));
       }
@@ -323,5 +378,7 @@ template <class Base>
 using DualACollectiveMma = DualCollectiveMma<Base, 0>;  // the dual kernel in swap-AB form: W_gate | W_up as A
 template <class Base>
 using GroupedDualACollectiveMma = DualCollectiveMma<Base, 0, true>;  // the swap-AB form over E experts' weights
+template <class Base>
+using PairedDualBCollectiveMma = DualCollectiveMma<Base, 1, false, 8>;  // the dual kernel, gate/up rows paired by 8
 
 }  // namespace fused_swiglu::collective

@@ -13,6 +13,7 @@
 
 #include "fused_swiglu/collective/sm90_mma_dual_tma_gmma_ss_warpspecialized.hpp"
 #include "fused_swiglu/kernel/sm90_gemm_swiglu_common.hpp"
+#include "fused_swiglu/kernel/sm90_gemm_swiglu_packed.hpp"
 
 namespace fused_swiglu::kernel {
 
@@ -47,5 +48,31 @@ struct DualSwiGLUGemm : SwiGLUGemmBase<DualTraits<Config, Output>> {
 
 template <class Config>
 using DualStoreSwiGLUGemm = DualSwiGLUGemm<Config, fused_swiglu::epilogue::StoreYAndPreactivations>;
+
+// The paired dual kernel: W_gate and W_up as they are, loaded into alternating groups of 8 rows of the B stage
+// (PairedDualBCollectiveMma), so that the accumulators hold the packed kernel's layout (gate column c beside up
+// column c + 8) and take its epilogue: (64, 64) subtiles of whole pairs, where the dual kernel's subtile spans
+// the tile's width to meet each gate column's up column (which keeps 128 x 192 Pingpong from building clean).
+template <class Config_, class Output_ = fused_swiglu::epilogue::StoreY>
+struct PairedDualTraits : KernelTraits<Config_> {
+  using EpilogueTile = PackedEpilogueTile<Config_>;
+  using Pairing = fused_swiglu::epilogue::PairColumns<8>;
+  using Output = fused_swiglu::epilogue::ShiftedLastTokenTile<Output_>;
+  template <class Mainloop>
+  using MainloopAdaptor = fused_swiglu::collective::PairedDualBCollectiveMma<Mainloop>;
+};
+
+template <class Config, class Output = fused_swiglu::epilogue::StoreY>
+struct PairedDualSwiGLUGemm : SwiGLUGemmBase<PairedDualTraits<Config, Output>> {
+  using Base = SwiGLUGemmBase<PairedDualTraits<Config, Output>>;
+  using typename Base::Element;
+  using typename Base::Arguments;
+
+  static Arguments make_arguments(fsw_problem const& p, cutlass::KernelHardwareInfo hw_info) {
+    return Base::arguments(p, hw_info, {static_cast<Element const*>(p.w), row_major(p.ldw),
+                                        static_cast<Element const*>(p.w_up), row_major(p.ldw_up),
+                                        static_cast<Element const*>(p.x), row_major(p.ldx)});
+  }
+};
 
 }  // namespace fused_swiglu::kernel

@@ -119,9 +119,6 @@ struct DualCollectiveMma : Base {
   static_assert(cute::is_same_v<cute::remove_cvref_t<decltype(get<1>(StrideW{}))>, cute::_1>,
                 "W_gate and W_up must be K-major (row-major [I, K])");
 
-  using HalfTileShape = cute::conditional_t<
-      kSplitA, Shape<Int<Half>, decltype(size<1>(TileShape{})), decltype(size<2>(TileShape{}))>,
-      Shape<decltype(size<0>(TileShape{})), Int<Half>, decltype(size<2>(TileShape{}))>>;
   // Paired rows: P rows per group, G groups of gate (and of up) rows per stage.
   static constexpr int kGroupRows = kPairedRows ? PairRows : Half;
   static constexpr int kGroups = Half / kGroupRows;
@@ -334,10 +331,11 @@ struct DualCollectiveMma : Base {
     }();
     Tensor gWu = w_rows(get<2>(load_inputs));
 
-    Tensor tWgWg = block_tma_wg.partition_S(gWg);                                          // (TMA,TMA_W,TMA_K,k)
-    Tensor tWsWg = block_tma_wg.partition_D(sWg);                                       // (TMA,TMA_W,TMA_K,PIPE)
-    Tensor tWgWu = block_tma_wu.partition_S(gWu);                                          // (TMA,TMA_W,TMA_K,k)
-    Tensor tWsWu = block_tma_wu.partition_D(sWu);                                       // (TMA,TMA_W,TMA_K,PIPE)
+    // (TMA,TMA_W,TMA_K,k) and (TMA,TMA_W,TMA_K,PIPE); with paired rows (TMA,TMA_W,TMA_K,i,k) and (TMA,TMA_W,TMA_K,G,PIPE)
+    Tensor tWgWg = block_tma_wg.partition_S(gWg);
+    Tensor tWsWg = block_tma_wg.partition_D(sWg);
+    Tensor tWgWu = block_tma_wu.partition_S(gWu);
+    Tensor tWsWu = block_tma_wu.partition_D(sWu);
     Tensor tXgX = block_tma_x.partition_S(gX);                                             // (TMA,TMA_X,TMA_K,k)
     Tensor tXsX = block_tma_x.partition_D(sX);                                          // (TMA,TMA_X,TMA_K,PIPE)
 
